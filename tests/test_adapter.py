@@ -1,0 +1,175 @@
+"""lora2r: zero delta at init, per-row keep/absorb/route gradients, ablation, persistence, export."""
+import copy
+
+import pytest
+import torch
+
+from tests.conftest import make_tiny_llama
+from vgrout import adapter as ad
+
+
+def _batch(n=3, t=7, vocab=97, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, vocab, (n, t), generator=g)
+
+
+def _train_a_bit(lora, ids, steps=3):
+    """Move both blocks away from init so masks and ablation have something to act on."""
+    opt = torch.optim.SGD(lora.parameters(), lr=0.5)
+    for _ in range(steps):
+        opt.zero_grad()
+        lora.model(ids).logits.pow(2).mean().backward()
+        opt.step()
+
+
+def test_logits_equal_base_at_init():
+    base = make_tiny_llama()
+    wrapped = copy.deepcopy(base)
+    lora = ad.attach(wrapped, r=4, init_scale=1.0, seed=0)
+    ids = _batch()
+    assert len(lora.modules) == 2 * 7
+    diff = (wrapped(ids).logits - base(ids).logits).abs().max().item()
+    assert diff <= 1e-6
+    # the init is not trivially zero: the adapter matrices themselves are non-zero
+    m = next(iter(lora.modules.values()))
+    assert m.A.abs().sum() > 0 and m.B.abs().sum() > 0
+
+
+def _per_row_grads(lora, ids, zones, row):
+    """Gradient of row `row`'s loss alone, under the batch's mixed masks."""
+    for p in lora.parameters():
+        p.grad = None
+    with lora.masked(zones):
+        logits = lora.model(ids).logits
+    logits[row].pow(2).mean().backward()
+    g = {"deployed": 0.0, "quarantine": 0.0}
+    for mod in lora.modules.values():
+        for t, is_A in ((mod.A, True), (mod.B, False)):
+            for block in g:
+                g[block] += ad._block_slice(t.grad, mod, is_A, block).abs().sum().item()
+    return g
+
+
+def test_mixed_batch_masks_route_gradients_per_row():
+    model = make_tiny_llama()
+    lora = ad.attach(model, r=4, seed=0)
+    ids = _batch(n=3)
+    _train_a_bit(lora, ids)
+    zones = ["keep", "absorb", "route"]
+    keep, absorb, route = (_per_row_grads(lora, ids, zones, i) for i in range(3))
+    assert keep["quarantine"] == 0.0 and keep["deployed"] > 0
+    assert route["deployed"] == 0.0 and route["quarantine"] > 0
+    assert absorb["deployed"] > 0 and absorb["quarantine"] > 0
+
+    with torch.no_grad():
+        with lora.masked(zones):
+            mixed = model(ids).logits
+        with lora.masked(["absorb"] * 3):
+            full = model(ids).logits
+        snapshot = lora.state_dict()
+        lora.ablate_quarantine()
+        deployed_only = model(ids).logits
+        lora.load_state_dict(snapshot)
+    # keep row: the quarantine does not change its forward (equals the ablated model)
+    assert torch.allclose(mixed[0], deployed_only[0], atol=1e-6)
+    assert not torch.allclose(mixed[0], full[0], atol=1e-4)
+    # route row: the deployed output is still in its forward (same values as absorb)
+    assert torch.allclose(mixed[2], full[2], atol=1e-6)
+    assert torch.allclose(mixed[1], full[1], atol=1e-6)
+
+
+def test_ablation_resets_quarantine_exactly():
+    model = make_tiny_llama()
+    lora = ad.attach(model, r=4, seed=0)
+    ids = _batch()
+    _train_a_bit(lora, ids)
+    x = torch.randn(2, 5, 32)
+    mod = next(iter(lora.modules.values()))
+    assert mod.deltas(x)[1].abs().max() > 0
+    lora.ablate_quarantine()
+    for mod in lora.modules.values():
+        xin = torch.randn(2, 5, mod.A.shape[1])
+        assert torch.equal(mod.deltas(xin)[1], torch.zeros_like(mod.deltas(xin)[1]))
+        assert torch.equal(mod.A[mod.r:], mod.A0[mod.r:])
+    # ablated model == the keep-masked forward of the trained model (what deploy eval sees)
+    with torch.no_grad():
+        abl = model(ids).logits
+        with lora.masked(["keep"] * ids.shape[0]):
+            keep = model(ids).logits
+    assert torch.allclose(abl, keep, atol=1e-6)
+
+
+def test_save_load_round_trip(tmp_path):
+    model = make_tiny_llama()
+    lora = ad.attach(model, r=4, seed=0)
+    ids = _batch()
+    _train_a_bit(lora, ids)
+    lora.save(tmp_path / "adapter.safetensors")
+    assert ad.config_of(tmp_path / "adapter.safetensors")["r"] == 4
+
+    other = ad.attach(make_tiny_llama(), r=4, seed=123)  # different init
+    with torch.no_grad():
+        before = other.model(ids).logits
+    other.load(tmp_path / "adapter.safetensors")
+    with torch.no_grad():
+        a, b = model(ids).logits, other.model(ids).logits
+    assert torch.equal(a, b)
+    assert not torch.allclose(before, b)
+
+    wrong = ad.attach(make_tiny_llama(), r=2, seed=0)
+    with pytest.raises(Exception, match="shape"):
+        wrong.load(tmp_path / "adapter.safetensors")
+
+
+def test_export_merged_and_peft_match_ablated(tmp_path):
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    model = make_tiny_llama()
+    lora = ad.attach(model, r=4, seed=0)
+    ids = _batch()
+    _train_a_bit(lora, ids)
+    with torch.no_grad():
+        with lora.masked(["keep"] * ids.shape[0]):  # quarantine off = deployed model
+            deployed = model(ids).logits
+    lora.export_merged(tmp_path / "merged")
+    lora.export_peft(tmp_path / "peft")
+
+    merged = AutoModelForCausalLM.from_pretrained(tmp_path / "merged").eval()
+    with torch.no_grad():
+        assert (merged(ids).logits - deployed).abs().max().item() <= 1e-5
+
+    base = make_tiny_llama()  # same seed => same base weights
+    peft_model = PeftModel.from_pretrained(base, tmp_path / "peft").eval()
+    with torch.no_grad():
+        assert (peft_model(ids).logits - deployed).abs().max().item() <= 1e-5
+    # the wrapped model is intact after export
+    with torch.no_grad():
+        with lora.masked(["keep"] * ids.shape[0]):
+            again = model(ids).logits
+    assert torch.equal(again, deployed)
+
+
+def test_unknown_zone_is_an_error():
+    lora = ad.attach(make_tiny_llama(), r=2)
+    with pytest.raises(ValueError, match="unknown zone"):
+        with lora.masked(["keep", "bogus"]):
+            pass
+
+
+def test_capture_pools_deployed_bottleneck_over_completion_tokens():
+    model = make_tiny_llama()
+    lora = ad.attach(model, r=4, seed=0)
+    ids = _batch(n=2, t=6)
+    w = torch.zeros(2, 6)
+    w[:, 3:] = 1 / 3  # mean over the last three (completion) tokens
+    captured_x = {}
+    name = next(iter(lora.modules))
+    hook = lora.modules[name].register_forward_pre_hook(lambda m, a: captured_x.update(x=a[0]))
+    with torch.no_grad(), lora.capture(w) as pooled:
+        model(ids)
+    hook.remove()
+    mod = lora.modules[name]
+    expected = (captured_x["x"][:, 3:] @ mod.A[:mod.r].T).mean(1)
+    assert set(pooled) == set(lora.modules)
+    assert torch.allclose(pooled[name], expected, atol=1e-6)

@@ -1,0 +1,300 @@
+"""The lora2r adapter: one rank-2r LoRA per target Linear, split into a deployed block and a
+quarantine block, with per-rollout keep / absorb / route masks.
+
+Per target Linear W (d_out x d_in), trainable A:[2r, d_in] and B:[d_out, 2r], both Gaussian;
+frozen copies A0, B0 of their init are subtracted so the net delta is exactly zero at init:
+
+    delta(x) = B·A·x − B0·A0·x = delta_deployed(x) + delta_quarantine(x)
+    delta_deployed   uses rows/cols [:r]   (kept at deployment)
+    delta_quarantine uses rows/cols [r:]   (deleted at deployment: reset to its init, delta = 0)
+
+Per-rollout masks, set before the single grad-carrying forward (SGTM Table 1):
+    keep   (m=0, d=0): quarantine zeroed in the forward; only the deployed block trains.
+    absorb (m=1, d=0): both blocks in the forward; both train.
+    route  (m=1, d=1): both in the forward, deployed output detached; only quarantine trains.
+
+    y = W·x + (detach(delta_deployed) if d else delta_deployed) + m · delta_quarantine
+
+The gate reads h = A_deployed·x (the deployed-block bottleneck), pooled over completion
+tokens; `Lora2r.capture` collects it during the no-grad logπ_old forward.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
+
+from vgrout.io import InputError, atomic_path
+
+DEFAULT_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+ZONES = ("keep", "absorb", "route")
+# zone -> (m: quarantine in the forward, d: deployed output detached)
+ZONE_MASKS = {"keep": (0.0, False), "absorb": (1.0, False), "route": (1.0, True)}
+
+
+@dataclass
+class RoutingState:
+    """Shared by every wrapped Linear of one model: the masks of the batch in flight."""
+    m: torch.Tensor | None = None          # [batch] float, 1 = quarantine in the forward
+    d: torch.Tensor | None = None          # [batch] bool, True = deployed output detached
+    pool_weights: torch.Tensor | None = None  # [batch, time] weights over completion tokens
+    pooled: dict[str, torch.Tensor] = field(default_factory=dict)  # module name -> [batch, r]
+
+
+class Lora2rLinear(nn.Module):
+    def __init__(self, base: nn.Linear, name: str, r: int, init_scale: float,
+                 generator: torch.Generator, state: RoutingState):
+        super().__init__()
+        self.base, self.name, self.r, self.state = base, name, r, state
+        d_out, d_in = base.weight.shape
+        # Adapter parameters stay fp32 whatever the base dtype: AdamW on bf16 params loses updates.
+        A = torch.randn(2 * r, d_in, generator=generator) * (init_scale / d_in ** 0.5)
+        B = torch.randn(d_out, 2 * r, generator=generator) * (init_scale / r ** 0.5)
+        device = base.weight.device
+        self.A = nn.Parameter(A.to(device))
+        self.B = nn.Parameter(B.to(device))
+        self.register_buffer("A0", A.clone().to(device))
+        self.register_buffer("B0", B.clone().to(device))
+
+    def deltas(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(delta_deployed, delta_quarantine, h_deployed) in fp32."""
+        r = self.r
+        x = x.to(self.A.dtype)
+        h, h0 = F.linear(x, self.A), F.linear(x, self.A0)
+        # The same ops on equal inputs give bitwise-equal results, so each delta is exactly
+        # zero while a block equals its init (at init, and for the quarantine after ablation).
+        delta_d = F.linear(h[..., :r], self.B[:, :r]) - F.linear(h0[..., :r], self.B0[:, :r])
+        delta_q = F.linear(h[..., r:], self.B[:, r:]) - F.linear(h0[..., r:], self.B0[:, r:])
+        return delta_d, delta_q, h[..., :r]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.base(x)
+        delta_d, delta_q, h_d = self.deltas(x)
+        s = self.state
+        if s.pool_weights is not None:
+            w = s.pool_weights.to(h_d.dtype)
+            self.state.pooled[self.name] = torch.einsum("bt,btr->br", w, h_d.detach())
+        if s.d is not None:
+            delta_d = torch.where(s.d.view(-1, *[1] * (x.dim() - 1)), delta_d.detach(), delta_d)
+        if s.m is not None:
+            delta_q = delta_q * s.m.view(-1, *[1] * (x.dim() - 1)).to(delta_q.dtype)
+        return y + (delta_d + delta_q).to(y.dtype)
+
+    @torch.no_grad()
+    def ablate_quarantine(self) -> None:
+        self.A[self.r:] = self.A0[self.r:]
+        self.B[:, self.r:] = self.B0[:, self.r:]
+
+
+
+@dataclass
+class Lora2r:
+    """Handle on a model wrapped with lora2r: its modules, shared routing state and config."""
+    model: nn.Module
+    modules: dict[str, Lora2rLinear]
+    state: RoutingState
+    config: dict
+
+    @property
+    def r(self) -> int:
+        return self.config["r"]
+
+    def parameters(self) -> list[nn.Parameter]:
+        return [p for m in self.modules.values() for p in (m.A, m.B)]
+
+    # -- masks ---------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def masked(self, zones: Sequence[str]) -> Iterator[None]:
+        """Per-row keep/absorb/route masks for the forwards inside the block."""
+        unknown = set(zones) - set(ZONES)
+        if unknown:
+            raise ValueError(f"unknown zone(s) {sorted(unknown)}; valid: {ZONES}")
+        device = next(iter(self.modules.values())).A.device
+        m = torch.tensor([ZONE_MASKS[z][0] for z in zones], device=device)
+        d = torch.tensor([ZONE_MASKS[z][1] for z in zones], device=device)
+        with self._state(m=m, d=d):
+            yield
+
+    def sampling(self, deploy_rows: Sequence[bool]) -> contextlib.AbstractContextManager:
+        """Sampling mode per row: quarantine off (deploy-sampled) or on (full-sampled).
+        Sampling carries no grad, so these are the keep and absorb forwards."""
+        return self.masked(["keep" if dep else "absorb" for dep in deploy_rows])
+
+    @contextlib.contextmanager
+    def capture(self, pool_weights: torch.Tensor) -> Iterator[dict[str, torch.Tensor]]:
+        """Collect pooled deployed-block bottleneck activations {module: [batch, r]}."""
+        self.state.pooled = {}
+        old = self.state.pool_weights
+        self.state.pool_weights = pool_weights
+        try:
+            yield self.state.pooled
+        finally:
+            self.state.pool_weights = old
+
+    @contextlib.contextmanager
+    def _state(self, m: torch.Tensor, d: torch.Tensor) -> Iterator[None]:
+        old = (self.state.m, self.state.d)
+        self.state.m, self.state.d = m, d
+        try:
+            yield
+        finally:
+            self.state.m, self.state.d = old
+
+    # -- deployment ----------------------------------------------------------------------
+    def ablate_quarantine(self) -> None:
+        """Deployment ablation: reset the quarantine block to its init, so its delta is zero."""
+        for m in self.modules.values():
+            m.ablate_quarantine()
+
+    def block_norms(self, grads: bool = False) -> dict[str, float]:
+        """L2 norm over all modules of each block's parameters (or of their gradients)."""
+        out = {}
+        for block in ("deployed", "quarantine"):
+            sq = torch.zeros(())
+            for mod in self.modules.values():
+                for t, is_A in ((mod.A, True), (mod.B, False)):
+                    t = t.grad if grads else t.detach()
+                    if t is not None:
+                        sq = sq + _block_slice(t, mod, is_A, block).float().pow(2).sum().cpu()
+            out[block] = float(sq) ** 0.5
+        return out
+
+    # -- persistence ---------------------------------------------------------------------
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        sd = {}
+        for name, m in self.modules.items():
+            for key in ("A", "B", "A0", "B0"):
+                sd[f"{name}.{key}"] = getattr(m, key).detach().cpu().contiguous()
+        return sd
+
+    def save(self, path: str | Path) -> None:
+        with atomic_path(path) as tmp:
+            save_file(self.state_dict(), str(tmp), metadata={"lora2r": json.dumps(self.config)})
+
+    @torch.no_grad()
+    def load_state_dict(self, sd: dict[str, torch.Tensor], source: str = "state dict") -> None:
+        for name, m in self.modules.items():
+            for key in ("A", "B", "A0", "B0"):
+                k = f"{name}.{key}"
+                if k not in sd:
+                    raise InputError(f"{source}: missing adapter tensor '{k}'")
+                t = getattr(m, key)
+                if sd[k].shape != t.shape:
+                    raise InputError(f"{source}: '{k}' has shape {tuple(sd[k].shape)}, "
+                                     f"model expects {tuple(t.shape)}")
+                t.copy_(sd[k].to(t.device, t.dtype))
+
+    def load(self, path: str | Path) -> None:
+        self.load_state_dict(load_file(str(path)), source=str(path))
+
+    # -- export --------------------------------------------------------------------------
+    @torch.no_grad()
+    def deployed_deltas(self) -> dict[str, torch.Tensor]:
+        """Per module, the deployed block's weight delta B_d·A_d − B0_d·A0_d ([d_out, d_in])."""
+        r = self.r
+        return {name: m.B[:, :r] @ m.A[:r] - m.B0[:, :r] @ m.A0[:r]
+                for name, m in self.modules.items()}
+
+    @torch.no_grad()
+    def export_merged(self, out_dir: str | Path, tokenizer=None) -> None:
+        """Save the deployed model (quarantine deleted) as a plain transformers model dir."""
+        deltas = self.deployed_deltas()
+        unwrapped = detach_from(self)
+        originals = {name: lin.weight.detach().clone() for name, lin in unwrapped.items()}
+        try:
+            for name, delta in deltas.items():
+                lin = unwrapped[name]
+                lin.weight += delta.to(lin.weight.dtype)
+            self.model.save_pretrained(str(out_dir))
+            if tokenizer is not None:
+                tokenizer.save_pretrained(str(out_dir))
+        finally:
+            # restore bit-exactly (w + d - d is not w in floating point)
+            for name, w in originals.items():
+                unwrapped[name].weight.copy_(w)
+            reattach(self, unwrapped)
+
+    @torch.no_grad()
+    def export_peft(self, out_dir: str | Path) -> None:
+        """Save the deployed block as a standard PEFT LoRA of rank 2r:
+        B' = [B_d, −B0_d], A' = [A_d; A0_d], scaling 1, so B'A' = B_d·A_d − B0_d·A0_d."""
+        from peft import LoraConfig, get_peft_model
+        r = self.r
+        unwrapped = detach_from(self)
+        try:
+            config = LoraConfig(r=2 * r, lora_alpha=2 * r, lora_dropout=0.0, bias="none",
+                                target_modules=sorted({n.rsplit(".", 1)[-1] for n in self.modules}),
+                                init_lora_weights=False)
+            peft_model = get_peft_model(self.model, config)
+            for name, m in self.modules.items():
+                layer = peft_model.base_model.model.get_submodule(name)
+                if set(layer.lora_A) != {"default"}:
+                    raise RuntimeError(f"unexpected PEFT adapters on {name}")
+                layer.lora_A["default"].weight.copy_(torch.cat([m.A[:r], m.A0[:r]], 0))
+                layer.lora_B["default"].weight.copy_(torch.cat([m.B[:, :r], -m.B0[:, :r]], 1))
+            peft_model.save_pretrained(str(out_dir))
+            self.model = peft_model.unload()
+        finally:
+            reattach(self, unwrapped)
+
+
+def _block_slice(t: torch.Tensor, mod: Lora2rLinear, is_A: bool, block: str) -> torch.Tensor:
+    sl = slice(None, mod.r) if block == "deployed" else slice(mod.r, None)
+    return t[sl] if is_A else t[:, sl]
+
+
+def attach(model: nn.Module, r: int, init_scale: float = 1.0, seed: int = 0,
+           targets: Sequence[str] = DEFAULT_TARGETS) -> Lora2r:
+    """Wrap every nn.Linear whose name ends with a target suffix; freeze the base model."""
+    if r < 1:
+        raise InputError(f"adapter.r must be >= 1, got {r}")
+    for p in model.parameters():
+        p.requires_grad_(False)
+    generator = torch.Generator().manual_seed(seed)
+    state = RoutingState()
+    modules: dict[str, Lora2rLinear] = {}
+    names = [n for n, mod in model.named_modules()
+             if isinstance(mod, nn.Linear) and n.rsplit(".", 1)[-1] in targets]
+    if not names:
+        raise InputError(f"adapter.targets {list(targets)} match no nn.Linear in the model")
+    for name in names:  # named_modules order is deterministic, so the init is too
+        parent_name, child = name.rsplit(".", 1)
+        parent = model.get_submodule(parent_name)
+        wrapped = Lora2rLinear(getattr(parent, child), name, r, init_scale, generator, state)
+        setattr(parent, child, wrapped)
+        modules[name] = wrapped
+    config = {"r": r, "init_scale": init_scale, "seed": seed, "targets": list(targets)}
+    return Lora2r(model=model, modules=modules, state=state, config=config)
+
+
+def detach_from(lora: Lora2r) -> dict[str, nn.Linear]:
+    """Put the plain base Linears back in the model (for export); returns them by name."""
+    base = {}
+    for name, m in lora.modules.items():
+        parent_name, child = name.rsplit(".", 1)
+        setattr(lora.model.get_submodule(parent_name), child, m.base)
+        base[name] = m.base
+    return base
+
+
+def reattach(lora: Lora2r, base: dict[str, nn.Linear]) -> None:
+    for name, m in lora.modules.items():
+        parent_name, child = name.rsplit(".", 1)
+        setattr(lora.model.get_submodule(parent_name), child, m)
+
+
+def config_of(path: str | Path) -> dict:
+    """The lora2r config stored in an adapter file's metadata."""
+    from safetensors import safe_open
+    with safe_open(str(path), framework="pt") as f:
+        meta = f.metadata() or {}
+    if "lora2r" not in meta:
+        raise InputError(f"{path}: not a lora2r adapter file (no 'lora2r' metadata)")
+    return json.loads(meta["lora2r"])
