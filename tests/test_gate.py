@@ -1,0 +1,54 @@
+"""routeA gate: warm-up, quantile cuts from past scores only, pinned arms, state round trip."""
+import pytest
+import torch
+
+from vgrout.gate import Gate
+
+
+def test_warmup_is_all_absorb_then_cuts_from_past_scores():
+    g = Gate(policy="quantile", q_lo=0.25, q_hi=0.75, buffer_size=100, warmup=8)
+    assert g.decide([5.0, -5.0, 0.0]) == ["absorb"] * 3
+    assert g.decide(list(range(5))) == ["absorb"] * 5  # buffer had 3 < 8 before this batch
+    past = [5.0, -5.0, 0.0, 0, 1, 2, 3, 4]
+    lo, hi = (float(torch.quantile(torch.tensor(past, dtype=torch.float64), q)) for q in (0.25, 0.75))
+    zones = g.decide([hi + 1, lo - 1, (lo + hi) / 2])
+    assert zones == ["route", "keep", "absorb"]
+    assert g.cuts == pytest.approx((lo, hi))
+
+
+def test_batch_scores_do_not_set_their_own_cuts():
+    # A batch far above everything seen routes entirely: the cuts come from the past.
+    g = Gate(policy="quantile", buffer_size=64, warmup=4)
+    g.decide([0.0, 0.1, 0.2, 0.3])
+    assert g.decide([10.0, 11.0, 12.0]) == ["route"] * 3
+
+
+def test_ring_buffer_forgets_old_scores():
+    g = Gate(policy="quantile", buffer_size=4, warmup=4)
+    g.decide([100.0] * 4)
+    g.decide([0.0] * 4)  # pushes the 100s out
+    assert list(g.buffer) == [0.0] * 4
+    assert g.decide([1.0]) == ["route"]
+
+
+@pytest.mark.parametrize("arm,zone", [("none", "keep"), ("absorb", "absorb")])
+def test_pinned_arms(arm, zone):
+    g = Gate.for_arm(arm, warmup=0)
+    assert g.decide([-9.0, 0.0, 9.0]) == [zone] * 3
+    assert len(g.buffer) == 3  # scores are still recorded for diagnostics
+
+
+def test_state_round_trip_continues_identically():
+    g = Gate(policy="quantile", buffer_size=16, warmup=4)
+    g.decide(torch.randn(10, generator=torch.Generator().manual_seed(0)))
+    h = Gate.from_state_dict(g.state_dict())
+    batch = torch.randn(6, generator=torch.Generator().manual_seed(1))
+    assert g.decide(batch) == h.decide(batch)
+    assert g.state_dict() == h.state_dict()
+
+
+def test_bad_config_is_an_error():
+    with pytest.raises(ValueError, match="quantiles"):
+        Gate(q_lo=0.8, q_hi=0.2)
+    with pytest.raises(ValueError, match="arm"):
+        Gate.for_arm("bogus")

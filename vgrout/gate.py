@@ -1,0 +1,76 @@
+"""The routeA gate: a one-score classifier with a reject option.
+
+Route is the confident-hack prediction, keep the confident-clean prediction, and the
+absorb band between the two cuts is abstention. The cuts are quantiles of a ring buffer
+of the run's past scores (label-free), because the hack base rate moves during training.
+
+Oracle-free rule: `decide` takes scores and nothing else. This module imports nothing
+that grades, rewards or labels rollouts (tests/test_oracle_free.py checks both).
+"""
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+import torch
+
+POLICIES = ("quantile", "keep", "absorb")
+# arm -> gate policy. none = plain GRPO on the same adapter (everything keep).
+ARM_POLICY = {"none": "keep", "absorb": "absorb", "routeA": "quantile",
+              "placebo": "quantile", "heldout": "quantile"}
+
+
+@dataclass
+class Gate:
+    policy: str = "quantile"
+    q_lo: float = 0.25
+    q_hi: float = 0.75
+    buffer_size: int = 512
+    warmup: int = 64
+    buffer: deque = field(default_factory=deque)
+    cuts: tuple[float, float] | None = None  # the cuts of the last decision (None in warm-up)
+
+    def __post_init__(self):
+        if self.policy not in POLICIES:
+            raise ValueError(f"gate policy '{self.policy}' unknown; valid: {POLICIES}")
+        if not 0.0 <= self.q_lo <= self.q_hi <= 1.0:
+            raise ValueError(f"gate quantiles need 0 <= q_lo <= q_hi <= 1, got {self.q_lo}, {self.q_hi}")
+        if self.warmup > self.buffer_size:
+            raise ValueError(f"gate.warmup ({self.warmup}) exceeds gate.buffer_size ({self.buffer_size})")
+        self.buffer = deque(self.buffer, maxlen=self.buffer_size)
+
+    @classmethod
+    def for_arm(cls, arm: str, **kw) -> "Gate":
+        if arm not in ARM_POLICY:
+            raise ValueError(f"arm '{arm}' unknown; valid: {sorted(ARM_POLICY)}")
+        return cls(policy=ARM_POLICY[arm], **kw)
+
+    def decide(self, scores: torch.Tensor | list[float]) -> list[str]:
+        """Zones for a batch of rollout scores. Cuts come from PAST scores only; then the
+        batch joins the buffer. Pinned policies still record scores (for diagnostics)."""
+        scores = [float(s) for s in (scores.tolist() if torch.is_tensor(scores) else scores)]
+        if self.policy != "quantile":
+            zones = [self.policy] * len(scores)
+            self.cuts = None
+        elif len(self.buffer) < self.warmup:
+            zones = ["absorb"] * len(scores)
+            self.cuts = None
+        else:
+            past = torch.tensor(list(self.buffer), dtype=torch.float64)
+            lo, hi = (float(torch.quantile(past, q)) for q in (self.q_lo, self.q_hi))
+            self.cuts = (lo, hi)
+            zones = ["route" if s > hi else "keep" if s < lo else "absorb" for s in scores]
+        self.buffer.extend(scores)
+        return zones
+
+    def state_dict(self) -> dict:
+        return {"policy": self.policy, "q_lo": self.q_lo, "q_hi": self.q_hi,
+                "buffer_size": self.buffer_size, "warmup": self.warmup,
+                "buffer": list(self.buffer), "cuts": self.cuts}
+
+    @classmethod
+    def from_state_dict(cls, sd: dict) -> "Gate":
+        cuts = sd.get("cuts")
+        return cls(policy=sd["policy"], q_lo=sd["q_lo"], q_hi=sd["q_hi"],
+                   buffer_size=sd["buffer_size"], warmup=sd["warmup"],
+                   buffer=deque(sd["buffer"]), cuts=tuple(cuts) if cuts else None)

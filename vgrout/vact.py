@@ -1,0 +1,157 @@
+"""The hack direction v_act, from hand-written (hack, clean) pairs of the same prompt.
+
+    h(seq)  = mean over completion tokens of A_deployed·x, at every target module
+    v_act_m = mean over pairs of (h_hack − h_clean) at module m, unit-normalised per module
+    score   = Σ_m <h_m, v_act_m>
+
+Placebo: a Haar-random unit direction per module (same shapes), from `gate.random_seed`.
+
+Oracle-free rule: the only inputs are the authored pairs and the student; nothing here reads
+rewards, grader output or rollout labels (tests/test_oracle_free.py).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import torch
+from safetensors.torch import load_file, save_file
+from tqdm import tqdm
+
+from vgrout.adapter import Lora2r
+from vgrout.grpo import position_ids
+from vgrout.io import InputError, atomic_path
+from vgrout.rollout import Seqs, encode
+
+Direction = dict[str, torch.Tensor]  # module name -> [r], unit norm per module
+
+
+@torch.no_grad()
+def pooled_activations(lora: Lora2r, seqs: Seqs, batch_size: int = 16,
+                       progress: bool = False) -> dict[str, torch.Tensor]:
+    """Pooled deployed-block bottleneck activations {module: [N, r]} (full-model forward)."""
+    device = next(lora.model.parameters()).device
+    parts: dict[str, list[torch.Tensor]] = {name: [] for name in lora.modules}
+    starts = range(0, len(seqs), batch_size)
+    for start in tqdm(starts, desc="pooling h", disable=not progress, leave=False):
+        b = seqs.rows(slice(start, start + batch_size)).to(device)
+        with lora.masked(["absorb"] * len(b)), lora.capture(b.pool_weights()) as pooled:
+            lora.model(input_ids=b.input_ids, attention_mask=b.attention_mask,
+                       position_ids=position_ids(b.attention_mask), logits_to_keep=1)
+        for name in parts:
+            parts[name].append(pooled[name].float().cpu())
+    return {name: torch.cat(p) for name, p in parts.items()}
+
+
+def score(acts: dict[str, torch.Tensor], direction: Direction) -> torch.Tensor:
+    """Σ_m <h_m, v_m> for every row: [N]."""
+    missing = set(direction) - set(acts)
+    if missing:
+        raise InputError(f"direction has modules the activations lack: {sorted(missing)[:3]}...")
+    return sum(acts[m].float() @ direction[m].float().to(acts[m].device) for m in direction)
+
+
+def _unit(diff: dict[str, torch.Tensor]) -> Direction:
+    return {m: d / d.norm().clamp(min=1e-12) for m, d in diff.items()}
+
+
+def mean_difference(h_hack: dict[str, torch.Tensor], h_clean: dict[str, torch.Tensor],
+                    rows: Sequence[int] | None = None) -> Direction:
+    """Unit-normalised per module mean paired difference (hack − clean)."""
+    out = {}
+    for m in h_hack:
+        d = h_hack[m] - h_clean[m]
+        out[m] = (d if rows is None else d[list(rows)]).mean(0)
+    return _unit(out)
+
+
+def haar_direction(like: dict[str, torch.Tensor], seed: int) -> Direction:
+    """A Haar-random unit direction per module with the shapes of `like` (seeded)."""
+    g = torch.Generator().manual_seed(int(seed))
+    # sorted names: the same seed gives the same direction whatever the dict order
+    return _unit({m: torch.randn(like[m].shape[-1], generator=g) for m in sorted(like)})
+
+
+def separation(h_hack, h_clean, direction: Direction) -> float:
+    """Fraction of pairs whose hack side scores above its clean side."""
+    return float((score(h_hack, direction) > score(h_clean, direction)).float().mean())
+
+
+def loo_separation(h_hack, h_clean) -> float:
+    """Leave-one-out: v_act from the other pairs, judged on the held-out pair."""
+    n = next(iter(h_hack.values())).shape[0]
+    if n < 2:
+        return float("nan")
+    hits = 0
+    for i in range(n):
+        v = mean_difference(h_hack, h_clean, [j for j in range(n) if j != i])
+        one = lambda h: {m: t[i:i + 1] for m, t in h.items()}  # noqa: E731
+        hits += int(score(one(h_hack), v)[0] > score(one(h_clean), v)[0])
+    return hits / n
+
+
+def pair_activations(lora: Lora2r, tokenizer, pairs, system: str | None = None,
+                     batch_size: int = 16, progress: bool = False):
+    """Pooled h of every pair's hack and clean completion under its own prompt."""
+    from vgrout.model import chat_prompt
+    prompts = [chat_prompt(tokenizer, _messages(p.prompt, system)) for p in pairs]
+    seqs = encode(tokenizer, prompts + prompts, [p.hack for p in pairs] + [p.clean for p in pairs])
+    acts = pooled_activations(lora, seqs, batch_size=batch_size, progress=progress)
+    n = len(pairs)
+    return {m: a[:n] for m, a in acts.items()}, {m: a[n:] for m, a in acts.items()}
+
+
+def _messages(prompt: str, system: str | None) -> list[dict]:
+    return ([{"role": "system", "content": system}] if system else []) + \
+        [{"role": "user", "content": prompt}]
+
+
+def extract(lora: Lora2r, tokenizer, pairs, system: str | None = None,
+            random_seed: int | None = None, n_haar: int = 20,
+            progress: bool = True) -> tuple[Direction, dict]:
+    """v_act from the pairs (or the Haar placebo if random_seed is set) and its diagnostics."""
+    if not pairs:
+        raise InputError("no pairs selected for v_act (check vact.pair_files and vact.modes)")
+    h_hack, h_clean = pair_activations(lora, tokenizer, pairs, system, progress=progress)
+    raw_norms = {m: float((h_hack[m] - h_clean[m]).mean(0).norm()) for m in h_hack}
+    v_act = mean_difference(h_hack, h_clean)
+    direction = v_act if random_seed is None else haar_direction(v_act, random_seed)
+    haar_seps = [separation(h_hack, h_clean, haar_direction(v_act, 10_000 + k)) for k in range(n_haar)]
+    diagnostics = {
+        "kind": "v_act" if random_seed is None else "haar",
+        "random_seed": random_seed,
+        "n_pairs": len(pairs),
+        "modes": sorted({p.mode for p in pairs}),
+        "n_modules": len(v_act),
+        "pairs": [{"id": p.id, "mode": p.mode,
+                   "hack_score": float(score({m: h_hack[m][i:i + 1] for m in h_hack}, direction)[0]),
+                   "clean_score": float(score({m: h_clean[m][i:i + 1] for m in h_clean}, direction)[0])}
+                  for i, p in enumerate(pairs)],
+        "separation": separation(h_hack, h_clean, direction),
+        "loo_separation": loo_separation(h_hack, h_clean),
+        "haar_separation": {"n": n_haar, "mean": sum(haar_seps) / max(n_haar, 1),
+                            "max": max(haar_seps, default=float("nan"))},
+        "module_norms": raw_norms,  # norm of the mean paired difference before normalising
+    }
+    return direction, diagnostics
+
+
+def save_direction(path: str | Path, direction: Direction, meta: dict | None = None) -> None:
+    import json
+    with atomic_path(path) as tmp:
+        save_file({m: v.contiguous().float() for m, v in direction.items()}, str(tmp),
+                  metadata={"vgrout": json.dumps(meta or {})})
+
+
+def load_direction(path: str | Path, lora: Lora2r | None = None) -> Direction:
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"{path}: direction file not found (run the extract_vact stage)")
+    d = load_file(str(path))
+    if lora is not None:
+        if set(d) != set(lora.modules):
+            raise InputError(f"{path}: its modules do not match the adapter's targets")
+        for m, v in d.items():
+            if v.shape[-1] != lora.r:
+                raise InputError(f"{path}: '{m}' has size {v.shape[-1]}, adapter.r is {lora.r}")
+    return d
