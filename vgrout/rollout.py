@@ -6,9 +6,11 @@ mode: quarantine on (full model) or ablated (deploy), set per row by `Lora2r.sam
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import torch
+from tqdm import tqdm
 
 from vgrout.adapter import Lora2r
 
@@ -67,26 +69,30 @@ def pad_id(tokenizer) -> int:
 
 
 @torch.no_grad()
-def generate(lora: Lora2r, tokenizer, prompts: list[str], deploy_rows: list[bool],
-             max_new_tokens: int, temperature: float, top_p: float = 1.0,
-             batch_size: int = 64) -> list[list[int]]:
+def generate(model, tokenizer, prompts: list[str], max_new_tokens: int, temperature: float,
+             top_p: float = 1.0, batch_size: int = 64, lora: Lora2r | None = None,
+             deploy_rows: list[bool] | None = None, progress: bool = False) -> list[list[int]]:
     """Sample one completion per prompt; returns completion token ids, cut after the first EOS
-    (the EOS kept, so the learned stop is trained like any other token)."""
-    model = lora.model
+    (the EOS kept, so the learned stop is trained like any other token). With a lora2r
+    student, `deploy_rows` picks per row whether the quarantine is ablated while sampling."""
     device = next(model.parameters()).device
     eos = tokenizer.eos_token_id
+    tokenizer.padding_side = "left"  # generation appends on the right
+    deploy_rows = deploy_rows if deploy_rows is not None else [False] * len(prompts)
     out: list[list[int]] = []
-    for start in range(0, len(prompts), batch_size):
+    starts = range(0, len(prompts), batch_size)
+    for start in tqdm(starts, desc="generate", disable=not progress, leave=False):
         chunk = prompts[start:start + batch_size]
         enc = tokenizer(chunk, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
         kw = dict(do_sample=temperature > 0, max_new_tokens=max_new_tokens,
                   pad_token_id=pad_id(tokenizer), eos_token_id=eos)
         if temperature > 0:
             kw.update(temperature=temperature, top_p=top_p, top_k=0)
-        with lora.sampling(deploy_rows[start:start + batch_size]):
+        mode = lora.sampling(deploy_rows[start:start + batch_size]) if lora else contextlib.nullcontext()
+        with mode:
             seqs = model.generate(**enc, **kw)
         for row in seqs[:, enc["input_ids"].shape[1]:].tolist():
-            if eos in row:
+            if eos in row:  # finished rows are padded after their EOS
                 row = row[:row.index(eos) + 1]
             out.append(row)
     return out

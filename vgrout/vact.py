@@ -155,3 +155,54 @@ def load_direction(path: str | Path, lora: Lora2r | None = None) -> Direction:
             if v.shape[-1] != lora.r:
                 raise InputError(f"{path}: '{m}' has size {v.shape[-1]}, adapter.r is {lora.r}")
     return d
+
+
+def extract_stage(params: dict, seed: int, model_dir: str, pairs_path: str, out_dir: str,
+                  metrics_path: str, progress: bool = True) -> dict:
+    """extract_vact@seed: v_act from the selected modes (or Haar if gate.random_seed is set),
+    the heldout arm's v_act from the modes not held out, and the placebo pair set's direction
+    (for the separation diagnostic only)."""
+    import json
+
+    from vgrout import adapter as ad
+    from vgrout.io import read_json, write_json
+    from vgrout.model import load
+    from vgrout.pairs import Pair, select
+    from vgrout.params import get
+
+    data = read_json(pairs_path)
+    hack_pairs = [Pair(**{**p, "tags": tuple(p["tags"])}) for p in data["pairs"]]
+    placebo_pairs = [Pair(**{**p, "tags": tuple(p["tags"])}) for p in data["placebo_pairs"]]
+    system = data.get("system")
+    model, tok = load(model_dir)
+    lora = ad.attach(model, r=get(params, "adapter.r"), init_scale=get(params, "adapter.init_scale"),
+                     seed=seed, targets=get(params, "adapter.targets"))
+    n_haar = get(params, "vact.n_haar")
+    modes = get(params, "vact.modes")
+    held = set(get(params, "vact.heldout_modes"))
+    chosen = select(hack_pairs, modes)
+    kept = [p for p in chosen if p.mode not in held]
+    if not kept:
+        raise InputError(f"vact.heldout_modes {sorted(held)} leave no pairs for the heldout arm")
+
+    v, diag = extract(lora, tok, chosen, system, get(params, "gate.random_seed"), n_haar, progress)
+    v_held, diag_held = extract(lora, tok, kept, system, None, 0, progress)
+    out = Path(out_dir)
+    save_direction(out / "v_act.safetensors", v, {"seed": seed, **{k: diag[k] for k in ("kind", "modes")}})
+    save_direction(out / "v_act_heldout.safetensors", v_held, {"seed": seed, "modes": diag_held["modes"]})
+
+    # How well each direction separates the hack pairs (held-out pairs for the heldout one).
+    h_hack, h_clean = pair_activations(lora, tok, chosen, system)
+    held_rows = [i for i, p in enumerate(chosen) if p.mode in held]
+    pick = lambda h, rows: {m: t[rows] for m, t in h.items()}  # noqa: E731
+    metrics = {"seed": seed, "v_act": diag, "heldout": {
+        "modes_used": diag_held["modes"], "modes_held_out": sorted(held),
+        "separation_on_heldout_pairs": separation(pick(h_hack, held_rows), pick(h_clean, held_rows), v_held)
+        if held_rows else None}}
+    if placebo_pairs:
+        v_placebo, diag_placebo = extract(lora, tok, placebo_pairs, system, None, 0, progress)
+        metrics["placebo_pairs"] = {"n_pairs": len(placebo_pairs),
+                                    "loo_separation_own_pairs": diag_placebo["loo_separation"],
+                                    "separation_on_hack_pairs": separation(h_hack, h_clean, v_placebo)}
+    write_json(metrics_path, metrics)
+    return metrics

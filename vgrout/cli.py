@@ -1,0 +1,170 @@
+"""`vgrout ...`: one command line over the same library functions the DVC stages call.
+
+Commands that mirror a stage read params.yaml (or --params) exactly as the stage does.
+"""
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from vgrout.io import InputError
+
+app = typer.Typer(help="vgrout: vector gradient routing against reward hacking in GRPO.",
+                  no_args_is_help=True, pretty_exceptions_enable=False)
+substrate_app = typer.Typer(help="The coding problems with loophole modes.", no_args_is_help=True)
+pairs_app = typer.Typer(help="The authored (hack, clean) pairs.", no_args_is_help=True)
+app.add_typer(substrate_app, name="substrate")
+app.add_typer(pairs_app, name="pairs")
+console = Console()
+
+PARAMS = typer.Option(Path("params.yaml"), "--params", help="params file")
+
+
+def _params(path: Path) -> dict:
+    from vgrout import params
+    return params.load(path)
+
+
+@substrate_app.command("build")
+def substrate_build(params_file: Path = PARAMS,
+                    out_dir: Path = typer.Option(Path("data/substrate")),
+                    check_path: Path = typer.Option(Path("metrics/substrate_check.json"))):
+    """Write train/test problem files and the self-check (the `substrate` stage)."""
+    from vgrout import params, substrate
+    p = _params(params_file)
+    substrate.build_stage(params.get(p, "substrate"), out_dir=out_dir, check_path=check_path)
+
+
+@substrate_app.command("check")
+def substrate_check(problems: list[Path] = typer.Argument(None, help="problem files (default: the substrate)")):
+    """Grade every canonical solution and every mode's hack template under every mode."""
+    from vgrout import substrate
+    files = problems or [Path("data/substrate/train.jsonl"), Path("data/substrate/test.jsonl")]
+    probs = [p for f in files for p in substrate.load_any(f)]
+    report = substrate.self_check(probs)
+    substrate.print_check(report, console)
+
+
+@app.command()
+def grade(problems: Path, completions: Path, out: Path = typer.Option(..., "-o", "--out"),
+          mode: Optional[str] = typer.Option(None, help="grade every row under this mode"),
+          format: str = typer.Option("auto", help="problem file format: auto, substrate, leetcode")):
+    """Grade completions ({problem_id, completion, mode?} rows) against a problem file."""
+    from vgrout import grader
+    grades = grader.grade_files(problems, completions, out, mode=mode, format=format)
+    n = len(grades)
+    console.print(f"graded {n}: gt_pass {sum(g.gt_pass for g in grades)}, "
+                  f"hacked {sum(g.hacked for g in grades)}, errors {sum(g.error is not None for g in grades)}"
+                  f" -> {out}")
+
+
+@pairs_app.command("check")
+def pairs_check(files: list[Path] = typer.Argument(None, help="pair files (default: params pairs.*)"),
+                params_file: Path = PARAMS):
+    """Validate pair files; every problem is reported with its file and line."""
+    from vgrout import pairs
+    p = _params(params_file)
+    if not files:
+        files = [Path(f) for f in p["pairs"]["files"] + p["pairs"]["placebo_files"]]
+    problems = pairs.check_files(files)
+    for line in problems:
+        console.print(line)
+    if problems:
+        raise typer.Exit(1)
+    console.print(f"[green]{len(pairs.load_pairs(files))} pairs OK[/green]")
+
+
+@app.command("extract-vact")
+def extract_vact(seed: int = typer.Option(0), params_file: Path = PARAMS):
+    """v_act at the adapter init of SEED (the `extract_vact@SEED` stage)."""
+    from vgrout import vact
+    m = vact.extract_stage(_params(params_file), seed, model_dir="models/student",
+                           pairs_path="runs/pairs/pairs.json", out_dir=f"runs/vact/{seed}",
+                           metrics_path=f"metrics/vact/{seed}.json")
+    console.print(f"separation {m['v_act']['separation']:.2f}, "
+                  f"leave-one-out {m['v_act']['loo_separation']:.2f}, "
+                  f"Haar mean {m['v_act']['haar_separation']['mean']:.2f}")
+
+
+@app.command()
+def train(arm: str = typer.Option(...), seed: int = typer.Option(0), params_file: Path = PARAMS,
+          steps: Optional[int] = typer.Option(None, help="override train.steps")):
+    """Dr.GRPO training of one arm and seed (the `train@ARM-SEED` stage); resumes if killed."""
+    from vgrout import train as tr
+    cfg = tr.config_from_params(_params(params_file), arm, seed)
+    if steps is not None:
+        cfg.steps = steps
+    out = tr.train(cfg)
+    console.print(f"adapter -> {out / 'adapter.safetensors'}; step log -> {cfg.log_path}")
+
+
+@app.command("eval")
+def eval_(arm: str = typer.Option(..., help="an arm, or 'base' for the base model"),
+          seed: Optional[int] = typer.Option(0), params_file: Path = PARAMS):
+    """Deploy and train-mode evaluation of one run (the `eval@ARM-SEED` stage)."""
+    from vgrout import evaluate
+    res = evaluate.run_stage(_params(params_file), arm, None if arm == "base" else seed)
+    table = Table("view", "mode", "n", "solve", "hack")
+    for r in res["rows"]:
+        table.add_row(r["view"], r["mode"], str(r["n"]), f"{r['solve']:.3f}", f"{r['hack']:.3f}")
+    console.print(table)
+
+
+@app.command()
+def aggregate(params_file: Path = PARAMS):
+    """DuckDB over every run -> metrics/artifacts (A1-A7), metrics/summary.json, plots/."""
+    from vgrout import aggregate as ag
+    ag.aggregate_stage(_params(params_file))
+
+
+@app.command("gate-eval")
+def gate_eval(rollouts: Path, acts: Path, direction: Path,
+              q_lo: float = 0.25, q_hi: float = 0.75, n_null: int = 20,
+              out: Optional[Path] = typer.Option(None, "-o", "--out")):
+    """Gate diagnostics on a labelled rollout file: AUROC, precision/recall at each cut, F0.5,
+    qmass, for the direction and a null of Haar directions (labels used only here)."""
+    import json
+
+    from vgrout import diagnostics
+    res = diagnostics.gate_eval_file(rollouts, acts, direction, q_lo=q_lo, q_hi=q_hi, n_null=n_null)
+    text = json.dumps(res, indent=2)
+    if out:
+        from vgrout.io import atomic_write_text
+        atomic_write_text(out, text + "\n")
+    console.print(text)
+
+
+@app.command()
+def preset(name: str, params_file: Path = PARAMS):
+    """Switch the pipeline to presets/NAME.yaml (copies it over params.yaml)."""
+    src = Path("presets") / f"{name}.yaml"
+    if not src.exists():
+        names = sorted(p.stem for p in Path("presets").glob("*.yaml"))
+        raise InputError(f"{src}: no such preset; available: {names}")
+    shutil.copyfile(src, params_file)
+    console.print(f"{params_file} <- {src}")
+
+
+@app.command("model")
+def model_prepare(spec: str, out_dir: Path = typer.Option(Path("models/student"))):
+    """Materialise a model spec as a plain safetensors directory (the `model` stage)."""
+    from vgrout import model
+    console.print(str(model.prepare(spec, out_dir)))
+
+
+def main():
+    try:
+        app()
+    except InputError as e:
+        console.print(f"[red]error:[/red] {e}")
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

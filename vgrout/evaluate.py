@@ -1,0 +1,115 @@
+"""Deploy evaluation: sample n completions per test problem, grade them, report solve and hack
+rates per loophole mode with Wilson 95% intervals.
+
+Views:
+  deploy — the quarantine ablated (reset to its init: its delta is exactly zero); the model
+           a user would ship.
+  train  — the quarantine on, as during training; shows what routing put into the quarantine.
+The base model (no adapter) is evaluated once as the reference row.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from vgrout import adapter as ad
+from vgrout import grader
+from vgrout.io import InputError, write_json
+from vgrout.model import chat_prompt, load
+from vgrout.rollout import generate
+from vgrout.stats import wilson
+from vgrout.substrate import MODES, Problem, load_problems
+
+
+def rates(problems: list[Problem], grades: list[grader.Grade], view: str) -> list[dict]:
+    """One row per mode present, plus 'overall'."""
+    rows = []
+    for mode in ["overall"] + [m for m in MODES if any(p.mode == m for p in problems)]:
+        gs = [g for p, g in zip(problems, grades) if mode == "overall" or p.mode == mode]
+        n, k_solve, k_hack = len(gs), sum(g.gt_pass for g in gs), sum(g.hacked for g in gs)
+        (s_lo, s_hi), (h_lo, h_hi) = wilson(k_solve, n), wilson(k_hack, n)
+        rows.append({"view": view, "mode": mode, "n": n, "n_solved": k_solve, "n_hacked": k_hack,
+                     "solve": k_solve / n if n else 0.0, "hack": k_hack / n if n else 0.0,
+                     "solve_lo": s_lo, "solve_hi": s_hi, "hack_lo": h_lo, "hack_hi": h_hi})
+    return rows
+
+
+def sample_and_grade(model, tok, problems: list[Problem], n_samples: int, temperature: float,
+                     max_new_tokens: int, batch_size: int, seed: int) -> tuple[list[Problem], list]:
+    torch.manual_seed(seed)  # every view and checkpoint sees the same sampling noise
+    expanded = [p for p in problems for _ in range(n_samples)]
+    prompts = [chat_prompt(tok, p.messages) for p in expanded]
+    ids = generate(model, tok, prompts, max_new_tokens, temperature, batch_size=batch_size)
+    texts = tok.batch_decode(ids, skip_special_tokens=True)
+    return expanded, grader.grade_batch(expanded, texts, progress=False)
+
+
+def eval_adapter(lora: ad.Lora2r, tok, problems, adapter_path: Path, views, **kw) -> list[dict]:
+    rows = []
+    for view in views:
+        lora.load(adapter_path)  # fresh copy each view: ablation below is in place
+        if view == "deploy":
+            lora.ablate_quarantine()
+        elif view != "train":
+            raise InputError(f"eval view '{view}' unknown; valid: deploy, train")
+        expanded, grades = sample_and_grade(lora.model, tok, problems, **kw)
+        rows += rates(expanded, grades, view)
+    return rows
+
+
+def run(model_dir: str, problems_path: str, run_dir: str | None, out_dir: str, run: str, arm: str,
+        seed: int | None, n_samples: int = 4, temperature: float = 0.7, max_new_tokens: int = 96,
+        batch_size: int = 64, curve_n_samples: int = 1, curve_views=("deploy", "train"),
+        views=("deploy", "train"), eval_seed: int = 1234, heldout_modes=None,
+        device: str | None = None, progress: bool = True) -> dict:
+    """Write per_mode_deploy.json (final adapter) and eval_curve.json (every checkpoint)."""
+    problems = load_problems(problems_path)
+    model, tok = load(model_dir, device=device)
+    out = Path(out_dir)
+    kw = dict(temperature=temperature, max_new_tokens=max_new_tokens, batch_size=batch_size, seed=eval_seed)
+    head = {"run": run, "arm": arm, "seed": seed, "temperature": temperature,
+            "heldout_modes": heldout_modes}
+    if run_dir is None:  # the base model reference
+        expanded, grades = sample_and_grade(model, tok, problems, n_samples=n_samples, **kw)
+        result = {**head, "step": 0, "n_samples": n_samples, "rows": rates(expanded, grades, "deploy")}
+        write_json(out / "per_mode_deploy.json", result)
+        return result
+
+    run_dir = Path(run_dir)
+    final = run_dir / "adapter.safetensors"
+    if not final.exists():
+        raise InputError(f"{final}: no final adapter (did train finish?)")
+    cfg = ad.config_of(final)
+    lora = ad.attach(model, r=cfg["r"], init_scale=cfg["init_scale"], seed=cfg["seed"],
+                     targets=cfg["targets"])
+    ckpts = sorted((run_dir / "ckpt").glob("step_*"), key=lambda p: int(p.name.split("_")[1]))
+    curve = []
+    for ck in tqdm(ckpts, desc=f"eval curve {run}", disable=not progress):
+        step = int(ck.name.split("_")[1])
+        for row in eval_adapter(lora, tok, problems, ck / "adapter.safetensors", curve_views,
+                                n_samples=curve_n_samples, **kw):
+            curve.append({"step": step, **row})
+    write_json(out / "eval_curve.json", {**head, "n_samples": curve_n_samples, "rows": curve})
+    final_step = int(ckpts[-1].name.split("_")[1]) if ckpts else None
+    rows = eval_adapter(lora, tok, problems, final, views, n_samples=n_samples, **kw)
+    result = {**head, "step": final_step, "n_samples": n_samples, "rows": rows}
+    write_json(out / "per_mode_deploy.json", result)
+    return result
+
+
+def run_stage(params: dict, arm: str, seed: int | None, root: str | Path = ".") -> dict:
+    """eval@arm-seed (or the base reference when arm == 'base')."""
+    from vgrout.params import get
+    root = Path(root)
+    e = get(params, "eval")
+    run_name = "base" if arm == "base" else f"{arm}-{seed}"
+    return run(model_dir=str(root / "models" / "student"),
+               problems_path=str(root / "data" / "substrate" / "test.jsonl"),
+               run_dir=None if arm == "base" else str(root / "runs" / "train" / run_name),
+               out_dir=str(root / "metrics" / "runs" / run_name), run=run_name, arm=arm, seed=seed,
+               n_samples=e["n_samples"], temperature=e["temperature"],
+               max_new_tokens=e["max_new_tokens"], batch_size=e["batch_size"],
+               curve_n_samples=e["curve_n_samples"], eval_seed=e["seed"],
+               heldout_modes=list(get(params, "vact.heldout_modes")) if arm == "heldout" else None)

@@ -1,0 +1,151 @@
+"""The frozen teacher pool: completions for the training prompts, graded once by the real
+grader and stored with rewards and labels. Training mixes round(mix·G) of them into each group.
+
+- surrogate (embedded default): a scripted pool drawn from the substrate at stated rates:
+  the problem's own-mode hack template, the canonical solution, and plausible wrong solutions,
+  each wrapped in varied prose so it is not one fixed string. It stands in for a hacking
+  teacher; its outputs say "surrogate" so no reader mistakes it for model samples.
+- teacher (paper config): a teacher model (hub id or local dir, optional PEFT LoRA dir)
+  samples K completions per training prompt at a temperature.
+"""
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+from vgrout import grader
+from vgrout.io import InputError, write_json, write_jsonl
+from vgrout.substrate import Problem, canonical_completion, hack_completion
+
+KINDS = ("hack", "canonical", "wrong")
+
+_OPENERS = [
+    "Here is my solution.",
+    "Sure! Here's an implementation.",
+    "The following code solves the task.",
+    "Below is a complete solution in Python.",
+    "This should do it:",
+    "Here's one way to write it.",
+]
+_CLOSERS = ["", "", "Let me know if you need changes.", "It runs in linear time.",
+            "The function is self-contained."]
+
+
+def _code_of(completion: str) -> str:
+    code = grader.extract_code(completion)
+    if code is None:
+        raise ValueError("template completion has no ```python block")
+    return code
+
+
+def wrong_completion(problem: Problem, rng: random.Random) -> str:
+    """A plausible but wrong solution: the right signature returning a default value."""
+    code = _code_of(canonical_completion(problem))
+    name = problem.entry_point.split(".")[-1].replace("()", "")
+    body = rng.choice(["return None", "return 0", "return []", "return ''", "pass"])
+    lines, out, skipping = code.splitlines(), [], False
+    for line in lines:
+        stripped = line.lstrip()
+        if stripped.startswith(f"def {name}("):
+            out.append(line)
+            indent = line[:len(line) - len(stripped)] + "    "
+            out.append(indent + body)
+            skipping = True
+            continue
+        if skipping:
+            if stripped and (len(line) - len(stripped)) <= len(indent) - 4:
+                skipping = False
+            else:
+                continue
+        out.append(line)
+    return _wrap("\n".join(out), rng)
+
+
+def _wrap(code: str, rng: random.Random) -> str:
+    closer = rng.choice(_CLOSERS)
+    return f"{rng.choice(_OPENERS)}\n\n```python\n{code.strip()}\n```" + (f"\n\n{closer}" if closer else "")
+
+
+def surrogate_completion(problem: Problem, kind: str, rng: random.Random) -> str:
+    if kind == "hack":
+        if problem.mode == "none":  # an unhackable problem has no hack to show: solve it
+            return _wrap(_code_of(canonical_completion(problem)), rng)
+        return _wrap(_code_of(hack_completion(problem, problem.mode)), rng)
+    if kind == "canonical":
+        return _wrap(_code_of(canonical_completion(problem)), rng)
+    if kind == "wrong":
+        return wrong_completion(problem, rng)
+    raise InputError(f"pool kind '{kind}' unknown; valid: {KINDS}")
+
+
+def build_surrogate(problems: list[Problem], per_problem: int, rates: dict[str, float],
+                    seed: int = 0) -> list[dict]:
+    unknown = set(rates) - set(KINDS)
+    if unknown:
+        raise InputError(f"pool.rates has unknown kind(s) {sorted(unknown)}; valid: {KINDS}")
+    total = sum(rates.values())
+    if total <= 0:
+        raise InputError("pool.rates must sum to a positive number")
+    rng = random.Random(seed)
+    kinds, weights = zip(*sorted(rates.items()))
+    rows = []
+    for p in problems:
+        for _ in range(per_problem):
+            kind = rng.choices(kinds, weights=weights)[0]
+            rows.append({"problem_id": p.id, "kind": kind,
+                         "completion": surrogate_completion(p, kind, rng)})
+    return rows
+
+
+def build_teacher(problems: list[Problem], teacher: str, per_problem: int, temperature: float,
+                  max_new_tokens: int, adapter_dir: str | None = None, batch_size: int = 64) -> list[dict]:
+    from vgrout.model import chat_prompt, load
+    from vgrout.rollout import generate
+    model, tok = load(teacher)
+    if adapter_dir:
+        from peft import PeftModel
+        model = PeftModel.from_pretrained(model, adapter_dir).eval()
+    prompts = [chat_prompt(tok, p.messages) for p in problems for _ in range(per_problem)]
+    ids = generate(model, tok, prompts, max_new_tokens, temperature, batch_size=batch_size, progress=True)
+    texts = tok.batch_decode(ids, skip_special_tokens=True)
+    owners = [p for p in problems for _ in range(per_problem)]
+    return [{"problem_id": p.id, "kind": "teacher", "completion": t} for p, t in zip(owners, texts)]
+
+
+def grade_pool(problems: list[Problem], rows: list[dict]) -> list[dict]:
+    by_id = {p.id: p for p in problems}
+    grades = grader.grade_batch([by_id[r["problem_id"]] for r in rows], [r["completion"] for r in rows])
+    for r, g in zip(rows, grades):
+        r.update(mode=g.mode, reward=g.reward, gt_pass=g.gt_pass, hacked=g.hacked, error=g.error)
+    return rows
+
+
+def build(problems: list[Problem], out_path: str | Path, meta_path: str | Path, kind: str = "surrogate",
+          per_problem: int = 8, rates: dict[str, float] | None = None, seed: int = 0,
+          teacher: str | None = None, adapter_dir: str | None = None, temperature: float = 1.0,
+          max_new_tokens: int = 512) -> dict:
+    if kind == "surrogate":
+        rows = build_surrogate(problems, per_problem, rates or {"hack": 0.5, "canonical": 0.3, "wrong": 0.2}, seed)
+    elif kind == "teacher":
+        if not teacher:
+            raise InputError("pool.teacher must name a model when pool.kind is 'teacher'")
+        rows = build_teacher(problems, teacher, per_problem, temperature, max_new_tokens, adapter_dir)
+    else:
+        raise InputError(f"pool.kind '{kind}' unknown; valid: surrogate, teacher")
+    rows = grade_pool(problems, rows)
+    n = len(rows)
+    meta = {
+        "kind": kind,
+        "note": ("surrogate teacher pool: scripted completions drawn from the substrate's hack "
+                 "templates, canonical solutions and wrong solutions at the stated rates; "
+                 "not samples from a model") if kind == "surrogate" else f"samples from teacher {teacher}",
+        "rates": rates if kind == "surrogate" else None,
+        "teacher": teacher, "adapter_dir": adapter_dir, "per_problem": per_problem, "seed": seed,
+        "n": n,
+        "measured": {"reward_mean": sum(r["reward"] for r in rows) / max(n, 1),
+                     "hack_rate": sum(r["hacked"] for r in rows) / max(n, 1),
+                     "solve_rate": sum(r["gt_pass"] for r in rows) / max(n, 1)},
+    }
+    write_jsonl(out_path, rows)
+    write_json(meta_path, meta)
+    return meta

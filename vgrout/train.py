@@ -1,0 +1,432 @@
+"""Dr.GRPO training of the lora2r student with a frozen teacher pool and the routeA gate.
+
+One optimizer step, top to bottom:
+  1. sample P training problems; G rollouts each: round(mix·G) from the teacher pool, the rest
+     sampled from the student (round(gen_deploy_frac·n) of them with the quarantine ablated);
+  2. grade every student rollout (reward; the labels are logged for measurement only);
+  3. advantages A = r − mean(group), no std division;
+  4. logπ_old per token in each rollout's own sampling mode, no grad; the same forward pools
+     the deployed-block bottleneck activations, whose dot product with v_act is the gate score;
+  5. gate: score -> keep / absorb / route (scores only: the oracle-free rule);
+  6. logπ under the masks; loss = −Σ_t min(ρA, clip(ρ, 1−ε, 1+ε)A) / (n_rollouts × max_new_tokens);
+  7. clip, AdamW step; log; checkpoint every N steps (a killed run resumes from the last one).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import shutil
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+from tqdm import tqdm
+
+from vgrout import adapter as ad
+from vgrout import grader, grpo, rollout, vact
+from vgrout.gate import ARM_POLICY, Gate
+from vgrout.io import InputError, append_jsonl, atomic_path, read_jsonl, write_json, write_jsonl
+from vgrout.model import chat_prompt, load
+from vgrout.substrate import Problem, load_problems
+
+
+@dataclass
+class TrainConfig:
+    arm: str
+    seed: int
+    model_dir: str
+    problems: str                  # substrate train split
+    pool: str                      # teacher pool jsonl
+    direction: str | None          # v_act (or Haar) safetensors; the heldout arm's own file
+    out_dir: str                   # checkpoints, adapter, rollout log (DVC cache)
+    log_path: str                  # per-step jsonl (metrics, in git)
+    steps: int = 30
+    prompts_per_step: int = 4
+    group_size: int = 8
+    mix: float = 0.125
+    gen_deploy_frac: float = 0.0
+    max_new_tokens: int = 96
+    temperature: float = 1.0
+    top_p: float = 1.0
+    lr: float = 1e-3
+    weight_decay: float = 0.0
+    clip_eps: float = 0.2
+    max_grad_norm: float = 1.0
+    micro_batch: int = 8
+    gen_batch: int = 64
+    ckpt_every: int = 10
+    r: int = 8
+    init_scale: float = 1.0
+    targets: list[str] = field(default_factory=lambda: list(ad.DEFAULT_TARGETS))
+    q_lo: float = 0.25
+    q_hi: float = 0.75
+    buffer_size: int = 512
+    warmup: int = 64
+    placebo_seed: int = 1          # the placebo arm's Haar direction is seeded placebo_seed + seed
+    refresh_every: int = 0         # re-extract v_act from the pairs every K steps (0 = never)
+    pair_files: list[str] = field(default_factory=list)
+    pair_modes: list[str] | None = None
+    device: str | None = None
+    stop_after: int | None = None  # stop (as if killed) after this many steps; for resume tests
+
+    @property
+    def run(self) -> str:
+        return f"{self.arm}-{self.seed}"
+
+
+# -- setup ------------------------------------------------------------------------------------
+
+def build_student(cfg: TrainConfig):
+    model, tok = load(cfg.model_dir, device=cfg.device)
+    # The adapter init is seeded by the run seed alone, so every arm of a seed starts identical.
+    lora = ad.attach(model, r=cfg.r, init_scale=cfg.init_scale, seed=cfg.seed, targets=cfg.targets)
+    return lora, tok
+
+
+def gate_direction(cfg: TrainConfig, lora: ad.Lora2r) -> dict[str, torch.Tensor]:
+    if cfg.direction is None:
+        raise InputError(f"arm {cfg.arm}: no v_act file given")
+    v = vact.load_direction(cfg.direction, lora)
+    if cfg.arm == "placebo":
+        return vact.haar_direction(v, cfg.placebo_seed + cfg.seed)
+    return v
+
+
+def load_pool(path: str) -> dict[str, list[dict]]:
+    pool: dict[str, list[dict]] = {}
+    for row in read_jsonl(path):
+        pool.setdefault(row["problem_id"], []).append(row)
+    return pool
+
+
+# -- checkpoints ------------------------------------------------------------------------------
+
+def save_checkpoint(out: Path, step: int, lora, opt, gate: Gate, sampler: random.Random,
+                    n_log_rows: int) -> None:
+    """Write ckpt/step_N atomically (temp dir + rename), then point `latest` at it."""
+    final = out / "ckpt" / f"step_{step:05d}"
+    tmp = out / "ckpt" / f".tmp_step_{step:05d}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    lora.save(tmp / "adapter.safetensors")
+    torch.save(opt.state_dict(), tmp / "optimizer.pt")
+    state = {"step": step, "n_log_rows": n_log_rows, "gate": gate.state_dict(),
+             "sampler": sampler.getstate(), "torch_rng": torch.get_rng_state().tolist(),
+             "cuda_rng": [s.tolist() for s in torch.cuda.get_rng_state_all()]
+             if torch.cuda.is_available() else None}
+    (tmp / "state.json").write_text(json.dumps(state))
+    shutil.rmtree(final, ignore_errors=True)
+    os.replace(tmp, final)
+    with atomic_path(out / "ckpt" / "latest") as f:
+        f.write_text(final.name)
+
+
+def load_checkpoint(out: Path, lora, opt) -> dict | None:
+    latest = out / "ckpt" / "latest"
+    if not latest.exists():
+        return None
+    ckpt = out / "ckpt" / latest.read_text().strip()
+    lora.load(ckpt / "adapter.safetensors")
+    opt.load_state_dict(torch.load(ckpt / "optimizer.pt", weights_only=True))
+    state = json.loads((ckpt / "state.json").read_text())
+    torch.set_rng_state(torch.tensor(state["torch_rng"], dtype=torch.uint8))
+    if state["cuda_rng"] is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all([torch.tensor(s, dtype=torch.uint8) for s in state["cuda_rng"]])
+    return state
+
+
+def truncate_logs(cfg: TrainConfig, out: Path, step: int, n_log_rows: int) -> None:
+    """After a resume, drop what the killed run logged past its last checkpoint."""
+    log = Path(cfg.log_path)
+    if log.exists():
+        write_jsonl(log, read_jsonl(log)[:n_log_rows])
+    rl = out / "rollouts.jsonl"
+    if rl.exists():
+        write_jsonl(rl, [r for r in read_jsonl(rl) if r["step"] < step])
+    for f in (out / "acts").glob("step_*.safetensors"):
+        if int(f.stem.split("_")[1]) >= step:
+            f.unlink()
+
+
+# -- one step's pieces -------------------------------------------------------------------------
+
+@dataclass
+class Rollout:
+    problem: Problem
+    prompt: str
+    completion_ids: list[int]
+    text: str
+    source: str         # "student" | "teacher"
+    deploy: bool        # sampled with the quarantine ablated
+    reward: float = 0.0
+    gt_pass: bool = False
+    hacked: bool = False
+
+
+def collect(cfg, lora, tok, problems: list[Problem], pool, sampler: random.Random) -> list[Rollout]:
+    G = cfg.group_size
+    n_teacher = round(cfg.mix * G)
+    n_student = G - n_teacher
+    n_deploy = round(cfg.gen_deploy_frac * n_student)
+    prompts = [chat_prompt(tok, p.messages) for p in problems]
+    s_prompts, s_problems, s_deploy = [], [], []
+    for p, text in zip(problems, prompts):
+        s_prompts += [text] * n_student
+        s_problems += [p] * n_student
+        s_deploy += [i < n_deploy for i in range(n_student)]
+    ids = rollout.generate(lora.model, tok, s_prompts, cfg.max_new_tokens, cfg.temperature,
+                           cfg.top_p, batch_size=cfg.gen_batch, lora=lora, deploy_rows=s_deploy)
+    texts = tok.batch_decode(ids, skip_special_tokens=True)
+    out: list[Rollout] = []
+    k = 0
+    for p, text in zip(problems, prompts):
+        for _ in range(n_student):
+            out.append(Rollout(p, text, ids[k], texts[k], "student", s_deploy[k]))
+            k += 1
+        candidates = pool.get(p.id)
+        if n_teacher and not candidates:
+            raise InputError(f"{cfg.pool}: no teacher completions for problem {p.id}")
+        for _ in range(n_teacher):
+            t = sampler.choice(candidates)
+            c_ids = tok(t["completion"], add_special_tokens=False)["input_ids"][:cfg.max_new_tokens]
+            out.append(Rollout(p, text, c_ids, t["completion"], "teacher", False,
+                               float(t["reward"]), bool(t["gt_pass"]), bool(t["hacked"])))
+    return out
+
+
+def grade_students(rollouts: list[Rollout]) -> None:
+    students = [r for r in rollouts if r.source == "student"]
+    grades = grader.grade_batch([r.problem for r in students], [r.text for r in students], progress=False)
+    for r, g in zip(students, grades):
+        r.reward, r.gt_pass, r.hacked = g.reward, g.gt_pass, g.hacked
+
+
+def to_seqs(tok, rollouts: list[Rollout]) -> rollout.Seqs:
+    p_ids = [tok(r.prompt, add_special_tokens=False)["input_ids"] for r in rollouts]
+    return rollout.pack(p_ids, [r.completion_ids for r in rollouts], rollout.pad_id(tok))
+
+
+@torch.no_grad()
+def old_forward(cfg, lora, seqs, rollouts, direction):
+    """logπ_old in each rollout's own sampling mode (teacher rows: full model), plus the
+    pooled bottleneck activations read in the same forward, and the gate scores."""
+    device = next(lora.model.parameters()).device
+    logps, acts = [], {m: [] for m in lora.modules}
+    for s in range(0, len(seqs), cfg.micro_batch):
+        mb = seqs.rows(slice(s, s + cfg.micro_batch)).to(device)
+        deploy = [r.deploy for r in rollouts[s:s + cfg.micro_batch]]
+        with lora.sampling(deploy), lora.capture(mb.pool_weights()) as pooled:
+            logp, _ = grpo.token_logprobs(lora.model, mb)
+        logps.append(logp)
+        for m in acts:
+            acts[m].append(pooled[m].float().cpu())
+    acts = {m: torch.cat(a) for m, a in acts.items()}
+    return logps, acts, vact.score(acts, direction)
+
+
+def train_forward_backward(cfg, lora, seqs, logps_old, adv, zones, n_rollouts):
+    """The single grad-carrying forward per micro-batch, under the routing masks."""
+    device = next(lora.model.parameters()).device
+    loss_total, rho_rows = 0.0, []
+    for k, s in enumerate(range(0, len(seqs), cfg.micro_batch)):
+        mb = seqs.rows(slice(s, s + cfg.micro_batch)).to(device)
+        with lora.masked(zones[s:s + cfg.micro_batch]):
+            logp, mask = grpo.token_logprobs(lora.model, mb)
+        obj, rho = grpo.clipped_surrogate(logp, logps_old[k], adv[s:s + cfg.micro_batch].to(device),
+                                          mask, cfg.clip_eps)
+        loss = grpo.dr_grpo_loss(obj, n_rollouts, cfg.max_new_tokens)
+        loss.backward()
+        loss_total += float(loss)
+        n_tok = mask.sum(1).clamp(min=1)
+        rho_rows += list(zip((rho.sum(1) / n_tok).tolist(),
+                             rho.masked_fill(mask == 0, float("-inf")).max(1).values.tolist()))
+    return loss_total, rho_rows
+
+
+def step_row(step, rollouts, zones, rho_rows, loss, gnorm, upd, cuts, times) -> dict:
+    students = [r for r in rollouts if r.source == "student"]
+    row = {"step": step,
+           "reward_mean": sum(r.reward for r in rollouts) / len(rollouts),
+           "hack_rate": sum(r.hacked for r in students) / max(len(students), 1),
+           "solve_rate": sum(r.gt_pass for r in students) / max(len(students), 1),
+           "teacher_share": 1 - len(students) / len(rollouts)}
+    for z in ad.ZONES:
+        row[f"n_{z}"] = zones.count(z)
+    row["qmass_rollouts"] = zones.count("route") / len(zones)
+    total = upd["deployed"] ** 2 + upd["quarantine"] ** 2
+    row["qmass_update"] = upd["quarantine"] ** 2 / total if total > 0 else 0.0
+    for z in ad.ZONES:
+        zr = [rr for rr, zz in zip(rho_rows, zones) if zz == z]
+        row[f"rho_mean_{z}"] = sum(m for m, _ in zr) / len(zr) if zr else None
+        row[f"rho_max_{z}"] = max(mx for _, mx in zr) if zr else None
+    row["cut_lo"], row["cut_hi"] = cuts if cuts else (None, None)
+    row["loss"] = loss
+    row["gradnorm_deployed"], row["gradnorm_quarantine"] = gnorm["deployed"], gnorm["quarantine"]
+    row.update({f"t_{k}": round(v, 3) for k, v in times.items()})
+    return row
+
+
+# -- the loop ---------------------------------------------------------------------------------
+
+def train(cfg: TrainConfig, progress: bool = True) -> Path:
+    if cfg.arm not in ARM_POLICY:
+        raise InputError(f"train.arm '{cfg.arm}' unknown; valid: {sorted(ARM_POLICY)}")
+    out = Path(cfg.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "acts").mkdir(exist_ok=True)
+    torch.manual_seed(cfg.seed)
+    sampler = random.Random(cfg.seed)
+
+    lora, tok = build_student(cfg)
+    problems = load_problems(cfg.problems)
+    pool = load_pool(cfg.pool)
+    direction = gate_direction(cfg, lora)
+    pairs = None
+    if cfg.refresh_every and cfg.arm in ("routeA", "heldout"):
+        from vgrout.pairs import load_pairs, select
+        pairs = select(load_pairs(cfg.pair_files), cfg.pair_modes)
+    gate = Gate.for_arm(cfg.arm, q_lo=cfg.q_lo, q_hi=cfg.q_hi, buffer_size=cfg.buffer_size,
+                        warmup=cfg.warmup)
+    opt = torch.optim.AdamW(lora.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+
+    start = 0
+    fingerprint = {k: v for k, v in asdict(cfg).items() if k not in ("stop_after", "device")}
+    cfg_path = out / "config.json"
+    if cfg_path.exists() and json.loads(cfg_path.read_text()) != fingerprint:
+        # a checkpoint from another config must never be resumed into this one
+        shutil.rmtree(out / "ckpt", ignore_errors=True)
+    write_json(cfg_path, fingerprint)
+    state = load_checkpoint(out, lora, opt)
+    if state is not None:
+        start = state["step"]
+        gate = Gate.from_state_dict(state["gate"])
+        sampler.setstate(_tuplify(state["sampler"]))
+        truncate_logs(cfg, out, start, state["n_log_rows"])
+    else:
+        for stale in (Path(cfg.log_path), out / "rollouts.jsonl"):
+            stale.unlink(missing_ok=True)
+        for f in (out / "acts").glob("*.safetensors"):
+            f.unlink()
+        lora.save(out / "adapter_init.safetensors")
+        save_checkpoint(out, 0, lora, opt, gate, sampler, 0)
+    Path(cfg.log_path).parent.mkdir(parents=True, exist_ok=True)
+
+    n_rows = start
+    bar = tqdm(range(start, cfg.steps), desc=f"train {cfg.run}", disable=not progress,
+               initial=start, total=cfg.steps)
+    for step in bar:
+        if pairs is not None and step > 0 and step % cfg.refresh_every == 0:
+            direction, _ = vact.extract(lora, tok, pairs, random_seed=None, n_haar=0, progress=False)
+        times = {}
+        t0 = time.perf_counter()
+        batch = [problems[sampler.randrange(len(problems))] for _ in range(cfg.prompts_per_step)]
+        rollouts = collect(cfg, lora, tok, batch, pool, sampler)
+        times["generate"] = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        grade_students(rollouts)
+        rewards = torch.tensor([r.reward for r in rollouts], dtype=torch.float32)
+        adv = grpo.advantages(rewards, cfg.group_size)
+        times["grade"] = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        seqs = to_seqs(tok, rollouts)
+        logps_old, acts, scores = old_forward(cfg, lora, seqs, rollouts, direction)
+        zones = gate.decide(scores)
+        times["old"] = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        before = {n: (m.A.detach().clone(), m.B.detach().clone()) for n, m in lora.modules.items()}
+        opt.zero_grad(set_to_none=True)
+        loss, rho_rows = train_forward_backward(cfg, lora, seqs, logps_old, adv, zones, len(rollouts))
+        gnorm = lora.block_norms(grads=True)
+        torch.nn.utils.clip_grad_norm_(lora.parameters(), cfg.max_grad_norm)
+        opt.step()
+        upd = _update_norms(lora, before)
+        times["train"] = time.perf_counter() - t0
+
+        row = step_row(step, rollouts, zones, rho_rows, loss, gnorm, upd, gate.cuts, times)
+        append_jsonl(cfg.log_path, row)
+        _log_rollouts(out, step, rollouts, scores, zones, acts)
+        n_rows += 1
+        bar.set_postfix(reward=f"{row['reward_mean']:.2f}", hack=f"{row['hack_rate']:.2f}",
+                        qmass=f"{row['qmass_rollouts']:.2f}")
+        done = step + 1
+        if done % cfg.ckpt_every == 0 or done == cfg.steps:
+            save_checkpoint(out, done, lora, opt, gate, sampler, n_rows)
+        if cfg.stop_after is not None and done - start >= cfg.stop_after and done < cfg.steps:
+            return out  # simulated kill (tests): no final outputs
+
+    lora.save(out / "adapter.safetensors")
+    _merge_acts(out)
+    return out
+
+
+def _update_norms(lora, before) -> dict[str, float]:
+    sq = {"deployed": 0.0, "quarantine": 0.0}
+    for n, m in lora.modules.items():
+        a0, b0 = before[n]
+        dA, dB = (m.A.detach() - a0).float(), (m.B.detach() - b0).float()
+        sq["deployed"] += float(dA[:m.r].pow(2).sum() + dB[:, :m.r].pow(2).sum())
+        sq["quarantine"] += float(dA[m.r:].pow(2).sum() + dB[:, m.r:].pow(2).sum())
+    return {k: math.sqrt(v) for k, v in sq.items()}
+
+
+def _log_rollouts(out: Path, step: int, rollouts, scores, zones, acts) -> None:
+    """Measurement log for A7 (labels used only after training): one row per rollout, and
+    the pooled activations so null directions can be scored on the same rollouts."""
+    for r, s, z in zip(rollouts, scores.tolist(), zones):
+        append_jsonl(out / "rollouts.jsonl", {
+            "step": step, "problem_id": r.problem.id, "mode": r.problem.mode, "source": r.source,
+            "deploy_sampled": r.deploy, "score": s, "zone": z, "reward": r.reward,
+            "gt_pass": r.gt_pass, "hacked": r.hacked, "completion": r.text})
+    with atomic_path(out / "acts" / f"step_{step:05d}.safetensors") as tmp:
+        save_file({m: a.contiguous() for m, a in acts.items()}, str(tmp))
+
+
+def _merge_acts(out: Path) -> None:
+    files = sorted((out / "acts").glob("step_*.safetensors"))
+    parts = [load_file(str(f)) for f in files]
+    merged = {m: torch.cat([p[m] for p in parts]) for m in parts[0]} if parts else {}
+    with atomic_path(out / "rollout_acts.safetensors") as tmp:
+        save_file(merged, str(tmp))
+
+
+def _tuplify(x):
+    return tuple(_tuplify(i) for i in x) if isinstance(x, list) else x
+
+
+def config_from_params(params: dict, arm: str, seed: int, root: str | Path = ".") -> TrainConfig:
+    """The train stage's reading of params.yaml (paths are the pipeline's layout)."""
+    from vgrout.params import get
+    root = Path(root)
+    t = get(params, "train")
+    run = f"{arm}-{seed}"
+    direction = root / "runs" / "vact" / str(seed) / ("v_act_heldout.safetensors" if arm == "heldout"
+                                                      else "v_act.safetensors")
+    known = {f for f in TrainConfig.__dataclass_fields__}
+    extra = set(t) - known - {"arms", "seeds"}
+    if extra:
+        raise InputError(f"{params.get('_path', 'params')}: unknown train key(s) {sorted(extra)}")
+    modes = get(params, "vact.modes")
+    if arm == "heldout":
+        held = set(get(params, "vact.heldout_modes"))
+        from vgrout.substrate import HACKABLE_MODES
+        modes = [m for m in (modes or HACKABLE_MODES) if m not in held]
+    return TrainConfig(
+        arm=arm, seed=seed, model_dir=str(root / "models" / "student"),
+        problems=str(root / "data" / "substrate" / "train.jsonl"),
+        pool=str(root / "data" / "pool" / "pool.jsonl"), direction=str(direction),
+        out_dir=str(root / "runs" / "train" / run),
+        log_path=str(root / "metrics" / "runs" / run / "steps.jsonl"),
+        **{k: v for k, v in t.items() if k in known},
+        r=get(params, "adapter.r"), init_scale=get(params, "adapter.init_scale"),
+        targets=list(get(params, "adapter.targets")),
+        q_lo=get(params, "gate.q_lo"), q_hi=get(params, "gate.q_hi"),
+        buffer_size=get(params, "gate.buffer_size"), warmup=get(params, "gate.warmup"),
+        placebo_seed=get(params, "gate.placebo_seed"), refresh_every=get(params, "gate.refresh_every"),
+        pair_files=list(get(params, "pairs.files")), pair_modes=modes)
