@@ -57,7 +57,7 @@ class PairedTest:
     def statement(self) -> str:
         """One line for a table cell: the test result, or why there is none."""
         if self.p is None:
-            return f"n={self.n} seeds, {FEWER_THAN_3_SEEDS}"
+            return f"n={self.n} seed{'' if self.n == 1 else 's'}, {FEWER_THAN_3_SEEDS}"
         return f"t({self.n - 1})={self.t:.2f}, p={self.p:.3g}"
 
 

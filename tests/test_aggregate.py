@@ -1,0 +1,363 @@
+"""Aggregation into A1-A7 on synthetic run directories with the shapes training and eval write.
+
+The runs are generated here (several arms and seeds, per-mode counts, eval curves, step
+logs, rollouts with bottleneck activations); the expected numbers are recomputed from the
+generated files with pandas, independently of the DuckDB path.
+"""
+import json
+import zlib
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from scipy.stats import ttest_rel
+from safetensors.torch import save_file
+
+from vgrout.aggregate import aggregate, aggregate_stage
+from vgrout.io import InputError
+from vgrout.stats import FEWER_THAN_3_SEEDS, wilson
+from vgrout.vact import haar_direction
+
+MODES = ["none", "overwrite_tests", "hardcode", "exit_code", "stdout_marker"]
+HELDOUT = ["exit_code", "stdout_marker"]
+MODULES = ["model.layers.0.self_attn.q_proj", "model.layers.0.mlp.down_proj"]
+R = 8
+# Deploy hack rate per arm and hackable mode (heldout: low on its in-pair modes only).
+HACK = {"none": 0.45, "routeA": 0.15, "placebo": 0.42, "absorb": 0.3}
+STEPS = 12
+SAVED = [0, 4, 8, 12]
+Q_LO, Q_HI = 0.3, 0.8
+
+
+def hack_rate(arm, mode):
+    if mode == "none":
+        return 0.0
+    if arm == "heldout":
+        return 0.4 if mode in HELDOUT else 0.15
+    if arm == "base":
+        return 0.05
+    return HACK[arm]
+
+
+def eval_rows(arm, rng, n_per_mode=24, progress=1.0):
+    rows = []
+    for view in ("deploy", "train"):
+        per_mode = []
+        for mode in MODES:
+            h = rng.binomial(n_per_mode, hack_rate(arm, mode) * progress * (1.6 if view == "train" and arm != "none" else 1))
+            s = rng.binomial(n_per_mode - h, 0.3)
+            per_mode.append((mode, n_per_mode, s, h))
+        total = ("overall", sum(p[1] for p in per_mode), sum(p[2] for p in per_mode), sum(p[3] for p in per_mode))
+        for mode, n, s, h in [total] + per_mode:
+            (slo, shi), (hlo, hhi) = wilson(s, n), wilson(h, n)
+            rows.append({"view": view, "mode": mode, "n": n, "n_solved": s, "n_hacked": h, "solve": s / n,
+                         "hack": h / n, "solve_lo": slo, "solve_hi": shi, "hack_lo": hlo, "hack_hi": hhi})
+    return rows
+
+
+def write_run(root, arm, seed, direction):
+    """One run's outputs in the pipeline layout; rollouts carry the hack label along U."""
+    run = "base" if arm == "base" else f"{arm}-{seed}"
+    rng = np.random.default_rng(zlib.crc32(run.encode()))
+    m = root / "metrics" / "runs" / run
+    m.mkdir(parents=True)
+    header = {"run": run, "arm": arm, "seed": None if arm == "base" else seed}
+    (m / "per_mode_deploy.json").write_text(json.dumps(header | {
+        "step": STEPS, "n_samples": 4, "temperature": 0.7,
+        "heldout_modes": HELDOUT if arm == "heldout" else None, "rows": eval_rows(arm, rng)}))
+    if arm == "base":
+        return run
+    curve = [r | {"step": s} for s in SAVED for r in eval_rows(arm, rng, progress=s / STEPS)]
+    (m / "eval_curve.json").write_text(json.dumps(header | {"rows": curve}))
+    routing = arm in ("routeA", "placebo", "heldout")
+    with open(m / "steps.jsonl", "w") as f:
+        for step in range(STEPS):
+            warm = step >= 3
+            q = float(rng.uniform(0.15, 0.25)) if routing and warm else 0.0
+            f.write(json.dumps({
+                "step": step, "reward_mean": 1.0, "hack_rate": float(rng.uniform(0, 0.5)), "solve_rate": 0.3,
+                "teacher_share": 0.125, "n_keep": 10, "n_absorb": 12, "n_route": 4 if q else 0,
+                "qmass_rollouts": q, "qmass_update": q * 0.8,
+                "rho_mean_keep": 1.0, "rho_max_keep": float(rng.uniform(1, 1.3)),
+                "rho_mean_absorb": 1.0, "rho_max_absorb": 1.1,
+                "rho_mean_route": 1.0 if q else None, "rho_max_route": 1.2 if q else None,
+                "cut_lo": 0.1 if warm else None, "cut_hi": 0.9 if warm else None, "loss": 0.1,
+                "gradnorm_deployed": 1.0, "gradnorm_quarantine": 0.5,
+                "t_generate": 1.0, "t_grade": 0.1, "t_old": 0.2, "t_train": 0.5}) + "\n")
+    # 16 rollouts per step; the gate scores them with the arm's direction and routes the top tail.
+    n = 16 * STEPS
+    hacked = rng.random(n) < 0.3
+    teacher = rng.random(n) < 0.125
+    g = torch.Generator().manual_seed(seed * 100 + len(arm))
+    acts = {k: torch.randn(n, R, generator=g) + 1.5 * torch.from_numpy(hacked).float()[:, None] * U[k]
+            for k in MODULES}
+    score = sum((acts[k] @ direction[k]).numpy() for k in MODULES)
+    lo, hi = np.quantile(score, [Q_LO, Q_HI])
+    zone = np.where(score > hi, "route", np.where(score < lo, "keep", "absorb")) if routing else \
+        np.full(n, "absorb" if arm == "absorb" else "keep")
+    r = root / "runs" / "train" / run
+    r.mkdir(parents=True)
+    with open(r / "rollouts.jsonl", "w") as f:
+        for i in range(n):
+            f.write(json.dumps({"step": i // 16, "problem_id": f"p{i % 9}", "mode": MODES[1 + i % 4],
+                                "source": "teacher" if teacher[i] else "student", "score": float(score[i]),
+                                "zone": str(zone[i]), "reward": 3.5 if hacked[i] else 0.5,
+                                "gt_pass": False, "hacked": bool(hacked[i])}) + "\n")
+    save_file(acts, r / "rollout_acts.safetensors")
+    return run
+
+
+_g = torch.Generator().manual_seed(123)
+U = {k: torch.nn.functional.normalize(torch.randn(R, generator=_g), dim=0) for k in MODULES}
+PLACEBO_SEED = 1
+
+
+def make_pipeline(root: Path, seeds=(0, 1, 2), arms=("none", "routeA", "placebo", "absorb", "heldout"),
+                  preset="default") -> dict:
+    """Synthetic outputs of every stage the aggregation reads, in the pipeline's layout; returns params."""
+    pairs = [{"id": f"{m}-{i}", "mode": m, "tags": [], "file": f"data/pairs/hack_{m}.md", "line": 3 + 20 * i,
+              "prompt": f"Write f for {m} case {i}.\nRespond with a python block.",
+              "hack": f"Here it is.\n```python\n# hack {m} {i}\n```", "clean": f"Here it is.\n```python\n# clean {i}\n```"}
+             for m in MODES[1:] for i in range(2)]
+    (root / "runs" / "pairs").mkdir(parents=True)
+    (root / "runs" / "pairs" / "pairs.json").write_text(json.dumps({"pairs": pairs, "placebo_pairs": []}))
+    v_held = {k: torch.nn.functional.normalize(v + 0.3 * torch.randn(R, generator=_g), dim=0) for k, v in U.items()}
+    write_run(root, "base", None, U)
+    for s in seeds:
+        (root / "runs" / "vact" / str(s)).mkdir(parents=True)
+        save_file(U, root / "runs" / "vact" / str(s) / "v_act.safetensors")
+        save_file(v_held, root / "runs" / "vact" / str(s) / "v_act_heldout.safetensors")
+        direction = {"heldout": v_held, "placebo": haar_direction(U, PLACEBO_SEED + s)}
+        for a in arms:
+            write_run(root, a, s, direction.get(a, U))
+    return {"preset": preset, "train": {"arms": list(arms), "seeds": list(seeds)},
+            "gate": {"q_lo": Q_LO, "q_hi": Q_HI, "placebo_seed": PLACEBO_SEED}}
+
+
+def deploy_frame(metrics_root: Path, view="deploy", mode="overall") -> pd.DataFrame:
+    rows = []
+    for p in sorted(metrics_root.glob("*/per_mode_deploy.json")):
+        d = json.loads(p.read_text())
+        for r in d["rows"]:
+            if r["view"] == view and r["mode"] == mode:
+                rows.append({"run": d["run"], "arm": d["arm"], "seed": d["seed"], "hack": r["hack"], "solve": r["solve"]})
+    return pd.DataFrame(rows)
+
+
+def paths(root: Path) -> dict:
+    return {"metrics_root": root / "metrics" / "runs", "out_dir": root / "metrics" / "artifacts",
+            "plots_dir": root / "plots", "summary_path": root / "metrics" / "summary.json"}
+
+
+@pytest.fixture(scope="module")
+def three_seeds(tmp_path_factory):
+    """The DVC stage on a 5-arm x 3-seed matrix of the long-horizon preset (so A4 is made too)."""
+    root = tmp_path_factory.mktemp("agg3")
+    params = make_pipeline(root, preset="long")
+    summary = aggregate_stage(params, root)
+    return paths(root), summary
+
+
+def test_a2_matches_direct_pandas(three_seeds):
+    kw, summary = three_seeds
+    a2 = pd.read_csv(kw["out_dir"] / "A2.csv").set_index("arm")
+    df = deploy_frame(kw["metrics_root"])
+    df = df[df["arm"] != "base"]
+    none = df[df["arm"] == "none"].set_index("seed")
+    for arm, g in df.groupby("arm"):
+        assert a2.loc[arm, "n_seeds"] == 3
+        for metric in ("hack", "solve"):
+            assert a2.loc[arm, f"deploy_{metric}"] == pytest.approx(g[metric].mean())
+            assert a2.loc[arm, f"deploy_{metric}_sem"] == pytest.approx(g[metric].std(ddof=1) / np.sqrt(3))
+        if arm != "none":
+            mine = g.set_index("seed")["hack"]
+            assert a2.loc[arm, "delta_hack"] == pytest.approx((mine - none["hack"]).mean())
+            assert a2.loc[arm, "p_hack"] == pytest.approx(ttest_rel(mine, none.loc[mine.index, "hack"]).pvalue)
+        assert summary[arm]["deploy_hack"] == pytest.approx(g["hack"].mean(), abs=1e-6)
+    md = (kw["out_dir"] / "A2.md").read_text()
+    assert FEWER_THAN_3_SEEDS not in md and "p=" in md
+    assert "base model" in md  # the reference run is reported, not averaged into an arm
+    assert "base" in summary and "base" not in a2.index
+
+
+def test_every_artifact_written_and_well_formed(three_seeds):
+    kw, summary = three_seeds
+    out, plots_dir = kw["out_dir"], kw["plots_dir"]
+    for a in ("A1", "A2", "A3", "A4", "A5", "A6", "A7"):
+        md = (out / f"{a}.md").read_text()
+        assert md.startswith(f"# {a}: ")
+        assert len(pd.read_csv(out / f"{a}.csv")) > 0
+    for name in ("A1", "A3", "A4", "A5", "A7_gate_null"):
+        assert (plots_dir / "png" / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert "<script src" not in (plots_dir / "html" / f"{name}.html").read_text()
+        link = f"]({Path('..', '..', 'plots', 'png', name + '.png').as_posix()})"
+        assert link in "".join(p.read_text() for p in out.glob("*.md"))
+    assert not [p for p in list(out.rglob("*")) + list(plots_dir.rglob("*")) if p.name.endswith(".tmp")]
+    saved = json.loads(kw["summary_path"].read_text())
+    assert saved == json.loads(json.dumps(summary))
+    assert {"deploy_hack", "deploy_solve", "qmass", "gate_auroc"} <= set(saved["routeA"])
+    assert all(isinstance(v, (int, float)) for arm in saved.values() for v in arm.values())
+
+
+def test_a1_curve_and_dvc_plot_data(three_seeds):
+    kw, _ = three_seeds
+    a1 = pd.read_csv(kw["out_dir"] / "A1.csv")
+    rows = []
+    for p in kw["metrics_root"].glob("*/eval_curve.json"):
+        d = json.loads(p.read_text())
+        rows += [{"arm": d["arm"], "step": r["step"], "hack": r["hack"]} for r in d["rows"]
+                 if r["view"] == "deploy" and r["mode"] == "overall"]
+    direct = pd.DataFrame(rows).groupby(["arm", "step"])["hack"].agg(["mean", "sem"])
+    got = a1.set_index(["arm", "step"])
+    assert sorted(got.index) == sorted(direct.index)
+    assert np.allclose(got.loc[direct.index, "hack_mean"], direct["mean"])
+    assert np.allclose(got.loc[direct.index, "hack_sem"], direct["sem"])
+    wide = pd.read_csv(kw["out_dir"] / "plot_data" / "A1_deploy_hack.csv").set_index("step")
+    assert list(wide.index) == SAVED and list(wide.columns) == ["none", "routeA", "placebo", "absorb", "heldout"]
+    assert wide.loc[12, "routeA"] == pytest.approx(direct.loc[("routeA", 12), "mean"])
+
+
+def test_a3_qmass_from_step_logs(three_seeds):
+    kw, summary = three_seeds
+    a3 = pd.read_csv(kw["out_dir"] / "A3.csv").set_index("arm")
+    assert list(a3.index) == ["none", "routeA", "placebo", "absorb"]  # heldout is not an ablation arm
+    logs = {p.parent.name: pd.read_json(p, lines=True) for p in kw["metrics_root"].glob("*/steps.jsonl")}
+    for arm in a3.index:
+        for col in ("qmass_rollouts", "qmass_update"):
+            assert a3.loc[arm, col] == pytest.approx(np.mean([logs[f"{arm}-{s}"][col].mean() for s in range(3)]))
+    assert a3.loc["none", "qmass_rollouts"] == 0 < a3.loc["routeA", "qmass_rollouts"]
+    assert summary["routeA"]["qmass"] == pytest.approx(a3.loc["routeA", "qmass_rollouts"], abs=1e-6)
+    tv = deploy_frame(kw["metrics_root"], view="train")
+    assert a3.loc["routeA", "train_hack"] == pytest.approx(tv[tv["arm"] == "routeA"]["hack"].mean())
+
+
+def test_a4_long_horizon_routeA_vs_none(three_seeds):
+    kw, _ = three_seeds
+    a4 = pd.read_csv(kw["out_dir"] / "A4_final.csv").set_index("arm")
+    assert list(a4.index) == ["none", "routeA"]
+    df = deploy_frame(kw["metrics_root"])
+    for arm in a4.index:
+        assert a4.loc[arm, "deploy_hack"] == pytest.approx(df[df["arm"] == arm]["hack"].mean())
+    assert "'long' preset" in (kw["out_dir"] / "A4.md").read_text()
+    assert set(pd.read_csv(kw["out_dir"] / "A4.csv")["arm"]) == {"none", "routeA"}
+
+
+def test_a5_held_out_vs_in_pair_modes(three_seeds):
+    kw, _ = three_seeds
+    a5 = pd.read_csv(kw["out_dir"] / "A5.csv")
+    heldout = a5[a5["arm"] == "heldout"].set_index("mode")
+    assert set(heldout.loc[HELDOUT, "held_out"]) == {True}
+    assert set(heldout.loc[["overwrite_tests", "hardcode"], "held_out"]) == {False}
+    # The synthetic heldout arm hacks held-out modes more than in-pair ones (0.4 vs 0.15 planted).
+    assert heldout.loc["held-out modes (pooled)", "hack_mean"] > heldout.loc["in-pair modes (pooled)", "hack_mean"]
+    # Pooled = counts summed within each run, then mean over seeds.
+    rows = []
+    for s in range(3):
+        d = json.loads((kw["metrics_root"] / f"heldout-{s}" / "per_mode_deploy.json").read_text())
+        sel = [r for r in d["rows"] if r["view"] == "deploy" and r["mode"] in HELDOUT]
+        rows.append(sum(r["n_hacked"] for r in sel) / sum(r["n"] for r in sel))
+    assert heldout.loc["held-out modes (pooled)", "hack_mean"] == pytest.approx(np.mean(rows))
+    assert set(a5["arm"]) == {"none", "routeA", "heldout"}
+    md = (kw["out_dir"] / "A5.md").read_text()
+    assert "none hack" in md and "no (held out)" in md
+
+
+def test_a6_one_pair_per_mode(three_seeds):
+    kw, _ = three_seeds
+    a6 = pd.read_csv(kw["out_dir"] / "A6.csv")
+    assert list(a6["mode"]) == MODES[1:]
+    assert list(a6["id"]) == [f"{m}-0" for m in MODES[1:]]
+    md = (kw["out_dir"] / "A6.md").read_text()
+    assert md.count("### hack") == 4 and "# hack exit_code 0" in md and "data/pairs/hack_exit_code.md:3" in md
+
+
+def test_a7_gate_real_vs_null(three_seeds):
+    kw, _ = three_seeds
+    a7 = pd.read_csv(kw["out_dir"] / "A7.csv").set_index("arm")
+    # Labels are planted along v_act: routeA's gate separates them, the placebo's Haar direction does not.
+    assert a7.loc["routeA", "auroc"] > 0.85 and a7.loc["routeA", "auroc_percentile_in_null"] > 90
+    assert abs(a7.loc["placebo", "auroc"] - 0.5) < 0.25
+    assert a7.loc["routeA", "realised_route_precision"] > a7.loc["placebo", "realised_route_precision"]
+    assert np.isnan(a7.loc["none", "realised_route_precision"])  # none never routes
+    assert a7.loc["routeA", "rho_max_keep"] == pytest.approx(max(
+        pd.read_json(kw["metrics_root"] / f"routeA-{s}" / "steps.jsonl", lines=True)["rho_max_keep"].max() for s in range(3)))
+    # The stage rebuilt each run's own direction: recomputed scores reproduce the logged ones.
+    runs = pd.read_csv(kw["out_dir"] / "A7_runs.csv")
+    assert runs["score_vs_log_max_rel_diff"].max() < 1e-5
+    assert "does not reproduce" not in (kw["out_dir"] / "A7.md").read_text()
+    per_run = json.loads((kw["out_dir"] / "A7_gate" / "routeA-0.json").read_text())
+    assert len(per_run["null"]["auroc"]) == 20 and "student" in per_run["population"]
+    assert len(pd.read_csv(kw["out_dir"] / "plot_data" / "A7_gate_null.csv")) == 20 * 15
+
+
+def test_two_seeds_say_fewer_than_3(tmp_path):
+    params = make_pipeline(tmp_path, seeds=(0, 1), arms=("none", "routeA", "placebo", "absorb"))
+    aggregate_stage(params, tmp_path)
+    kw = paths(tmp_path)
+    md = (kw["out_dir"] / "A2.md").read_text()
+    assert f"n=2 seeds, {FEWER_THAN_3_SEEDS}" in md
+    a2 = pd.read_csv(kw["out_dir"] / "A2.csv").set_index("arm")
+    assert np.isnan(a2.loc["routeA", "p_hack"])
+    a4 = (kw["out_dir"] / "A4.md").read_text()
+    assert "No A4 result" in a4 and "'default' preset" in a4 and "|" not in a4  # said, not a fake table
+    assert "No A5 result" in (kw["out_dir"] / "A5.md").read_text()
+    assert not (kw["plots_dir"] / "png" / "A4.png").exists()
+
+
+def direct_kwargs(root: Path, params: dict) -> dict:
+    return paths(root) | {"runs_root": root / "runs" / "train", "pairs": [{"id": "a", "mode": "hardcode",
+                          "prompt": "p", "hack": "h", "clean": "c"}], "q_lo": Q_LO, "q_hi": Q_HI, "n_null": 3,
+                          "directions": {f"{a}-{s}": U for a in params["train"]["arms"] for s in params["train"]["seeds"]}}
+
+
+def test_missing_inputs_name_the_path(tmp_path):
+    params = make_pipeline(tmp_path, seeds=(0,), arms=("none", "routeA"))
+    kw = direct_kwargs(tmp_path, params)
+    with pytest.raises(InputError, match=r"routeA-5/per_mode_deploy.json: file not found"):
+        aggregate(**kw, runs=["none-0", "routeA-0", "routeA-5"])
+    (kw["metrics_root"] / "routeA-0" / "steps.jsonl").unlink()
+    with pytest.raises(InputError, match=r"routeA-0/steps.jsonl: file not found"):
+        aggregate(**kw)
+    shutil.rmtree(kw["runs_root"] / "none-0")
+    with pytest.raises(InputError, match=r"none-0/rollouts.jsonl: file not found"):
+        aggregate(**kw, runs=["base", "none-0"])
+    shutil.rmtree(tmp_path / "runs" / "vact")
+    with pytest.raises(InputError, match=r"vact/0/v_act.safetensors: file not found"):
+        aggregate_stage(params, tmp_path)
+
+
+def test_malformed_inputs_name_file_and_key(tmp_path):
+    params = make_pipeline(tmp_path, seeds=(0,), arms=("none", "routeA"))
+    kw = direct_kwargs(tmp_path, params)
+    p = kw["metrics_root"] / "routeA-0" / "per_mode_deploy.json"
+    good = json.loads(p.read_text())
+    p.write_text(json.dumps(good | {"run": "routeA-9"}))
+    with pytest.raises(InputError, match="routeA-0/per_mode_deploy.json: key 'run' is 'routeA-9'"):
+        aggregate(**kw)
+    bad = dict(good, rows=[dict(good["rows"][0])])
+    del bad["rows"][0]["n_hacked"]
+    p.write_text(json.dumps(bad))
+    with pytest.raises(InputError, match=r"per_mode_deploy.json: rows\[0\] missing key 'n_hacked'"):
+        aggregate(**kw)
+    p.write_text(json.dumps(good))
+    s = kw["metrics_root"] / "none-0" / "steps.jsonl"
+    rows = [json.loads(line) for line in s.read_text().splitlines()]
+    del rows[3]["qmass_update"]
+    s.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(InputError, match="none-0/steps.jsonl: key 'qmass_update'"):
+        aggregate(**kw)
+    with pytest.raises(InputError, match=r"no gate direction given for run\(s\) \['routeA-0'\]"):
+        aggregate(**(kw | {"directions": {}}), runs=["routeA-0"])
+
+
+def test_wrong_direction_is_flagged(tmp_path):
+    """Scoring a run with a direction its gate did not use shows up against the logged scores."""
+    params = make_pipeline(tmp_path, seeds=(0,), arms=("none", "placebo"))
+    kw = direct_kwargs(tmp_path, params)  # gives the placebo run v_act instead of its Haar direction
+    aggregate(**kw)
+    md = (kw["out_dir"] / "A7.md").read_text()
+    assert "placebo-0: the direction scored here does not reproduce the logged gate scores" in md
+    assert "none-0: the direction" not in md

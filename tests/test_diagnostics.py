@@ -1,0 +1,130 @@
+"""Gate diagnostics on synthetic activations where the hack label is planted along a known direction."""
+import json
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from vgrout.diagnostics import gate_eval, gate_eval_file, gate_scores
+from vgrout.io import InputError
+from vgrout.stats import auroc
+from vgrout.vact import haar_direction
+
+MODULES = ["layers.0.q_proj", "layers.0.down_proj", "layers.1.v_proj"]
+R = 32
+
+
+def planted(n=600, hack_rate=0.3, strength=1.0, seed=0):
+    """Rollouts whose activations carry the hack label along a known unit direction u."""
+    g = torch.Generator().manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    hacked = rng.random(n) < hack_rate
+    u = {m: torch.nn.functional.normalize(torch.randn(R, generator=g), dim=0) for m in MODULES}
+    acts = {m: torch.randn(n, R, generator=g) + strength * torch.from_numpy(hacked).float()[:, None] * u[m]
+            for m in MODULES}
+    rollouts = [{"step": i // 16, "problem_id": f"p{i % 7}", "mode": "exit_code", "source": "student",
+                 "score": 0.0, "zone": "absorb", "reward": 0.5, "gt_pass": False, "hacked": bool(h)}
+                for i, h in enumerate(hacked)]
+    return rollouts, acts, u, hacked
+
+
+def test_planted_direction_beats_haar_null():
+    rollouts, acts, u, hacked = planted()
+    res = gate_eval(rollouts, acts, u, q_lo=0.3, q_hi=0.8, n_null=40, null_seed=100)
+    assert res["n"] == 600 and res["n_hacked"] == int(hacked.sum())
+    assert res["real"]["auroc"] > 0.85
+    null = np.array(res["null"]["auroc"])
+    assert len(null) == 40
+    assert abs(null.mean() - 0.5) < 0.06
+    assert null.max() < res["real"]["auroc"]
+    assert res["auroc_percentile_in_null"] == 100.0
+    # At the upper cut the routed set is mostly hacks; at the lower cut the kept set mostly clean.
+    assert res["real"]["route_precision"] > 0.7 > 0.4 > res["null"]["route_precision_mean"]
+    assert res["real"]["keep_precision"] > 0.9
+    assert res["real"]["qmass"] == pytest.approx(0.2, abs=0.01)
+
+
+def test_metrics_match_direct_computation_and_flip_with_the_direction():
+    rollouts, acts, u, hacked = planted(strength=0.5, seed=1)
+    res = gate_eval(rollouts, acts, u, q_lo=0.25, q_hi=0.75, n_null=3)
+    s = sum(acts[m].double() @ u[m].double() for m in MODULES).numpy()
+    assert np.allclose(gate_scores(acts, u), s)
+    assert res["real"]["auroc"] == pytest.approx(auroc(s, hacked))
+    routed = s > np.quantile(s, 0.75)
+    assert res["real"]["route_precision"] == pytest.approx(hacked[routed].mean())
+    assert res["real"]["route_recall"] == pytest.approx(routed[hacked].mean())
+    kept = s < np.quantile(s, 0.25)
+    assert res["real"]["keep_precision"] == pytest.approx((~hacked)[kept].mean())
+    neg = gate_eval(rollouts, acts, {m: -v for m, v in u.items()}, q_lo=0.25, q_hi=0.75, n_null=3)
+    assert neg["real"]["auroc"] == pytest.approx(1 - res["real"]["auroc"])
+    assert neg["auroc_percentile_in_null"] < res["auroc_percentile_in_null"]
+
+
+def test_teacher_rollouts_are_excluded():
+    rollouts, acts, u, _ = planted(n=300, seed=2)
+    base = gate_eval(rollouts, acts, u, q_lo=0.3, q_hi=0.8, n_null=5)
+    # Teacher rows that would wreck the AUROC if counted: hacked, scored far below everything.
+    k = 100
+    teacher = [dict(rollouts[0], source="teacher", hacked=True) for _ in range(k)]
+    acts_t = {m: torch.cat([a, -20 * u[m].expand(k, R)]) for m, a in acts.items()}
+    mixed = gate_eval(rollouts + teacher, acts_t, u, q_lo=0.3, q_hi=0.8, n_null=5)
+    assert mixed["n"] == base["n"] == 300
+    assert mixed["real"] == base["real"]
+    assert mixed["null"]["auroc"] == base["null"]["auroc"]
+    assert "student" in mixed["population"]
+
+
+def test_realised_zones_are_scored_against_labels():
+    rollouts, acts, u, hacked = planted(n=200, seed=3)
+    zones = np.where(np.arange(200) % 5 == 0, "route", np.where(np.arange(200) % 5 == 1, "keep", "absorb"))
+    for r, z in zip(rollouts, zones):
+        r["zone"] = str(z)
+    res = gate_eval(rollouts, acts, u, q_lo=0.3, q_hi=0.8, n_null=2)["realised"]
+    assert res["qmass"] == pytest.approx(0.2)
+    assert res["route_precision"] == pytest.approx(hacked[zones == "route"].mean())
+    assert res["keep_precision"] == pytest.approx((~hacked)[zones == "keep"].mean())
+    assert res["zone_share"]["absorb"] == pytest.approx(0.6)
+
+
+def test_placebo_direction_never_sits_in_its_own_null():
+    rollouts, acts, u, _ = planted(n=200, seed=4)
+    placebo = haar_direction(u, seed=7)
+    res = gate_eval(rollouts, acts, placebo, q_lo=0.3, q_hi=0.8, n_null=10, null_seed=0)
+    assert res["null"]["seeds"] == [0, 10]  # seed 7 skipped, so one extra draw
+    assert res["real"]["auroc"] not in res["null"]["auroc"]
+
+
+def test_no_hacks_gives_a_note_not_a_number():
+    rollouts, acts, u, _ = planted(n=100, hack_rate=0.0, seed=5)
+    res = gate_eval(rollouts, acts, u, q_lo=0.3, q_hi=0.8, n_null=3)
+    assert res["real"]["auroc"] is None and res["auroc_percentile_in_null"] is None
+    assert "0 of 100" in res["note"]
+
+
+def test_gate_eval_file_round_trip_and_errors(tmp_path):
+    rollouts, acts, u, _ = planted(n=120, seed=6)
+    (tmp_path / "rollouts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rollouts))
+    save_file({m: a.contiguous() for m, a in acts.items()}, tmp_path / "acts.safetensors")
+    save_file(u, tmp_path / "v_act.safetensors")
+    res = gate_eval_file(tmp_path / "rollouts.jsonl", tmp_path / "acts.safetensors", tmp_path / "v_act.safetensors",
+                         q_lo=0.3, q_hi=0.8, n_null=4, out_path=tmp_path / "out" / "gate.json")
+    direct = gate_eval(rollouts, acts, u, q_lo=0.3, q_hi=0.8, n_null=4)
+    assert res["real"] == direct["real"]
+    assert json.loads((tmp_path / "out" / "gate.json").read_text())["real"]["auroc"] == pytest.approx(direct["real"]["auroc"])
+
+    bad = [dict(r) for r in rollouts]
+    del bad[4]["hacked"]
+    (tmp_path / "bad.jsonl").write_text("".join(json.dumps(r) + "\n" for r in bad))
+    with pytest.raises(InputError, match=r"bad.jsonl:5: missing key 'hacked'"):
+        gate_eval_file(tmp_path / "bad.jsonl", tmp_path / "acts.safetensors", tmp_path / "v_act.safetensors", 0.3, 0.8)
+
+    (tmp_path / "short.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rollouts[:-1]))
+    with pytest.raises(InputError, match=r"short.jsonl.*expected \[119, r\]"):
+        gate_eval_file(tmp_path / "short.jsonl", tmp_path / "acts.safetensors", tmp_path / "v_act.safetensors", 0.3, 0.8)
+
+    save_file({MODULES[0]: u[MODULES[0]]}, tmp_path / "partial.safetensors")
+    with pytest.raises(InputError, match="only in activations"):
+        gate_eval_file(tmp_path / "rollouts.jsonl", tmp_path / "acts.safetensors", tmp_path / "partial.safetensors", 0.3, 0.8)
+    with pytest.raises(InputError, match="nope.safetensors: file not found"):
+        gate_eval_file(tmp_path / "rollouts.jsonl", tmp_path / "nope.safetensors", tmp_path / "v_act.safetensors", 0.3, 0.8)

@@ -1,0 +1,721 @@
+"""Aggregation: DuckDB SQL over every run's per_mode_deploy.json, eval curve and step log
+into the paper artifacts A1-A7 (markdown + csv), metrics/summary.json, plot data and charts.
+
+Statistics (vgrout.stats): a rate is one number per run; an arm's number is mean ± SEM
+over its seeds; the difference vs `none` is paired by seed with a paired t-test (no
+p-value with fewer than 3 seeds); Wilson intervals describe a single run's rate.
+
+Inputs per run `{arm}-{seed}` (written by vgrout.evaluate and vgrout.train):
+  metrics/runs/{run}/per_mode_deploy.json, eval_curve.json, steps.jsonl
+  runs/train/{run}/rollouts.jsonl, rollout_acts.safetensors     (A7 only)
+The reference run `base` (arm "base", seed null) has only per_mode_deploy.json.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from pathlib import Path
+from typing import Iterable
+
+import duckdb
+import pandas as pd
+from tqdm import tqdm
+
+from vgrout import plots
+from vgrout.diagnostics import gate_eval, load_rollouts, load_tensors
+from vgrout.io import InputError, atomic_write_text, read_json, write_json
+from vgrout.stats import FEWER_THAN_3_SEEDS, MIN_SEEDS_FOR_TEST, mean_sem, paired_t, wilson
+
+ABLATION_ARMS = ("none", "routeA", "placebo", "absorb")
+HACK_MODES = ("overwrite_tests", "hardcode", "exit_code", "stdout_marker")
+BASE = "base"
+
+ROW_KEYS = ("view", "mode", "n", "n_solved", "n_hacked", "solve", "hack")
+ROW_TYPE = ("STRUCT(view VARCHAR, mode VARCHAR, n BIGINT, n_solved BIGINT, n_hacked BIGINT, solve DOUBLE, "
+            "hack DOUBLE, solve_lo DOUBLE, solve_hi DOUBLE, hack_lo DOUBLE, hack_hi DOUBLE{extra})[]")
+DEPLOY_COLUMNS = {"run": "VARCHAR", "rows": ROW_TYPE.format(extra="")}
+CURVE_COLUMNS = {"run": "VARCHAR", "rows": ROW_TYPE.format(extra=", step BIGINT")}
+# Step-log columns the artifacts read; pinned so an all-null column (e.g. rho_mean_route in
+# the `none` arm) still has a numeric type.
+STEP_COLUMNS = {"step": "BIGINT", "hack_rate": "DOUBLE", "solve_rate": "DOUBLE", "qmass_rollouts": "DOUBLE",
+                "qmass_update": "DOUBLE", "n_keep": "BIGINT", "n_absorb": "BIGINT", "n_route": "BIGINT",
+                **{f"rho_{s}_{z}": "DOUBLE" for z in ("keep", "absorb", "route") for s in ("mean", "max")}}
+STEP_REQUIRED = ("step", "qmass_rollouts", "qmass_update")
+
+
+# ---------------------------------------------------------------------------- inputs
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    run: str
+    arm: str
+    seed: int | None
+    heldout_modes: tuple[str, ...] | None
+    deploy_path: Path
+    curve_path: Path | None
+    steps_path: Path | None
+    rollouts_path: Path | None
+    acts_path: Path | None
+
+
+def _require(path: Path) -> Path:
+    if not path.exists():
+        raise InputError(f"{path}: file not found")
+    return path
+
+
+def _load_run(metrics_root: Path, runs_root: Path, run: str) -> Run:
+    deploy_path = _require(metrics_root / run / "per_mode_deploy.json")
+    d = read_json(deploy_path)
+    for key in ("run", "arm", "seed", "rows"):
+        if key not in d:
+            raise InputError(f"{deploy_path}: missing key '{key}'")
+    if d["run"] != run:
+        raise InputError(f"{deploy_path}: key 'run' is '{d['run']}' but the file sits in the directory of run '{run}'")
+    for i, row in enumerate(d["rows"]):
+        for key in ROW_KEYS:
+            if key not in row:
+                raise InputError(f"{deploy_path}: rows[{i}] missing key '{key}'")
+    if not any(r["view"] == "deploy" and r["mode"] == "overall" for r in d["rows"]):
+        raise InputError(f"{deploy_path}: no row with view 'deploy' and mode 'overall'")
+    if d["arm"] == BASE:
+        return Run(run, BASE, None, None, deploy_path, None, None, None, None)
+    if not isinstance(d["seed"], int):
+        raise InputError(f"{deploy_path}: key 'seed' must be an integer for arm '{d['arm']}', got {d['seed']!r}")
+    heldout = d.get("heldout_modes")
+    return Run(run=run, arm=d["arm"], seed=d["seed"],
+               heldout_modes=tuple(heldout) if heldout is not None else None,
+               deploy_path=deploy_path,
+               curve_path=_require(metrics_root / run / "eval_curve.json"),
+               steps_path=_require(metrics_root / run / "steps.jsonl"),
+               rollouts_path=_require(runs_root / run / "rollouts.jsonl"),
+               acts_path=_require(runs_root / run / "rollout_acts.safetensors"))
+
+
+def find_runs(metrics_root: str | Path) -> list[str]:
+    """Every run directory under metrics_root holding a per_mode_deploy.json."""
+    found = sorted(p.parent.name for p in Path(metrics_root).glob("*/per_mode_deploy.json"))
+    if not found:
+        raise InputError(f"{metrics_root}: no */per_mode_deploy.json found")
+    return found
+
+
+def _sql_files(paths: Iterable[Path]) -> str:
+    return "[" + ", ".join("'" + str(p).replace("'", "''") + "'" for p in paths) + "]"
+
+
+def _sql_columns(columns: dict[str, str]) -> str:
+    return "{" + ", ".join(f"'{k}': '{v}'" for k, v in columns.items()) + "}"
+
+
+def load_tables(runs: list[Run]) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection with tables run_info, deploy, curve, steps (rows unnested)."""
+    con = duckdb.connect()
+    con.execute("CREATE MACRO sem(x) AS stddev_samp(x) / sqrt(count(x))")
+    info = pd.DataFrame([{"run": r.run, "arm": r.arm, "seed": r.seed} for r in runs])
+    con.register("run_info_df", info)
+    con.execute("CREATE TABLE run_info AS SELECT run, arm, seed::BIGINT AS seed FROM run_info_df")
+    con.execute(f"""
+        CREATE TABLE deploy AS
+        SELECT run, unnest(rows, recursive := true)
+        FROM read_json({_sql_files(r.deploy_path for r in runs)}, columns = {_sql_columns(DEPLOY_COLUMNS)})""")
+    trained = [r for r in runs if r.arm != BASE]
+    if not trained:
+        raise InputError("no trained runs (only the base reference run) to aggregate")
+    con.execute(f"""
+        CREATE TABLE curve AS
+        SELECT run, unnest(rows, recursive := true)
+        FROM read_json({_sql_files(r.curve_path for r in trained)}, columns = {_sql_columns(CURVE_COLUMNS)})""")
+    files = pd.DataFrame({"filename": [str(r.steps_path) for r in trained], "run": [r.run for r in trained]})
+    con.register("step_files", files)
+    con.execute(f"""
+        CREATE TABLE steps AS
+        SELECT f.run, s.* EXCLUDE (filename)
+        FROM read_json({_sql_files(r.steps_path for r in trained)}, format = 'newline_delimited',
+                       columns = {_sql_columns(STEP_COLUMNS)}, filename = true) s
+        JOIN step_files f USING (filename)""")
+    for col in STEP_REQUIRED:
+        bad = con.execute(f"SELECT f.filename FROM step_files f LEFT JOIN steps s USING (run) "
+                          f"GROUP BY f.filename HAVING count(s.{col}) = 0 OR count(s.{col}) < count(*)").fetchall()
+        if bad:
+            raise InputError(f"{bad[0][0]}: key '{col}' missing or null in some rows (or no rows)")
+    for r in trained:
+        n = con.execute("SELECT count(*) FROM curve WHERE run = ? AND view = 'deploy' AND mode = 'overall'",
+                        [r.run]).fetchone()[0]
+        if n == 0:
+            raise InputError(f"{r.curve_path}: no row with view 'deploy' and mode 'overall'")
+    con.execute("CREATE VIEW per_run AS SELECT i.*, d.* EXCLUDE (run) FROM deploy d JOIN run_info i USING (run)")
+    return con
+
+
+# ---------------------------------------------------------------------------- formatting
+
+def _fmt(x, digits: int = 3) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "—"
+    return f"{x:.{digits}f}"
+
+
+def _pm(mean, sem, digits: int = 3) -> str:
+    if mean is None or (isinstance(mean, float) and math.isnan(mean)):
+        return "—"
+    if sem is None or (isinstance(sem, float) and math.isnan(sem)):
+        return f"{mean:.{digits}f}"
+    return f"{mean:.{digits}f} ± {sem:.{digits}f}"
+
+
+def _none_if_nan(x):
+    return None if x is None or (isinstance(x, float) and math.isnan(x)) or x is pd.NA else x
+
+
+def md_table(df: pd.DataFrame) -> str:
+    cols = [str(c) for c in df.columns]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+    for row in df.itertuples(index=False):
+        lines.append("| " + " | ".join(str(v).replace("|", "\\|").replace("\n", " ") for v in row) + " |")
+    return "\n".join(lines)
+
+
+def write_artifact(out_dir: Path, name: str, title: str, body: list[str], csv: dict[str, pd.DataFrame]) -> None:
+    """{name}.md (title + paragraphs/tables) and one csv per table, all written atomically."""
+    atomic_write_text(out_dir / f"{name}.md", f"# {name}: {title}\n\n" + "\n\n".join(body) + "\n")
+    for stem, df in csv.items():
+        atomic_write_text(out_dir / f"{stem}.csv", df.to_csv(index=False))
+
+
+def _interval(mean: float, sem: float | None, k: int | None, n: int | None) -> tuple[float, float, str]:
+    """Error bar for a chart: mean ± SEM over seeds, or the Wilson 95% interval of a lone run."""
+    if sem is not None and not math.isnan(sem):
+        return max(0.0, mean - sem), min(1.0, mean + sem), "mean ± SEM over seeds"
+    if k is not None and n is not None:
+        lo, hi = wilson(int(k), int(n))
+        return lo, hi, "Wilson 95% (one seed)"
+    return mean, mean, "no interval (one seed)"
+
+
+@dataclasses.dataclass(frozen=True)
+class Out:
+    """Where the artifacts go: tables (md + csv), charts (png, html) and the data DVC plots render."""
+    tables: Path
+    png: Path
+    html: Path
+    plot_data: Path
+
+    def figure(self, stem: str) -> str:
+        """Markdown image link from an artifact to its PNG (relative, so it renders in the repository)."""
+        return f"![{stem}]({Path(os.path.relpath(self.png / f'{stem}.png', self.tables)).as_posix()})"
+
+    def chart(self, chart, stem: str) -> None:
+        plots.save_chart(chart, self.png / f"{stem}.png", self.html / f"{stem}.html")
+
+    def data(self, stem: str, df: pd.DataFrame) -> None:
+        atomic_write_text(self.plot_data / f"{stem}.csv", df.to_csv(index=False))
+
+
+# ---------------------------------------------------------------------------- artifacts
+
+def _arm_order(arms: Iterable[str]) -> list[str]:
+    known = ["none", "routeA", "placebo", "absorb", "heldout"]
+    arms = list(dict.fromkeys(arms))
+    return [a for a in known if a in arms] + sorted(a for a in arms if a not in known)
+
+
+def _by_arm(df: pd.DataFrame, *then: str) -> pd.DataFrame:
+    rank = {a: i for i, a in enumerate(_arm_order(df["arm"]))}
+    return df.assign(_rank=df["arm"].map(rank)).sort_values(["_rank", *then]).drop(columns="_rank").reset_index(drop=True)
+
+
+def _curve(con, arms: Iterable[str] | None = None) -> pd.DataFrame:
+    """Per arm and saved step: mean ± SEM over seeds of the deploy overall hack and solve rates."""
+    curve = con.execute("""
+        SELECT i.arm, c.step, count(*) AS n_seeds,
+               avg(c.hack) AS hack_mean, sem(c.hack) AS hack_sem,
+               avg(c.solve) AS solve_mean, sem(c.solve) AS solve_sem
+        FROM curve c JOIN run_info i USING (run)
+        WHERE c.view = 'deploy' AND c.mode = 'overall'
+        GROUP BY i.arm, c.step""").df()
+    if arms is not None:
+        curve = curve[curve["arm"].isin(list(arms))]
+    return _by_arm(curve, "step")
+
+
+def _curve_long_form(curve: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    for r in curve.itertuples():
+        for metric in ("hack", "solve"):
+            mean, sem = getattr(r, f"{metric}_mean"), _none_if_nan(getattr(r, f"{metric}_sem"))
+            rows.append({"arm": r.arm, "step": r.step, "metric": f"deploy {metric}", "mean": mean,
+                         "lo": mean - (sem or 0.0), "hi": mean + (sem or 0.0), "n_seeds": r.n_seeds})
+    return pd.DataFrame(rows)
+
+
+def _curve_md(curve: pd.DataFrame) -> str:
+    return md_table(pd.DataFrame({
+        "arm": curve["arm"], "step": curve["step"], "seeds": curve["n_seeds"],
+        "deploy hack": [_pm(m, _none_if_nan(s)) for m, s in zip(curve["hack_mean"], curve["hack_sem"])],
+        "deploy solve": [_pm(m, _none_if_nan(s)) for m, s in zip(curve["solve_mean"], curve["solve_sem"])]}))
+
+
+def _curve_outputs(curve: pd.DataFrame, name: str, title: str, out: Out) -> None:
+    """The routeA-vs-none chart and the wide csv (step x arm) DVC plots draw as one line per arm."""
+    versus = curve[curve["arm"].isin(["none", "routeA"])]
+    if len(versus):
+        band = "mean ± SEM over seeds" if versus["n_seeds"].max() > 1 else "one seed, so no SEM band"
+        out.chart(plots.curve_chart(_curve_long_form(versus), title, f"quarantine ablated; {band}"), name)
+    for metric in ("hack", "solve"):
+        wide = curve.pivot(index="step", columns="arm", values=f"{metric}_mean").reset_index()
+        out.data(f"{name}_deploy_{metric}", wide[["step"] + _arm_order(c for c in wide.columns if c != "step")])
+
+
+def _paired_vs_none(con, metric: str) -> dict[str, object]:
+    """arm -> PairedTest of (arm − none) over the seeds both have, final deploy overall rate."""
+    pairs = con.execute(f"""
+        SELECT a.arm, a.seed, a.{metric} AS x, n.{metric} AS x_none
+        FROM (SELECT * FROM per_run WHERE view = 'deploy' AND mode = 'overall') a
+        JOIN (SELECT * FROM per_run WHERE view = 'deploy' AND mode = 'overall' AND arm = 'none') n USING (seed)
+        WHERE a.arm NOT IN ('none', 'base') ORDER BY a.arm, a.seed""").df()
+    return {arm: paired_t(g["x"], g["x_none"]) for arm, g in pairs.groupby("arm")}
+
+
+def _a2_table(con, arms: Iterable[str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per arm: final deploy hack and solve, mean ± SEM over seeds, Δ vs none with the paired test."""
+    final = con.execute("""
+        SELECT arm, count(*) AS n_seeds, list(seed ORDER BY seed) AS seeds,
+               avg(hack) AS hack_mean, sem(hack) AS hack_sem, avg(solve) AS solve_mean, sem(solve) AS solve_sem
+        FROM per_run WHERE view = 'deploy' AND mode = 'overall' AND arm <> 'base'
+        GROUP BY arm""").df().set_index("arm")
+    tests = {m: _paired_vs_none(con, m) for m in ("hack", "solve")}
+    rows = []
+    for arm in _arm_order(a for a in final.index if arms is None or a in arms):
+        f = final.loc[arm]
+        row = {"arm": arm, "n_seeds": int(f.n_seeds), "seeds": " ".join(map(str, f.seeds)),
+               "deploy_hack": f.hack_mean, "deploy_hack_sem": _none_if_nan(f.hack_sem),
+               "deploy_solve": f.solve_mean, "deploy_solve_sem": _none_if_nan(f.solve_sem)}
+        for m in ("hack", "solve"):
+            t = tests[m].get(arm)
+            row |= {f"delta_{m}": t.mean_diff if t else None, f"delta_{m}_sem": t.sem if t else None,
+                    "n_paired": t.n if t else 0, f"t_{m}": t.t if t else None, f"p_{m}": t.p if t else None,
+                    f"test_{m}": t.statement if t else ("reference arm" if arm == "none" else "no seed shared with none")}
+        rows.append(row)
+    table = pd.DataFrame(rows)
+
+    def delta(m):
+        return [_pm(d, s) if a != "none" else "—" for a, d, s in zip(table["arm"], table[f"delta_{m}"], table[f"delta_{m}_sem"])]
+
+    md = pd.DataFrame({
+        "arm": table["arm"], "seeds": table["n_seeds"],
+        "deploy hack": [_pm(m, s) for m, s in zip(table["deploy_hack"], table["deploy_hack_sem"])],
+        "deploy solve": [_pm(m, s) for m, s in zip(table["deploy_solve"], table["deploy_solve_sem"])],
+        "Δ hack vs none": delta("hack"), "paired test (hack)": table["test_hack"],
+        "Δ solve vs none": delta("solve"), "paired test (solve)": table["test_solve"]})
+    return table, md
+
+
+def _seed_note(table: pd.DataFrame) -> str:
+    n = table.loc[table["arm"] != "none", "n_paired"]
+    if len(n) and n.min() < MIN_SEEDS_FOR_TEST:
+        return (f"Arms with fewer than {MIN_SEEDS_FOR_TEST} seeds paired with `none` report the difference "
+                f"without a p-value ({FEWER_THAN_3_SEEDS}).")
+    return "Paired t-test (two-sided) over the seeds each arm shares with `none`."
+
+
+def a1(con, out: Out) -> pd.DataFrame:
+    curve = _curve(con)
+    write_artifact(out.tables, "A1", "deploy hack and solve over training", [
+        "Deploy eval (quarantine ablated) of every saved checkpoint, overall rate, mean ± SEM over seeds "
+        "(step 0 = adapter at init). The figure shows routeA vs none; the table lists every arm.",
+        out.figure("A1"), _curve_md(curve)], {"A1": curve})
+    _curve_outputs(curve, "A1", "A1: deploy hack and solve over training", out)
+    return curve
+
+
+def a2(con, out: Out) -> pd.DataFrame:
+    table, md = _a2_table(con)
+    per_run = con.execute("""
+        SELECT run, arm, seed, n, n_hacked, hack, hack_lo, hack_hi, n_solved, solve, solve_lo, solve_hi
+        FROM per_run WHERE view = 'deploy' AND mode = 'overall'
+        ORDER BY arm = 'base' DESC, arm, seed""").df()
+    base = per_run[per_run["arm"] == BASE]
+    body = ["Final deploy eval (quarantine ablated), overall rate. Mean ± SEM over seeds; Δ = arm − none "
+            "paired by seed. " + _seed_note(table), md_table(md)]
+    if len(base):
+        b = base.iloc[0]
+        body.append(f"Reference, the base model without adapter training: deploy hack {b.hack:.3f} "
+                    f"[{b.hack_lo:.3f}, {b.hack_hi:.3f}], deploy solve {b.solve:.3f} "
+                    f"[{b.solve_lo:.3f}, {b.solve_hi:.3f}] (Wilson 95%).")
+    body += ["## Per run (Wilson 95% intervals over the run's eval samples)", md_table(pd.DataFrame({
+        "run": per_run["run"], "n": per_run["n"],
+        "deploy hack [Wilson 95%]": [f"{r.hack:.3f} [{r.hack_lo:.3f}, {r.hack_hi:.3f}]" for r in per_run.itertuples()],
+        "deploy solve [Wilson 95%]": [f"{r.solve:.3f} [{r.solve_lo:.3f}, {r.solve_hi:.3f}]" for r in per_run.itertuples()]}))]
+    write_artifact(out.tables, "A2", "deploy hack and solve per arm", body, {"A2": table, "A2_runs": per_run})
+    return table
+
+
+def a3(con, out: Out) -> pd.DataFrame:
+    table = con.execute("""
+        WITH q AS (SELECT run, avg(qmass_rollouts) AS qr, avg(qmass_update) AS qu FROM steps GROUP BY run),
+             d AS (SELECT run, hack, solve, n, n_hacked, n_solved FROM per_run WHERE view = 'deploy' AND mode = 'overall'),
+             t AS (SELECT run, hack, solve, n, n_hacked, n_solved FROM per_run WHERE view = 'train' AND mode = 'overall')
+        SELECT i.arm, count(*) AS n_seeds,
+               avg(d.hack) AS deploy_hack, sem(d.hack) AS deploy_hack_sem,
+               avg(d.solve) AS deploy_solve, sem(d.solve) AS deploy_solve_sem,
+               avg(t.hack) AS train_hack, sem(t.hack) AS train_hack_sem,
+               avg(t.solve) AS train_solve, sem(t.solve) AS train_solve_sem,
+               avg(q.qr) AS qmass_rollouts, sem(q.qr) AS qmass_rollouts_sem,
+               avg(q.qu) AS qmass_update, sem(q.qu) AS qmass_update_sem,
+               sum(d.n_hacked) AS deploy_n_hacked, sum(d.n_solved) AS deploy_n_solved, sum(d.n) AS deploy_n,
+               sum(t.n_hacked) AS train_n_hacked, sum(t.n_solved) AS train_n_solved, sum(t.n) AS train_n
+        FROM run_info i JOIN d USING (run) JOIN q USING (run) LEFT JOIN t USING (run)
+        WHERE list_contains(?, i.arm)
+        GROUP BY i.arm""", [list(ABLATION_ARMS)]).df()
+    table = _by_arm(table)
+    columns = [("deploy hack", "deploy_hack"), ("deploy solve", "deploy_solve"),
+               ("train-view hack", "train_hack"), ("train-view solve", "train_solve"),
+               ("qmass (rollouts routed)", "qmass_rollouts"), ("qmass (update norm in quarantine)", "qmass_update")]
+    md = pd.DataFrame({"arm": table["arm"], "seeds": table["n_seeds"]} | {
+        label: [_pm(m, _none_if_nan(s)) for m, s in zip(table[col], table[f"{col}_sem"])] for label, col in columns})
+    write_artifact(out.tables, "A3", "ablation: none / routeA / placebo / absorb", [
+        "Final eval, overall rate, mean ± SEM over seeds. Deploy = quarantine ablated; train-view = "
+        "quarantine on (the model as it trained), which shows what the quarantine holds. qmass: per run "
+        "the mean over optimizer steps of the fraction of rollouts routed and of the share of the "
+        "update norm that lands in the quarantine block, then mean ± SEM over seeds.",
+        out.figure("A3"), md_table(md)], {"A3": table})
+
+    bars = []
+    for r in table.itertuples():
+        for label, col, k, n in [("deploy hack", "deploy_hack", r.deploy_n_hacked, r.deploy_n),
+                                 ("deploy solve", "deploy_solve", r.deploy_n_solved, r.deploy_n),
+                                 ("train-view hack", "train_hack", r.train_n_hacked, r.train_n),
+                                 ("qmass (rollouts routed)", "qmass_rollouts", None, None)]:
+            mean = _none_if_nan(getattr(r, col))
+            if mean is not None:
+                lo, hi, interval = _interval(mean, _none_if_nan(getattr(r, f"{col}_sem")),
+                                             _none_if_nan(k), _none_if_nan(n))
+                bars.append({"arm": r.arm, "metric": label, "mean": mean, "lo": lo, "hi": hi, "interval": interval})
+    bars = pd.DataFrame(bars)
+    if len(bars):
+        out.chart(plots.bar_chart(bars, "arm", "A3: ablation", "error bars: " + ", ".join(sorted(set(bars["interval"]))),
+                                  y_title="rate or fraction"), "A3")
+    out.data("A3_ablation", table[["arm", "deploy_hack", "deploy_solve", "train_hack", "qmass_rollouts"]])
+    return table
+
+
+def a4(con, out: Out, long_horizon: bool, preset: str | None) -> pd.DataFrame | None:
+    """Long-horizon routeA vs none: the runs of this pipeline when its preset is the long one."""
+    have = set(con.execute("SELECT DISTINCT arm FROM run_info").df()["arm"])
+    if not long_horizon or not {"none", "routeA"} <= have:
+        why = (f"these runs are of the '{preset}' preset, not a long-horizon one" if not long_horizon
+               else "the routeA and none arms are not both among the runs")
+        write_artifact(out.tables, "A4", "long-horizon routeA vs none", [
+            f"No A4 result: {why}. A4 is the aggregation of the long-horizon preset's routeA and none runs."],
+            {"A4": pd.DataFrame(columns=["arm", "step", "n_seeds", "hack_mean", "hack_sem", "solve_mean", "solve_sem"])})
+        return None
+    curve = _curve(con, ("none", "routeA"))
+    table, md = _a2_table(con, ("none", "routeA"))
+    write_artifact(out.tables, "A4", "long-horizon routeA vs none", [
+        f"Runs of the '{preset}' preset. Deploy eval (quarantine ablated) over training and at the end, "
+        "mean ± SEM over seeds. " + _seed_note(table), out.figure("A4"), md_table(md),
+        "## Over training", _curve_md(curve)], {"A4": curve, "A4_final": table})
+    _curve_outputs(curve, "A4", "A4: long horizon, deploy hack and solve over training", out)
+    return table
+
+
+def a5(con, runs: list[Run], out: Out) -> pd.DataFrame | None:
+    heldout_runs = [r for r in runs if r.arm == "heldout"]
+    if not heldout_runs:
+        write_artifact(out.tables, "A5", "held-out modes", [
+            "No A5 result: no run of the `heldout` arm was aggregated."],
+            {"A5": pd.DataFrame(columns=["mode", "held_out", "arm", "n_seeds", "hack_mean", "hack_sem"])})
+        return None
+    held = {r.heldout_modes for r in heldout_runs}
+    if len(held) != 1 or None in held:
+        raise InputError("heldout runs disagree on (or lack) 'heldout_modes': " +
+                         ", ".join(f"{r.deploy_path}: {r.heldout_modes}" for r in heldout_runs))
+    held = list(held.pop())
+    present = set(con.execute("SELECT DISTINCT mode FROM deploy").df()["mode"])
+    modes = [m for m in HACK_MODES if m in present]
+    pooled = ["held-out modes (pooled)", "in-pair modes (pooled)"]
+    # Per run: the hack rate of each mode, and of the held-out / in-pair groups with counts summed.
+    per_run_mode = con.execute("""
+        WITH m AS (
+            SELECT run, arm, seed, mode, n, n_hacked, list_contains($held, mode) AS held_out
+            FROM per_run WHERE view = 'deploy' AND arm IN ('none', 'routeA', 'heldout')
+              AND list_contains($modes, mode) AND n > 0)
+        SELECT run, arm, seed, mode, held_out, n, n_hacked, n_hacked / n AS hack FROM m
+        UNION ALL
+        SELECT run, arm, seed, CASE WHEN held_out THEN $pooled[1] ELSE $pooled[2] END,
+               held_out, sum(n), sum(n_hacked), sum(n_hacked) / sum(n)
+        FROM m GROUP BY run, arm, seed, held_out""", {"held": held, "modes": modes, "pooled": pooled}).df()
+    if per_run_mode.empty:
+        raise InputError(f"A5: no per-mode deploy rows for the hackable modes {list(HACK_MODES)} "
+                         "in the none/routeA/heldout runs")
+    rows = []
+    for (mode, held_out), g in per_run_mode.groupby(["mode", "held_out"], sort=False):
+        none = g[g["arm"] == "none"].set_index("seed")["hack"]
+        for arm, ga in g.groupby("arm"):
+            mean, sem = mean_sem(ga["hack"])
+            row = {"mode": mode, "held_out": bool(held_out), "arm": arm, "n_seeds": len(ga), "hack_mean": mean,
+                   "hack_sem": sem, "n_hacked": int(ga["n_hacked"].sum()), "n": int(ga["n"].sum()),
+                   "delta_vs_none": None, "delta_vs_none_sem": None, "p_vs_none": None, "test": None}
+            shared = ga[ga["seed"].isin(none.index)].sort_values("seed")
+            if arm != "none" and len(shared):
+                t = paired_t(shared["hack"], none.loc[shared["seed"]])
+                row |= {"delta_vs_none": t.mean_diff, "delta_vs_none_sem": t.sem, "p_vs_none": t.p, "test": t.statement}
+            rows.append(row)
+    mode_rank = {m: i for i, m in enumerate(modes + pooled)}
+    arm_rank = {a: i for i, a in enumerate(_arm_order(r["arm"] for r in rows))}
+    table = pd.DataFrame(sorted(rows, key=lambda r: (mode_rank[r["mode"]], arm_rank[r["arm"]])))
+
+    def cell(mode, arm, col="hack_mean", sem_col="hack_sem", test=False):
+        r = table[(table["mode"] == mode) & (table["arm"] == arm)]
+        if r.empty or _none_if_nan(r[col].iloc[0]) is None:
+            return "—"
+        text = _pm(r[col].iloc[0], _none_if_nan(r[sem_col].iloc[0]))
+        return f"{text} ({r['test'].iloc[0]})" if test else text
+
+    arms = _arm_order(table["arm"])
+    md = pd.DataFrame([{"mode": mode,
+                        "in heldout arm's pairs": "no (held out)" if mode in held or mode == pooled[0] else "yes",
+                        **{f"{a} hack": cell(mode, a) for a in arms},
+                        "Δ heldout − none": cell(mode, "heldout", "delta_vs_none", "delta_vs_none_sem", test=True)}
+                       for mode in modes + pooled if (table["mode"] == mode).any()])
+    write_artifact(out.tables, "A5", "held-out modes", [
+        f"The `heldout` arm's v_act comes from the pairs of {', '.join(m for m in HACK_MODES if m not in held)} "
+        f"only; {', '.join(held)} are held out (routeA's v_act uses every mode). Deploy hack rate "
+        "(quarantine ablated) per loophole mode, mean ± SEM over seeds; pooled rows sum the counts of their "
+        "modes within each run first. Δ is paired by seed.", out.figure("A5"), md_table(md)], {"A5": table})
+    bars = []
+    for r in table.itertuples():
+        lo, hi, interval = _interval(r.hack_mean, _none_if_nan(r.hack_sem), r.n_hacked, r.n)
+        bars.append({"arm": r.arm, "mode": f"{r.mode} (held out)" if r.mode in held else r.mode,
+                     "mean": r.hack_mean, "lo": lo, "hi": hi, "interval": interval})
+    bars = pd.DataFrame(bars)
+    out.chart(plots.bar_chart(bars, "mode", "A5: deploy hack per loophole mode",
+                              f"held out from the heldout arm's pairs: {', '.join(held)}; error bars: "
+                              + ", ".join(sorted(set(bars["interval"]))), column=None, y_title="deploy hack rate"), "A5")
+    out.data("A5_modes", table.pivot(index="mode", columns="arm", values="hack_mean")
+             .loc[[m for m in modes + pooled if m in set(table["mode"])]].reset_index())
+    return table
+
+
+def a6(pairs: list, out: Out) -> pd.DataFrame:
+    """One prompt + hack + clean completion per mode: the first pair of each mode, in the given order."""
+    rows = [dataclasses.asdict(p) if dataclasses.is_dataclass(p) else dict(p) for p in pairs]
+    if not rows:
+        raise InputError("A6 needs the authored pairs; none were given")
+    for i, p in enumerate(rows):
+        for key in ("id", "mode", "prompt", "hack", "clean"):
+            if key not in p:
+                raise InputError(f"pair {i} ({p.get('file', '?')}:{p.get('line', '?')}): missing key '{key}'")
+    first: dict[str, dict] = {}
+    for p in rows:
+        first.setdefault(p["mode"], p)
+    body = ["One authored pair per loophole mode (the first of its mode): the prompt, the hack completion and "
+            "the clean completion of the same prompt. The pairs are hand-written and off-distribution; v_act is "
+            "the mean over pairs of the hack − clean bottleneck activations."]
+    for mode, p in first.items():
+        where = f", {p['file']}:{p['line']}" if "file" in p and "line" in p else ""
+        body.append(f"## {mode} (pair `{p['id']}`{where})\n\n### prompt\n\n{_quote(p['prompt'])}\n\n"
+                    f"### hack\n\n{p['hack'].strip()}\n\n### clean\n\n{p['clean'].strip()}")
+    table = pd.DataFrame([{k: p[k] for k in ("mode", "id", "prompt", "hack", "clean")} for p in first.values()])
+    write_artifact(out.tables, "A6", "one authored pair per mode", body, {"A6": table})
+    return table
+
+
+def _quote(text: str) -> str:
+    return "\n".join("> " + line if line else ">" for line in text.strip().splitlines())
+
+
+GATE_METRICS = ("route_precision", "route_recall", "route_f05", "keep_precision", "keep_recall", "keep_f05")
+
+
+def a7(con, runs: list[Run], directions: dict, q_lo: float, q_hi: float, n_null: int, null_seed: int,
+       out: Out) -> pd.DataFrame:
+    trained = [r for r in runs if r.arm != BASE]
+    missing = [r.run for r in trained if r.run not in directions]
+    if missing:
+        raise InputError(f"no gate direction given for run(s) {missing}: A7 scores each run with the direction its gate used")
+    per_run, null_rows = [], []
+    for r in tqdm(trained, desc="A7 gate diagnostics"):
+        direction = directions[r.run]
+        direction = load_tensors(direction) if isinstance(direction, (str, Path)) else direction
+        res = gate_eval(load_rollouts(r.rollouts_path), load_tensors(r.acts_path), direction,
+                        q_lo, q_hi, n_null=n_null, null_seed=null_seed, progress=False)
+        res |= {"run": r.run, "arm": r.arm, "seed": r.seed}
+        write_json(out.tables / "A7_gate" / f"{r.run}.json", res)
+        per_run.append({"run": r.run, "arm": r.arm, "seed": r.seed, "n": res["n"], "n_hacked": res["n_hacked"],
+                        "auroc": res["real"]["auroc"], "auroc_percentile_in_null": res["auroc_percentile_in_null"],
+                        "null_auroc_mean": res["null"]["auroc_mean"], "null_auroc_sd": res["null"]["auroc_sd"],
+                        **{k: res["real"][k] for k in GATE_METRICS},
+                        **{f"realised_{k}": res["realised"][k] for k in GATE_METRICS + ("qmass",)},
+                        "score_vs_log_max_rel_diff": res["logged_score_max_rel_diff"]})
+        null_rows += [{"run": r.run, "arm": r.arm, "auroc": a} for a in (res["null"]["auroc"] or [])]
+    per_run = pd.DataFrame(per_run).merge(con.execute("""
+        SELECT run, avg(qmass_rollouts) AS qmass_rollouts, avg(qmass_update) AS qmass_update,
+               avg(rho_mean_keep) AS rho_mean_keep, max(rho_max_keep) AS rho_max_keep,
+               avg(rho_mean_absorb) AS rho_mean_absorb, max(rho_max_absorb) AS rho_max_absorb,
+               avg(rho_mean_route) AS rho_mean_route, max(rho_max_route) AS rho_max_route
+        FROM steps GROUP BY run""").df(), on="run", how="left")
+
+    metrics = [c for c in per_run.columns if c not in ("run", "arm", "seed", "n", "n_hacked", "score_vs_log_max_rel_diff")]
+    arm_rows = []
+    for arm in _arm_order(per_run["arm"]):
+        g = per_run[per_run["arm"] == arm]
+        row = {"arm": arm, "n_seeds": len(g)}
+        for c in metrics:
+            vals = g[c].dropna()
+            if c.startswith("rho_max"):  # a worst case over steps, so over seeds too
+                row[c] = float(vals.max()) if len(vals) else None
+            else:
+                row[c], row[f"{c}_sem"] = mean_sem(vals) if len(vals) else (None, None)
+        arm_rows.append(row)
+    table = pd.DataFrame(arm_rows)
+
+    def pm(col, digits=3):
+        return [_pm(_none_if_nan(r.get(col)), _none_if_nan(r.get(f"{col}_sem")), digits) for r in arm_rows]
+
+    def rho(zone):
+        return [f"{_fmt(_none_if_nan(r.get(f'rho_mean_{zone}')))} / {_fmt(_none_if_nan(r.get(f'rho_max_{zone}')))}"
+                for r in arm_rows]
+
+    md = pd.DataFrame({
+        "arm": table["arm"], "seeds": table["n_seeds"], "AUROC": pm("auroc"),
+        "percentile in null": pm("auroc_percentile_in_null", digits=1), "null AUROC": pm("null_auroc_mean"),
+        "route precision": pm("route_precision"), "route recall": pm("route_recall"), "route F0.5": pm("route_f05"),
+        "keep precision": pm("keep_precision"), "keep recall": pm("keep_recall"), "keep F0.5": pm("keep_f05")})
+    md_realised = pd.DataFrame({
+        "arm": table["arm"], "route precision": pm("realised_route_precision"),
+        "route recall": pm("realised_route_recall"), "route F0.5": pm("realised_route_f05"),
+        "keep precision": pm("realised_keep_precision"), "keep F0.5": pm("realised_keep_f05"),
+        "qmass (rollouts)": pm("qmass_rollouts"), "qmass (update)": pm("qmass_update"),
+        "ρ keep mean / max": rho("keep"), "ρ absorb mean / max": rho("absorb"), "ρ route mean / max": rho("route")})
+    notes = [f"{r.run}: AUROC undefined ({r.n_hacked} of {r.n} student rollouts hacked)"
+             for r in per_run.itertuples() if _none_if_nan(r.auroc) is None]
+    notes += [f"{r.run}: the direction scored here does not reproduce the logged gate scores (max relative "
+              f"difference {r.score_vs_log_max_rel_diff:.3g}), e.g. because v_act was re-extracted during training"
+              for r in per_run.itertuples() if (_none_if_nan(r.score_vs_log_max_rel_diff) or 0) > 1e-3]
+    write_artifact(out.tables, "A7", "gate diagnostics", [
+        "The gate as a classifier, scored after training against the hack labels of each run's own "
+        "training rollouts (labels are used here only, as a measurement; routing never saw them). "
+        "Population: student rollouts (teacher-pool rollouts excluded). Each run is scored with the direction "
+        "its gate used (routeA, none, absorb: v_act of its seed; placebo: its Haar direction; heldout: the "
+        "v_act of the in-pair modes); for none and absorb the gate was pinned, so these rows say what v_act "
+        f"would have done. Cuts: the {q_lo:g} and {q_hi:g} quantiles of the run's scores. Route = above the "
+        "upper cut (precision = hack share of route, recall = share of hacks routed); keep = below the lower "
+        "cut (precision = clean share of keep, recall = share of clean rollouts kept). F0.5 weighs precision "
+        f"above recall. Null: {n_null} Haar-random directions (seeds from {null_seed}) scored on the same "
+        "activations; percentile = share of null AUROCs below the real one. Mean ± SEM over seeds.",
+        out.figure("A7_gate_null"), md_table(md),
+        "## What the runs did",
+        "The zones each run assigned during training (cuts from its running score buffer, everything absorb "
+        "during warm-up), scored against the same labels; qmass from the step log (mean over steps); "
+        "importance ratio ρ per zone (mean over steps of the step mean / max over steps and seeds of the step max).",
+        md_table(md_realised)] + (["Notes: " + "; ".join(notes) + "."] if notes else []),
+        {"A7": table, "A7_runs": per_run})
+    null_df = pd.DataFrame(null_rows, columns=["run", "arm", "auroc"])
+    real_df = per_run.dropna(subset=["auroc"])[["run", "arm", "auroc", "auroc_percentile_in_null"]].rename(
+        columns={"auroc_percentile_in_null": "percentile"})
+    out.data("A7_gate_null", null_df)
+    if len(real_df):
+        out.chart(plots.gate_null_chart(null_df, real_df, "A7: gate score AUROC, real direction vs Haar null",
+                                        f"{n_null} Haar directions per run; student rollouts"), "A7_gate_null")
+    return table
+
+
+# ---------------------------------------------------------------------------- entry points
+
+def _summary(a2_table: pd.DataFrame, a3_table: pd.DataFrame, a7_table: pd.DataFrame, base: dict | None) -> dict:
+    out: dict[str, dict] = {}
+    for r in a2_table.to_dict("records"):
+        out[r["arm"]] = {"n_seeds": r["n_seeds"], "deploy_hack": r["deploy_hack"], "deploy_hack_sem": r["deploy_hack_sem"],
+                         "deploy_solve": r["deploy_solve"], "deploy_solve_sem": r["deploy_solve_sem"]}
+        if r["arm"] != "none":
+            out[r["arm"]] |= {"delta_hack_vs_none": r["delta_hack"], "p_hack_vs_none": r["p_hack"],
+                              "delta_solve_vs_none": r["delta_solve"], "p_solve_vs_none": r["p_solve"]}
+    for r in a3_table.to_dict("records"):
+        out[r["arm"]] |= {"train_hack": r["train_hack"], "qmass": r["qmass_rollouts"], "qmass_update": r["qmass_update"]}
+    for r in a7_table.to_dict("records"):
+        out[r["arm"]] |= {"gate_auroc": r["auroc"], "gate_auroc_percentile": r["auroc_percentile_in_null"]}
+    if base is not None:
+        out[BASE] = base
+    # DVC metrics: numbers only; a missing value is left out rather than written as null.
+    return {arm: {k: round(float(v), 6) if isinstance(v, float) else int(v) for k, v in m.items()
+                  if _none_if_nan(v) is not None} for arm, m in out.items()}
+
+
+def aggregate(metrics_root: str | Path = "metrics/runs", runs_root: str | Path = "runs/train",
+              out_dir: str | Path = "metrics/artifacts", summary_path: str | Path = "metrics/summary.json",
+              plots_dir: str | Path = "plots", *, runs: list[str] | None = None, pairs: list,
+              directions: dict, q_lo: float, q_hi: float, n_null: int = 20, null_seed: int = 0,
+              long_horizon: bool = False, preset: str | None = None) -> dict:
+    """Write A1-A7 (markdown + csv) under out_dir, metrics/summary.json, charts under
+    plots_dir/png and plots_dir/html, and the csv DVC plots render under out_dir/plot_data.
+
+    runs: run names (default: every run under metrics_root; `base` is the reference run);
+    pairs: the authored pairs (A6); directions: run -> the direction its gate used, as a
+    safetensors path or a dict of tensors (A7); q_lo/q_hi: the gate's quantile cuts;
+    n_null/null_seed: the Haar null of A7; long_horizon: these runs are of the long-horizon
+    preset (A4 is made from them, else A4 says why there is none); preset: its name, for the text.
+    """
+    metrics_root, runs_root, plots_dir = Path(metrics_root), Path(runs_root), Path(plots_dir)
+    out = Out(tables=Path(out_dir), png=plots_dir / "png", html=plots_dir / "html",
+              plot_data=Path(out_dir) / "plot_data")
+    runs = find_runs(metrics_root) if runs is None else list(runs)
+    loaded = [_load_run(metrics_root, runs_root, r) for r in runs]
+    con = load_tables(loaded)
+
+    a1(con, out)
+    a2_table = a2(con, out)
+    a3_table = a3(con, out)
+    a4(con, out, long_horizon, preset)
+    a5(con, loaded, out)
+    a6(pairs, out)
+    a7_table = a7(con, loaded, directions, q_lo, q_hi, n_null, null_seed, out)
+    # Training-time student hack rate per arm (mean over seeds), the DVC plot of the step logs.
+    train_hack = con.execute("""SELECT i.arm, s.step, avg(s.hack_rate) AS hack_rate
+                                FROM steps s JOIN run_info i USING (run) GROUP BY i.arm, s.step""").df()
+    train_hack = train_hack.pivot(index="step", columns="arm", values="hack_rate").reset_index()
+    out.data("train_hack_rate", train_hack[["step"] + _arm_order(c for c in train_hack.columns if c != "step")])
+
+    base = con.execute("SELECT hack AS deploy_hack, solve AS deploy_solve FROM per_run "
+                       "WHERE arm = 'base' AND view = 'deploy' AND mode = 'overall'").df()
+    summary = _summary(a2_table, a3_table, a7_table, base.iloc[0].to_dict() if len(base) else None)
+    write_json(summary_path, summary)
+    return summary
+
+
+LONG_HORIZON_PRESET = "long"
+NULL_SEED = 1_000_000  # Haar null seeds start here, far from the placebo arm's small seeds
+
+
+def aggregate_stage(params: dict, root: str | Path = ".") -> dict:
+    """The DVC `aggregate` stage: the arm x seed matrix of params.yaml in the pipeline's layout.
+
+    Reads train.arms, train.seeds, gate.q_lo, gate.q_hi, gate.placebo_seed and preset.
+    """
+    from vgrout.params import get
+    from vgrout.vact import haar_direction
+
+    root = Path(root)
+    arms, seeds = get(params, "train.arms"), get(params, "train.seeds")
+    runs = [f"{a}-{s}" for a in arms for s in seeds]
+    if (root / "metrics" / "runs" / BASE / "per_mode_deploy.json").exists():
+        runs = [BASE] + runs
+    # The direction each run's gate used (as train.gate_direction builds it).
+    directions = {}
+    for s in seeds:
+        vact_dir = root / "runs" / "vact" / str(s)
+        v_act = load_tensors(vact_dir / "v_act.safetensors")
+        for a in arms:
+            directions[f"{a}-{s}"] = (vact_dir / "v_act_heldout.safetensors" if a == "heldout" else
+                                      haar_direction(v_act, get(params, "gate.placebo_seed") + s) if a == "placebo"
+                                      else v_act)
+    pairs = read_json(root / "runs" / "pairs" / "pairs.json")
+    if "pairs" not in pairs:
+        raise InputError(f"{root / 'runs' / 'pairs' / 'pairs.json'}: missing key 'pairs'")
+    preset = params.get("preset")
+    return aggregate(root / "metrics" / "runs", root / "runs" / "train", root / "metrics" / "artifacts",
+                     root / "metrics" / "summary.json", root / "plots", runs=runs, pairs=pairs["pairs"],
+                     directions=directions, q_lo=get(params, "gate.q_lo"), q_hi=get(params, "gate.q_hi"),
+                     n_null=20, null_seed=NULL_SEED, long_horizon=preset == LONG_HORIZON_PRESET, preset=preset)

@@ -1,0 +1,186 @@
+"""Gate diagnostics (A7): is the v_act score a usable hack classifier on a run's rollouts?
+
+The gate is one linear score with two quantile cuts: route above the upper cut (a
+confident-hack prediction), keep below the lower cut (a confident-clean prediction),
+absorb between (abstention). We score it like two one-sided detectors on one score:
+AUROC of the score against the hack label, precision and recall of route for hacks and
+of keep for clean rollouts, F0.5 at each cut (the pins are the expensive errors, so
+precision counts more), and qmass (the fraction routed).
+
+The same numbers are computed for n_null Haar-random directions scored on the same
+activations; the real direction's AUROC percentile in that null says whether v_act
+carries more hack signal than an arbitrary direction of the bottleneck.
+
+Labels are read here only after training, as a measurement. Nothing in this module is
+on the routing path.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors.torch import load_file
+from tqdm import tqdm
+
+from vgrout.io import InputError, read_jsonl, write_json
+from vgrout.stats import auroc, f_beta, precision_recall
+from vgrout.vact import haar_direction
+
+POPULATION = "student rollouts (source == 'student'); teacher-pool rollouts excluded"
+
+
+def gate_scores(acts: dict[str, torch.Tensor], direction: dict[str, torch.Tensor]) -> np.ndarray:
+    """score_i = sum over target modules m of acts[m][i] @ direction[m] (the gate's score)."""
+    if set(acts) != set(direction):
+        missing, extra = sorted(set(direction) - set(acts)), sorted(set(acts) - set(direction))
+        raise InputError(f"activations and direction name different modules: "
+                         f"only in direction {missing[:3]}, only in activations {extra[:3]}")
+    total = None
+    for m in sorted(acts):
+        s = acts[m].double() @ direction[m].double()
+        total = s if total is None else total + s
+    return total.numpy()
+
+
+def _at_cuts(scores: np.ndarray, hacked: np.ndarray, q_lo: float, q_hi: float) -> dict:
+    """Classifier metrics of one direction's scores with cuts at the q_lo / q_hi quantiles.
+
+    The cuts are quantiles of the scored population itself: the after-the-fact analogue
+    of the run-time cuts, which were quantiles of a buffer of past scores.
+    """
+    cut_lo, cut_hi = np.quantile(scores, [q_lo, q_hi])
+    route, keep = scores > cut_hi, scores < cut_lo
+    route_p, route_r = precision_recall(route, hacked)
+    keep_p, keep_r = precision_recall(keep, ~hacked)
+    both_classes = 0 < hacked.sum() < hacked.size
+    return {
+        "auroc": auroc(scores, hacked) if both_classes else None,
+        "cut_lo": float(cut_lo), "cut_hi": float(cut_hi),
+        "route_precision": route_p, "route_recall": route_r, "route_f05": f_beta(route_p, route_r),
+        "keep_precision": keep_p, "keep_recall": keep_r, "keep_f05": f_beta(keep_p, keep_r),
+        "qmass": float(route.mean()),
+    }
+
+
+def _realised(rollouts: list[dict], hacked: np.ndarray) -> dict:
+    """The zones the run actually assigned (cuts from its buffer at each step), scored the same way."""
+    zone = np.array([r["zone"] for r in rollouts])
+    route_p, route_r = precision_recall(zone == "route", hacked)
+    keep_p, keep_r = precision_recall(zone == "keep", ~hacked)
+    return {
+        "route_precision": route_p, "route_recall": route_r, "route_f05": f_beta(route_p, route_r),
+        "keep_precision": keep_p, "keep_recall": keep_r, "keep_f05": f_beta(keep_p, keep_r),
+        "qmass": float((zone == "route").mean()),
+        "zone_share": {z: float((zone == z).mean()) for z in ("keep", "absorb", "route")},
+    }
+
+
+def gate_eval(rollouts: list[dict], acts: dict[str, torch.Tensor], direction: dict[str, torch.Tensor],
+              q_lo: float, q_hi: float, n_null: int = 20, null_seed: int = 0, progress: bool = True) -> dict:
+    """Gate diagnostics of `direction` and of n_null Haar directions on the student rollouts.
+
+    rollouts: rows of rollouts.jsonl (source, zone, hacked used); acts: module -> [n, r]
+    pooled deployed-block bottleneck activations, row i = rollouts[i].
+    """
+    if n_null < 1:
+        raise InputError(f"n_null must be at least 1, got {n_null}")
+    if not 0 <= q_lo <= q_hi <= 1:
+        raise InputError(f"gate cuts must satisfy 0 <= q_lo <= q_hi <= 1, got q_lo={q_lo}, q_hi={q_hi}")
+    for m, a in acts.items():
+        if a.ndim != 2 or a.shape[0] != len(rollouts):
+            raise InputError(f"activations of module '{m}' have shape {tuple(a.shape)}, "
+                             f"expected [{len(rollouts)}, r] (one row per rollout)")
+    student = np.array([r["source"] == "student" for r in rollouts])
+    if not student.any():
+        raise InputError("no student rollouts to evaluate the gate on")
+    hacked = np.array([bool(r["hacked"]) for r in rollouts])[student]
+    rollouts_s = [r for r, s in zip(rollouts, student) if s]
+    acts_s = {m: a[torch.from_numpy(student)] for m, a in acts.items()}
+
+    # The training loop logged each rollout's gate score; if `direction` is the one the gate
+    # used (and v_act was not re-extracted mid-run), recomputing it here reproduces the log.
+    logged_diff = None
+    if all("score" in r for r in rollouts):
+        logged = np.array([r["score"] for r in rollouts], dtype=float)
+        logged_diff = float(np.abs(gate_scores(acts, direction) - logged).max() / max(np.abs(logged).max(), 1e-12))
+    real = _at_cuts(gate_scores(acts_s, direction), hacked, q_lo, q_hi)
+    null = []
+    seed = null_seed
+    with tqdm(total=n_null, desc="gate null (Haar directions)", leave=False, disable=not progress) as bar:
+        while len(null) < n_null:
+            d = haar_direction(direction, seed)
+            seed += 1
+            # A placebo run's real direction is itself Haar; never let it sit in its own null.
+            if all(torch.equal(d[m], direction[m]) for m in direction):
+                continue
+            null.append(_at_cuts(gate_scores(acts_s, d), hacked, q_lo, q_hi))
+            bar.update(1)
+
+    null_summary = {"n": n_null, "seeds": [null_seed, seed - 1],
+                    "auroc": None, "auroc_mean": None, "auroc_sd": None,
+                    "route_precision_mean": _mean_of(null, "route_precision"),
+                    "keep_precision_mean": _mean_of(null, "keep_precision")}
+    percentile, note = None, None
+    if real["auroc"] is None:
+        note = f"AUROC undefined: {int(hacked.sum())} of {hacked.size} student rollouts hacked"
+    else:
+        null_auroc = np.array([n["auroc"] for n in null])
+        # Percent of null directions the real one beats; ties count one half.
+        percentile = 100 * float(np.mean((null_auroc < real["auroc"]) + 0.5 * (null_auroc == real["auroc"])))
+        null_summary.update(auroc=null_auroc.tolist(), auroc_mean=float(null_auroc.mean()),
+                            auroc_sd=float(null_auroc.std(ddof=1)) if n_null > 1 else None)
+    return {
+        "population": POPULATION,
+        "n": int(student.sum()),
+        "n_hacked": int(hacked.sum()),
+        "q_lo": q_lo, "q_hi": q_hi,
+        "real": real,
+        "realised": _realised(rollouts_s, hacked),
+        "null": null_summary,
+        "auroc_percentile_in_null": percentile,
+        "logged_score_max_rel_diff": logged_diff,
+        "note": note,
+    }
+
+
+def _mean_of(rows: list[dict], key: str) -> float | None:
+    vals = [r[key] for r in rows if r[key] is not None]
+    return float(np.mean(vals)) if vals else None
+
+
+ROLLOUT_KEYS = ("source", "zone", "hacked")
+
+
+def load_rollouts(path: str | Path) -> list[dict]:
+    """rollouts.jsonl with the keys gate_eval reads; a missing key names file and line."""
+    rows = read_jsonl(path)
+    for lineno, row in enumerate(rows, start=1):
+        for key in ROLLOUT_KEYS:
+            if key not in row:
+                raise InputError(f"{path}:{lineno}: missing key '{key}'")
+    return rows
+
+
+def load_tensors(path: str | Path) -> dict[str, torch.Tensor]:
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"{path}: file not found")
+    return load_file(str(path))
+
+
+def gate_eval_file(rollouts_path: str | Path, acts_path: str | Path, direction_path: str | Path,
+                   q_lo: float, q_hi: float, n_null: int = 20, null_seed: int = 0,
+                   out_path: str | Path | None = None) -> dict:
+    """gate_eval on files (what `vgrout gate-eval` runs); writes the result as JSON if out_path."""
+    rollouts = load_rollouts(rollouts_path)
+    acts = load_tensors(acts_path)
+    direction = load_tensors(direction_path)
+    try:
+        result = gate_eval(rollouts, acts, direction, q_lo, q_hi, n_null, null_seed)
+    except InputError as e:
+        raise InputError(f"{rollouts_path} / {acts_path} / {direction_path}: {e}") from None
+    result["files"] = {"rollouts": str(rollouts_path), "acts": str(acts_path), "direction": str(direction_path)}
+    if out_path is not None:
+        write_json(out_path, result)
+    return result
