@@ -240,7 +240,7 @@ def train_forward_backward(cfg, lora, seqs, logps_old, adv, zones, n_rollouts):
                                           mask, cfg.clip_eps)
         loss = grpo.dr_grpo_loss(obj, n_rollouts, cfg.max_new_tokens)
         loss.backward()
-        loss_total += float(loss)
+        loss_total += float(loss.detach())
         n_tok = mask.sum(1).clamp(min=1)
         rho_rows += list(zip((rho.sum(1) / n_tok).tolist(),
                              rho.masked_fill(mask == 0, float("-inf")).max(1).values.tolist()))
