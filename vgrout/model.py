@@ -17,8 +17,8 @@ GgufConfig(dequantize=True): transformers unpacks every tensor to float32 (the s
 LlamaForCausalLM that can be saved. (Without that flag transformers 5 keeps the Q4_1 blocks
 packed when the `kernels` package offers a matmul for them, and in every case marks the model as
 GGUF-quantised, which `save_pretrained` refuses.) The saved weights are exactly the dequantised
-Q4_1 values. It is therefore the 4-bit checkpoint's behaviour, not the
-bf16 hub checkpoint's: greedy outputs differ slightly from HuggingFaceTB/SmolLM2-135M-Instruct.
+Q4_1 values: this student is the 4-bit checkpoint, so its outputs can differ from those of the
+bf16 hub checkpoint HuggingFaceTB/SmolLM2-135M-Instruct.
 The GGUF carries SmolLM2's ChatML chat template (tokenizer.chat_template); the build checks that
 it is there and that it is still there after the save.
 """
