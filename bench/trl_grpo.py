@@ -1,0 +1,103 @@
+"""TRL's GRPOTrainer on the shape `vgrout bench` times, for the side-by-side ratio.
+
+Same random model shape and synthetic tokenizer as vgrout.bench, same prompts x group, prompt
+and completion lengths (completions forced to full length with min_new_tokens), a plain PEFT LoRA
+of the adapter's total rank on every linear layer, loss_type dr_grpo, scale_rewards none,
+beta 0, HF generate (no vLLM), TRL's defaults otherwise (gradient checkpointing on, bf16).
+Writes {"step_s": median seconds per optimizer step after the first, ...} as json.
+
+    python bench/trl_grpo.py --batch 64 --group 8 --prompt-len 300 --new-tokens 256 --out trl.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+
+import torch
+from datasets import Dataset
+from peft import LoraConfig
+from transformers import TrainerCallback
+from trl import GRPOConfig, GRPOTrainer
+
+from vgrout.bench import build_model, random_prompts
+
+
+class StepTimer(TrainerCallback):
+    """Wall time of each optimizer step (generation included: TRL generates inside the step)."""
+
+    def __init__(self):
+        self.times, self._t0 = [], None
+
+    def on_step_begin(self, args, state, control, **kw):
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        self._t0 = time.perf_counter()
+
+    def on_step_end(self, args, state, control, **kw):
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        self.times.append(time.perf_counter() - self._t0)
+
+
+def random_reward(completions, **kwargs):
+    return torch.randn(len(completions)).tolist()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="qwen3-4b-random")
+    ap.add_argument("--batch", type=int, default=64, help="rollouts per step (prompts x group)")
+    ap.add_argument("--group", type=int, default=8)
+    ap.add_argument("--prompt-len", type=int, default=300)
+    ap.add_argument("--new-tokens", type=int, default=256)
+    ap.add_argument("--micro-batch", type=int, default=8)
+    ap.add_argument("--rank", type=int, default=32)
+    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+
+    cuda = torch.cuda.is_available()
+    model, tok = build_model(args.model, "cuda" if cuda else "cpu", seed=args.seed)
+    n_prompts = args.batch // args.group
+    prompts = random_prompts(n_prompts * (args.steps + 1), args.prompt_len, model.config.vocab_size, args.seed)
+    ds = Dataset.from_dict({"prompt": [" ".join(f"t{i}" for i in p) for p in prompts]})
+    timer = StepTimer()
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = GRPOConfig(
+            output_dir=tmp, max_steps=args.steps, per_device_train_batch_size=args.micro_batch,
+            gradient_accumulation_steps=args.batch // args.micro_batch, num_generations=args.group,
+            max_completion_length=args.new_tokens, generation_kwargs={"min_new_tokens": args.new_tokens},
+            temperature=1.0, top_p=1.0, loss_type="dr_grpo", scale_rewards="none", beta=0.0,
+            learning_rate=1e-4, logging_steps=1, report_to="none", save_strategy="no",
+            bf16=cuda, use_cpu=not cuda, seed=args.seed, dataloader_num_workers=0)
+        lora = LoraConfig(r=args.rank, lora_alpha=args.rank, lora_dropout=0.0,
+                          target_modules="all-linear", task_type="CAUSAL_LM")
+        trainer = GRPOTrainer(model=model, reward_funcs=random_reward, args=cfg, train_dataset=ds,
+                              processing_class=tok, peft_config=lora, callbacks=[timer])
+        if cuda:
+            torch.cuda.reset_peak_memory_stats()
+        trainer.train()
+    later = sorted(timer.times[1:]) or timer.times
+    res = {"step_s": later[len(later) // 2], "step_times_s": timer.times, "trl": _version("trl"),
+           "config": {k: getattr(cfg, k) for k in ("per_device_train_batch_size", "gradient_accumulation_steps",
+                                                   "num_generations", "max_completion_length", "loss_type",
+                                                   "scale_rewards", "gradient_checkpointing", "bf16")},
+           "lora_rank": args.rank}
+    if cuda:
+        res["peak_allocated_GB"] = torch.cuda.max_memory_allocated() / 1e9
+        res["peak_reserved_GB"] = torch.cuda.max_memory_reserved() / 1e9
+    with open(args.out, "w") as f:
+        json.dump(res, f, indent=2)
+    print(json.dumps(res, indent=2))
+
+
+def _version(pkg: str) -> str:
+    from importlib.metadata import version
+    return version(pkg)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,141 @@
+"""The fast path computes what the plain path computes: greedy tokens equal to HF generate (per-row
+deploy sampling included), EOS cuts alike, chunked log-probs and their gradients equal to
+grpo.token_logprobs, and the GPU sampler draws from softmax(logits / T) within the top-p nucleus."""
+import pytest
+import torch
+from transformers import Qwen3Config, Qwen3ForCausalLM
+
+from tests.conftest import make_tiny_llama
+from vgrout import adapter as ad
+from vgrout import fastgen, grpo, rollout
+from vgrout.bench import synthetic_tokenizer
+
+V = 97
+
+
+def tiny_qwen3(seed: int = 0) -> Qwen3ForCausalLM:
+    torch.manual_seed(seed)
+    cfg = Qwen3Config(vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+                      max_position_embeddings=256, tie_word_embeddings=True, pad_token_id=0)
+    return Qwen3ForCausalLM(cfg).eval()
+
+
+def spread(model):
+    """Wider weights than the default init: well-separated logits, so a greedy tie is not luck."""
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() > 1:
+                p.normal_(0, 0.3)
+    return model
+
+
+def prompts(n: int, seed: int = 1, lo: int = 2, hi: int = 14) -> list[str]:
+    g = torch.Generator().manual_seed(seed)
+    lens = torch.randint(lo, hi, (n,), generator=g).tolist()  # ragged: left padding is exercised
+    return [" ".join(f"t{int(i)}" for i in torch.randint(2, V, (k,), generator=g)) for k in lens]
+
+
+def perturbed_lora(model, r: int = 2):
+    lora = ad.attach(model, r=r, seed=0)
+    with torch.no_grad():  # both blocks away from init, so quarantine on/off changes the output
+        for m in lora.modules.values():
+            m.B.add_(0.5 * torch.randn_like(m.B))
+    return lora
+
+
+@pytest.mark.parametrize("family", ["qwen3", "llama"])
+def test_greedy_tokens_equal_hf_generate(family):
+    model = spread(tiny_qwen3() if family == "qwen3" else make_tiny_llama(vocab=V))
+    tok = synthetic_tokenizer(V)
+    ps = prompts(7)
+    # batch 3 over 7 prompts: a short last chunk is padded with filler rows
+    ref = rollout.generate(model, tok, ps, 24, 0.0, batch_size=3)
+    fast = fastgen.generate(model, tok, ps, 24, 0.0, batch_size=3)
+    assert fast == ref
+    assert len({tuple(r) for r in ref}) > 1
+
+
+def test_greedy_tokens_equal_hf_generate_with_deploy_rows(monkeypatch):
+    monkeypatch.setattr(fastgen, "SPAN", 8)  # several attended spans within one generation
+    model = spread(tiny_qwen3())
+    tok = synthetic_tokenizer(V)
+    lora = perturbed_lora(model)
+    ps = prompts(8)
+    deploy = [i % 2 == 0 for i in range(8)]
+    ref = rollout.generate(model, tok, ps, 16, 0.0, batch_size=4, lora=lora, deploy_rows=deploy)
+    fast = fastgen.generate(model, tok, ps, 16, 0.0, batch_size=4, lora=lora, deploy_rows=deploy)
+    assert fast == ref
+    assert len(fastgen._ENGINE) == 1 and len(next(iter(fastgen._ENGINE.values())).spans) > 2
+    # the per-row mode matters: flipping it changes the completions
+    flipped = fastgen.generate(model, tok, ps, 16, 0.0, batch_size=4, lora=lora,
+                               deploy_rows=[not d for d in deploy])
+    assert sum(a != b for a, b in zip(fast, flipped)) >= 6
+
+
+def test_eos_cut_equals_hf_generate():
+    model = spread(tiny_qwen3())
+    ps = prompts(6)
+    # make the EOS a token the greedy completions hit part-way through
+    free = rollout.generate(model, synthetic_tokenizer(V, eos_id=V - 1), ps, 20, 0.0, batch_size=6)
+    eos = max({t for row in free for t in row[3:12]}, key=lambda t: sum(t in r[3:12] for r in free))
+    tok = synthetic_tokenizer(V, eos_id=eos)
+    ref = rollout.generate(model, tok, ps, 20, 0.0, batch_size=6)
+    fast = fastgen.generate(model, tok, ps, 20, 0.0, batch_size=6)
+    assert fast == ref
+    assert any(len(r) < 20 and r[-1] == eos for r in ref)
+
+
+def test_chunked_logprobs_and_grads_equal_token_logprobs():
+    model = spread(tiny_qwen3())
+    tok = synthetic_tokenizer(V)
+    lora = perturbed_lora(model)
+    ps = prompts(6)
+    comps = rollout.generate(model, tok, ps, 16, 1.0, batch_size=6, lora=lora)
+    seqs = rollout.pack([tok(p, add_special_tokens=False)["input_ids"] for p in ps], comps, 0)
+    zones = ["keep", "absorb", "route", "route", "absorb", "keep"]
+
+    def run(fn):
+        for p in lora.parameters():
+            p.grad = None
+        with lora.masked(zones):
+            logp, mask = fn(model, seqs)
+        # backward outside the masked block: the checkpointed recompute must restore the masks
+        (logp * torch.linspace(-1, 1, logp.numel()).view_as(logp)).sum().backward()
+        return logp.detach(), mask, [p.grad.clone() for p in lora.parameters()]
+
+    ref, ref_mask, ref_g = run(grpo.token_logprobs)
+    fast, mask, g = run(lambda m, s: fastgen.token_logprobs(m, s, chunk_tokens=18))
+    assert torch.equal(mask, ref_mask)
+    torch.testing.assert_close(fast, ref, atol=1e-5, rtol=1e-5)
+    for a, b in zip(g, ref_g):
+        assert (a - b).norm() <= 1e-4 * b.norm()
+    # route rows train the quarantine only: a route-only batch leaves the deployed grads at zero
+    for p in lora.parameters():
+        p.grad = None
+    with lora.masked(["route"] * len(zones)):
+        logp, _ = fastgen.token_logprobs(model, seqs, chunk_tokens=18)
+    logp.sum().backward()
+    for m in lora.modules.values():
+        assert m.A.grad[:m.r].abs().max() == 0 and m.A.grad[m.r:].abs().max() > 0
+
+
+def test_sampler_draws_softmax_within_top_p():
+    torch.manual_seed(0)
+    logits = torch.tensor([2.0, 1.0, 0.5, 0.0, -1.0, -3.0])
+    n = 40000
+    draws = fastgen.sample_next(logits.expand(n, -1), temperature=0.7)
+    freq = torch.bincount(draws, minlength=6).float() / n
+    torch.testing.assert_close(freq, torch.softmax(logits / 0.7, -1), atol=0.01, rtol=0)
+    p = torch.softmax(logits, -1)  # cumulative 0.56, 0.77, 0.89, ...: top_p 0.8 keeps three tokens
+    draws = fastgen.sample_next(logits.expand(n, -1), temperature=1.0, top_p=0.8)
+    freq = torch.bincount(draws, minlength=6).float() / n
+    assert freq[3:].sum() == 0
+    torch.testing.assert_close(freq[:3], p[:3] / p[:3].sum(), atol=0.01, rtol=0)
+    assert torch.equal(fastgen.sample_next(logits.expand(3, -1), temperature=0.0), torch.zeros(3, dtype=torch.long))
+
+
+def test_decode_floor_counts_weights_and_growing_cache():
+    from vgrout.bench import decode_floor
+    # 3 new tokens -> 2 decode steps attending 10+1 and 10+2 positions
+    assert decode_floor(100, 4, batch=2, prompt_len=10, new_tokens=3, copy_bps=1.0) == 2 * 100 + 2 * 4 * (11 + 12)

@@ -1,0 +1,433 @@
+"""`vgrout bench`: time one GRPO step of the lora2r student at a given shape, on the spot.
+
+What it measures, all on the same GPU in one run:
+- the two ceilings: device-to-device copy bandwidth (bytes read + written) and bf16 matmul rate;
+- rollout generation with the fast path (vgrout.fastgen): tokens/s, and its ratio to the decode
+  floor = Σ over decode steps of (weight bytes + KV-cache bytes read) / copy bandwidth;
+- the plain HF `generate` path (what vgrout.rollout.generate runs), timed at two short lengths
+  and extrapolated to the full length (its cost per step is flat in the step);
+- the no-grad logπ_old forward, the train forward+backward under keep/absorb/route masks, the
+  optimizer step, the whole step, and peak GPU memory;
+- optionally TRL's GRPOTrainer on the same shape (bench/trl_grpo.py, its own process).
+
+Weights are not needed to time: "qwen3-4b-random" is Qwen3-4B's published shape with random
+weights. Completions are forced to full length (no early EOS) so runs compare like for like.
+Rewards are random (grading runs on the CPU beside the GPU work and is not timed here).
+"""
+from __future__ import annotations
+
+import datetime
+import gc
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from vgrout import adapter as ad
+from vgrout import fastgen, grpo, rollout
+from vgrout.io import InputError, write_json
+
+# Qwen/Qwen3-4B config.json: 36 layers, hidden 2560, 32 query / 8 KV heads of dim 128, MLP 9728,
+# vocab 151936, tied embeddings, RMSNorm eps 1e-6, rope theta 1e6.
+QWEN3_4B = dict(vocab_size=151936, hidden_size=2560, intermediate_size=9728, num_hidden_layers=36,
+                num_attention_heads=32, num_key_value_heads=8, head_dim=128,
+                max_position_embeddings=40960, rms_norm_eps=1e-6, tie_word_embeddings=True,
+                rope_parameters={"rope_type": "default", "rope_theta": 1e6})
+QWEN3_TINY = dict(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                  num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                  max_position_embeddings=4096, rms_norm_eps=1e-6, tie_word_embeddings=True,
+                  rope_parameters={"rope_type": "default", "rope_theta": 1e6})
+MODELS = {"qwen3-4b-random": QWEN3_4B, "qwen3-tiny-random": QWEN3_TINY}
+PAD, EOS = 0, 1  # the synthetic tokenizer's special ids
+
+
+# -- model, tokenizer, prompts ------------------------------------------------------------------
+
+def synthetic_tokenizer(vocab_size: int, eos_id: int = EOS):
+    """A word-level tokenizer whose tokens are "t<id>": exact round trips, any vocab size, offline.
+    TRL needs a tokenizer; both sides of the comparison get this one."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {f"t{i}": i for i in range(vocab_size)}
+    del vocab[f"t{PAD}"]
+    vocab["<pad>"] = PAD
+    tk = Tokenizer(models.WordLevel(vocab, unk_token="<pad>"))
+    tk.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tk.decoder = decoders.WordPiece(prefix="##")  # joins tokens with spaces
+    tok = PreTrainedTokenizerFast(tokenizer_object=tk, pad_token="<pad>", eos_token=f"t{eos_id}")
+    tok.padding_side = "left"
+    return tok
+
+
+def build_model(name: str, device: str | torch.device, dtype: torch.dtype | None = None, seed: int = 0):
+    """A random-weight model of a published shape, built directly on the device."""
+    from transformers import AutoModelForCausalLM, Qwen3Config
+    if name not in MODELS:
+        raise InputError(f"bench model '{name}' unknown; valid: {sorted(MODELS)}")
+    device = torch.device(device)
+    dtype = dtype or (torch.bfloat16 if device.type == "cuda" else torch.float32)
+    cfg = Qwen3Config(**MODELS[name], pad_token_id=PAD, eos_token_id=EOS, bos_token_id=None)
+    torch.manual_seed(seed)
+    with torch.device(device):
+        model = AutoModelForCausalLM.from_config(cfg, dtype=dtype)
+    model.generation_config.pad_token_id = PAD
+    model.generation_config.eos_token_id = EOS
+    return model.eval(), synthetic_tokenizer(cfg.vocab_size)
+
+
+def random_prompts(n_prompts: int, prompt_len: int, vocab: int, seed: int = 0) -> list[list[int]]:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(EOS + 1, vocab, (n_prompts, prompt_len), generator=g).tolist()
+
+
+# -- ceilings and floor -----------------------------------------------------------------------
+
+def _sync(device):
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize()
+
+
+def _median_time(fn, device, reps: int = 10, warmup: int = 2) -> float:
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(reps):
+        _sync(device)
+        t0 = time.perf_counter()
+        fn()
+        _sync(device)
+        times.append(time.perf_counter() - t0)
+    return sorted(times)[len(times) // 2]
+
+
+def ceilings(device) -> dict:
+    """Copy bandwidth (bytes read + written per second) and bf16 matmul rate, measured here."""
+    cuda = torch.device(device).type == "cuda"
+    n = (1 << 30) if cuda else (1 << 26)
+    x = torch.randn(n // 4, device=device)
+    y = torch.empty_like(x)
+    t = _median_time(lambda: y.copy_(x), device)
+    copy_bps = 2 * x.numel() * 4 / t
+    del x, y
+    k = 8192 if cuda else 1024
+    dt = torch.bfloat16 if cuda else torch.float32
+    a, b = torch.randn(k, k, device=device, dtype=dt), torch.randn(k, k, device=device, dtype=dt)
+    t = _median_time(lambda: a @ b, device)
+    return {"copy_TBps": copy_bps / 1e12, "matmul_TFLOPs": 2 * k ** 3 / t / 1e12}
+
+
+def weight_bytes(model) -> int:
+    """Bytes of the base model's weights (a tied embedding counted once: the head reads it)."""
+    seen, total = set(), 0
+    for n, p in model.named_parameters():
+        if id(p) in seen or n.endswith((".A", ".B")):
+            continue
+        seen.add(id(p))
+        total += p.numel() * p.element_size()
+    return total
+
+
+def adapter_bytes(lora: ad.Lora2r) -> int:
+    return sum(t.numel() * t.element_size() for m in lora.modules.values() for t in (m.A, m.B, m.A0, m.B0))
+
+
+def decode_floor(w_bytes: int, kv_per_token: int, batch: int, prompt_len: int, new_tokens: int,
+                 copy_bps: float) -> float:
+    """Seconds to read, at each decode step, every weight once plus the KV cache of every row
+    (the prompt and the tokens so far), at the measured copy bandwidth. Step s (1..n-1) feeds the
+    s-th new token and attends prompt_len + s positions."""
+    steps = new_tokens - 1
+    ctx = steps * prompt_len + steps * (steps + 1) // 2
+    return (steps * w_bytes + batch * ctx * kv_per_token) / copy_bps
+
+
+# -- timed pieces -----------------------------------------------------------------------------
+
+def hf_generate_time(model, lora, prompts: list[list[int]], n_new: int, device) -> float:
+    """Wall time of the plain HF generate path (as vgrout.rollout.generate calls it) with
+    min_new_tokens forcing the full length."""
+    ids = torch.tensor(prompts, device=device)
+    kw = dict(do_sample=True, temperature=1.0, top_p=1.0, top_k=0, max_new_tokens=n_new,
+              min_new_tokens=n_new, pad_token_id=PAD, eos_token_id=EOS)
+    _sync(device)
+    t0 = time.perf_counter()
+    with torch.no_grad(), lora.sampling([False] * len(prompts)):
+        model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), **kw)
+    _sync(device)
+    return time.perf_counter() - t0
+
+
+def grpo_step(lora, opt, prompts: list[list[int]], group: int, new_tokens: int, micro_batch: int,
+              gen_batch: int, device, release_cache: bool, seed: int) -> tuple[dict, torch.Tensor]:
+    """One Dr.GRPO step of the fast path, in train.py's order: generate, (grade), logπ_old with
+    pooled activations, masks, train forward+backward per micro-batch, clip, AdamW."""
+    model, n = lora.model, len(prompts)
+    t, t0 = {}, time.perf_counter()
+    comp = fastgen.generate_ids(model, prompts, new_tokens, temperature=1.0, batch_size=gen_batch,
+                                lora=lora, deploy_rows=[False] * n, eos_id=EOS, pad=PAD,
+                                ignore_eos=True)
+    if release_cache:
+        fastgen.release()
+    _sync(device)
+    t["generate"] = time.perf_counter() - t0
+
+    g = torch.Generator().manual_seed(seed)
+    rewards = torch.randn(n, generator=g)
+    adv = grpo.advantages(rewards, group)
+    seqs = rollout.pack(prompts, comp.tolist(), PAD)
+    zones = [ad.ZONES[i % 3] for i in torch.randperm(n, generator=g).tolist()]
+
+    t0 = time.perf_counter()
+    logps_old, pooled_n = [], 0
+    with torch.no_grad():
+        for s in range(0, n, micro_batch):
+            mb = seqs.rows(slice(s, s + micro_batch)).to(device)
+            with lora.sampling([False] * len(mb)), lora.capture(mb.pool_weights()) as pooled:
+                logp, _ = fastgen.token_logprobs(model, mb)
+            logps_old.append(logp)
+            pooled_n += len(pooled)
+    _sync(device)
+    t["old_forward"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    opt.zero_grad(set_to_none=True)
+    for k, s in enumerate(range(0, n, micro_batch)):
+        mb = seqs.rows(slice(s, s + micro_batch)).to(device)
+        with lora.masked(zones[s:s + micro_batch]):
+            logp, mask = fastgen.token_logprobs(model, mb)
+        obj, _ = grpo.clipped_surrogate(logp, logps_old[k], adv[s:s + micro_batch].to(device), mask, 0.2)
+        grpo.dr_grpo_loss(obj, n, new_tokens).backward()
+    _sync(device)
+    t["train_fwd_bwd"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    torch.nn.utils.clip_grad_norm_(lora.parameters(), 1.0)
+    opt.step()
+    _sync(device)
+    t["optimizer"] = time.perf_counter() - t0
+    t["step"] = sum(t.values())
+    return t, comp
+
+
+# -- correctness on the device ------------------------------------------------------------------
+
+def self_check(device) -> dict:
+    """Greedy tokens of the fast path (CUDA graph on a GPU) vs the plain HF path, fp32, tiny
+    Qwen3 with a perturbed lora2r adapter and mixed deploy rows: must be equal."""
+    model, tok = build_model("qwen3-tiny-random", device, torch.float32, seed=1)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() > 1:
+                p.normal_(0, 0.3)  # well-separated logits: greedy ties would be luck, not bugs
+    lora = ad.attach(model, r=2, seed=0)
+    with torch.no_grad():
+        for m in lora.modules.values():
+            m.B.add_(0.5 * torch.randn_like(m.B))
+    g = torch.Generator().manual_seed(2)
+    lens = torch.randint(3, 40, (12,), generator=g).tolist()
+    texts = [" ".join(f"t{int(i)}" for i in torch.randint(2, 512, (n,), generator=g)) for n in lens]
+    deploy = [i % 3 == 0 for i in range(len(texts))]
+    ref = rollout.generate(model, tok, texts, 48, 0.0, batch_size=8, lora=lora, deploy_rows=deploy)
+    fast = fastgen.generate(model, tok, texts, 48, 0.0, batch_size=8, lora=lora, deploy_rows=deploy)
+    fastgen.release()
+    return {"greedy_rows_equal": sum(a == b for a, b in zip(ref, fast)), "rows": len(ref)}
+
+
+def bf16_agreement(model, lora, prompts, n_new, device) -> dict:
+    """bf16 greedy on the big model: fast path vs HF. Different kernels round differently, so
+    rows may part after near-ties; reported, not asserted."""
+    ids = torch.tensor(prompts, device=device)
+    with torch.no_grad(), lora.sampling([False] * len(prompts)):
+        ref = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False,
+                             max_new_tokens=n_new, min_new_tokens=n_new, pad_token_id=PAD,
+                             eos_token_id=EOS)[:, ids.shape[1]:].cpu()
+    fast = fastgen.generate_ids(model, prompts, n_new, 0.0, batch_size=len(prompts), lora=lora,
+                                eos_id=EOS, pad=PAD, ignore_eos=True)
+    fastgen.release()
+    same = (ref == fast)
+    prefix = (same.cumprod(1).sum(1)).float()
+    return {"rows_equal": int(same.all(1).sum()), "rows": len(prompts),
+            "mean_common_prefix": float(prefix.mean()), "tokens": n_new}
+
+
+# -- the command --------------------------------------------------------------------------------
+
+def bench(model: str = "qwen3-4b-random", batch: int = 64, prompt_len: int = 300,
+          new_tokens: int = 256, group: int = 8, micro_batch: int = 8, r: int = 16,
+          gen_batch: int | None = None, steps: int = 2, hf_tokens: tuple[int, int] | None = (8, 40),
+          trl: bool = False, check: bool = True, out_json: str | os.PathLike | None = "bench.json",
+          device: str | None = None, seed: int = 0) -> dict:
+    """Time the fast path's rollouts and GRPO step at this shape; print a table, write json.
+    batch = prompts × group rollouts; r = lora2r block rank (adapter rank 2r); gen_batch rows per
+    generation chunk (default: all); steps GRPO steps (the first warms up when steps > 1);
+    hf_tokens: the two lengths the HF generate baseline is timed at (None: skip)."""
+    if batch % group:
+        raise InputError(f"bench: batch {batch} is not a multiple of group {group}")
+    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    cuda = device.type == "cuda"
+    gen_batch = gen_batch or batch
+    res: dict = {"date": datetime.date.today().isoformat(),
+                 "device": torch.cuda.get_device_name(device) if cuda else "cpu",
+                 "torch": torch.__version__, "transformers": _version("transformers"),
+                 "shape": dict(model=model, batch=batch, prompts=batch // group, group=group,
+                               prompt_len=prompt_len, new_tokens=new_tokens, micro_batch=micro_batch,
+                               lora2r_r=r, adapter_rank=2 * r, gen_batch=gen_batch)}
+    if check:
+        res["check"] = self_check(device)
+    res["ceilings"] = ceilings(device)
+
+    mdl, _ = build_model(model, device, seed=seed)
+    lora = ad.attach(mdl, r=r, seed=seed)
+    a = fastgen.arch(mdl)
+    prompts = [p for p in random_prompts(batch // group, prompt_len, mdl.config.vocab_size, seed)
+               for _ in range(group)]
+    if check:
+        res["check"]["bf16_greedy_vs_hf"] = bf16_agreement(mdl, lora, prompts[::group][:8], 32, device)
+
+    # rollouts: fast path (a short warm-up run captures the graph at the full cache length)
+    T = fastgen.cache_length(prompt_len, new_tokens)
+    kw = dict(temperature=1.0, batch_size=gen_batch, lora=lora, eos_id=EOS, pad=PAD, ignore_eos=True)
+    fastgen.generate_ids(mdl, prompts, 4, cache_len=T, **kw)
+    _sync(device)
+    t0 = time.perf_counter()
+    chunks: list[dict] = []
+    fastgen.generate_ids(mdl, prompts, new_tokens, cache_len=T, timings=chunks, **kw)
+    _sync(device)
+    gen_s = time.perf_counter() - t0
+    prefill_s = sum(c["prefill_s"] for c in chunks)
+    decode_s = sum(c["decode_s"] for c in chunks)
+    kv = a.kv_bytes_per_token
+    w = weight_bytes(mdl)
+    floor = sum(decode_floor(w, kv, min(gen_batch, batch - s), prompt_len, new_tokens,
+                             res["ceilings"]["copy_TBps"] * 1e12) for s in range(0, batch, gen_batch))
+    gen = {"fastgen_s": gen_s, "prefill_s": prefill_s, "decode_s": decode_s,
+           "tokens_per_s": batch * new_tokens / gen_s,
+           "decode_ms_per_step": 1e3 * decode_s / (new_tokens - 1) / len(chunks),
+           "decode_floor_s": floor, "decode_vs_floor": decode_s / floor, "total_vs_floor": gen_s / floor,
+           "weight_GB": w / 1e9, "adapter_GB": adapter_bytes(lora) / 1e9,
+           "kv_cache_GB": min(gen_batch, batch) * T * kv / 1e9}
+    if hf_tokens:
+        fastgen.release()  # the HF path gets the memory to itself
+        n1, n2 = hf_tokens
+        hf_generate_time(mdl, lora, prompts[:gen_batch], 2, device)  # warm-up
+        t1 = hf_generate_time(mdl, lora, prompts[:gen_batch], n1, device)
+        t2 = hf_generate_time(mdl, lora, prompts[:gen_batch], n2, device)
+        per_step = (t2 - t1) / (n2 - n1)
+        hf_s = (t1 + per_step * (new_tokens - n1)) * (batch / min(gen_batch, batch))
+        gen.update(hf_ms_per_step=1e3 * per_step, hf_s_extrapolated=hf_s, speedup_vs_hf=hf_s / gen_s)
+    res["generation"] = gen
+
+    if steps > 0:
+        res["step"] = _steps(lora, prompts, group, new_tokens, micro_batch, gen_batch, prompt_len,
+                             steps, gen["kv_cache_GB"] > 16, device, seed)
+    del a, lora, mdl
+    fastgen.release()
+    gc.collect()
+    if cuda:
+        torch.cuda.empty_cache()
+
+    if trl:
+        res["trl"] = run_trl(model, batch, prompt_len, new_tokens, group, micro_batch, 2 * r, seed)
+        if "step_s" in res["trl"] and "step" in res:
+            res["ratio_vs_trl"] = res["step"]["step"] / res["trl"]["step_s"]
+    _print(res)
+    if out_json:
+        write_json(out_json, res)
+    return res
+
+
+def _steps(lora, prompts, group, new_tokens, micro_batch, gen_batch, prompt_len, steps, release,
+           device, seed) -> dict:
+    """Whole GRPO steps; the last one is reported (the first warms up when steps > 1). With
+    `release`, the KV cache is freed after each generation so the train forward gets the memory."""
+    mdl, batch = lora.model, len(prompts)
+    cuda = torch.device(device).type == "cuda"
+    opt = torch.optim.AdamW(lora.parameters(), lr=1e-4)
+    if not release:  # one engine (graphs, cache) for every step, as a training run would keep
+        fastgen.engine(mdl, lora, min(gen_batch, batch), fastgen.cache_length(prompt_len, new_tokens),
+                       1.0, 1.0, EOS, PAD, True)
+    if cuda:
+        torch.cuda.reset_peak_memory_stats(device)
+    times = [grpo_step(lora, opt, prompts, group, new_tokens, micro_batch, gen_batch, device,
+                       release, seed + i)[0] for i in range(steps)]
+    out = dict(times[-1])
+    out["steps_run"] = steps
+    out["first_step_s"] = times[0]["step"]
+    if cuda:
+        out["peak_allocated_GB"] = torch.cuda.max_memory_allocated(device) / 1e9
+        out["peak_reserved_GB"] = torch.cuda.max_memory_reserved(device) / 1e9
+    return out
+
+
+def run_trl(model: str, batch: int, prompt_len: int, new_tokens: int, group: int, micro_batch: int,
+            rank: int, seed: int, steps: int = 3) -> dict:
+    """TRL's GRPOTrainer on the same shape, in its own process (its memory is its own)."""
+    script = Path(__file__).resolve().parents[1] / "bench" / "trl_grpo.py"
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "trl.json"
+        cmd = [sys.executable, str(script), "--model", model, "--batch", str(batch), "--group", str(group),
+               "--prompt-len", str(prompt_len), "--new-tokens", str(new_tokens),
+               "--micro-batch", str(micro_batch), "--rank", str(rank), "--steps", str(steps),
+               "--seed", str(seed), "--out", str(out)]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode != 0 or not out.exists():
+            return {"error": (done.stderr or done.stdout)[-3000:]}
+        return json.loads(out.read_text())
+
+
+def _version(pkg: str) -> str:
+    from importlib.metadata import version
+    return version(pkg)
+
+
+def _print(res: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"vgrout bench · {res['device']} · {res['date']}")
+    table.add_column("section")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for section in ("shape", "check", "ceilings", "generation", "step", "trl"):
+        for k, v in res.get(section, {}).items():
+            table.add_row(section, k, _fmt(v))
+    if "ratio_vs_trl" in res:
+        table.add_row("", "our step / TRL step", _fmt(res["ratio_vs_trl"]))
+    Console().print(table)
+
+
+def _fmt(v) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    if isinstance(v, dict):
+        return ", ".join(f"{k}={_fmt(x)}" for k, x in v.items())
+    return str(v)
+
+
+# The shapes docs/performance.md reports: the issue's side-by-side shape (8 prompts x G=8, ~300-token
+# prompts, 256 new tokens, micro-batch 8, adapter rank 32 = TRL's LoRA r), generation at batch 256,
+# and the paper preset (16 prompts x 16 rollouts, 1,536 new tokens, r=32).
+PRESETS = {
+    "issue": dict(batch=64, prompt_len=300, new_tokens=256, group=8, micro_batch=8, r=16, trl=True),
+    "gen256": dict(batch=256, prompt_len=512, new_tokens=256, group=8, r=16, steps=0, check=False),
+    "paper": dict(batch=256, prompt_len=512, new_tokens=1536, group=16, micro_batch=16, r=32,
+                  gen_batch=128, steps=1, hf_tokens=None, check=False),
+}
+
+
+def main(argv: list[str] | None = None) -> None:
+    """python -m vgrout.bench PRESET [OUT_JSON]"""
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] not in PRESETS:
+        raise SystemExit(f"usage: python -m vgrout.bench {{{','.join(PRESETS)}}} [out.json]")
+    bench(**PRESETS[argv[0]], out_json=argv[1] if len(argv) > 1 else f"bench_{argv[0]}.json")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,498 @@
+"""Fast rollouts and log-prob forwards for the lora2r student (an opt-in fast path).
+
+Two drop-in replacements, same arguments and results as the plain path:
+
+- `generate` for `rollout.generate`: batched decode over a preallocated static KV cache. The
+  decode step (every layer, the lora2r deltas, sampling, the cache write) has fixed shapes, so on
+  a GPU it is captured once as a CUDA graph and replayed once per new token: no Python and no
+  launch overhead per layer. Sampling runs on the GPU (softmax / exponential race, the same
+  distribution as multinomial). Each row keeps its own sampling mode: quarantine on (absorb) or
+  ablated (keep, a deploy row), as `Lora2r.sampling` sets it.
+- `token_logprobs` for `grpo.token_logprobs`: the decoder layers run under activation
+  checkpointing (only each layer's input is kept for the backward), and the log-probs are
+  computed from the final hidden states in chunks of time steps, so [batch, time, vocab] is never
+  materialised, in fp32 or at all. The lora2r masks in force at the forward are restored for
+  the recompute in the backward, so `loss.backward()` may run outside `Lora2r.masked`.
+
+The prompt (prefill) runs through the model's own modules, lora2r wrappers included. In the
+decode step each lora2r delta is computed as one pair of matmuls:
+    delta(x) = [B, −B0] · (s ⊙ [A; A0]·x),   s = (1 … 1, m … m, 1 … 1, m … m)
+the same function as `Lora2rLinear` (deployed + m · quarantine) up to fp32 summation order.
+Sampling carries no gradient: the ratio ρ reads logπ_old from the teacher-forced forward.
+
+Supported: decoder-only models laid out like Llama / Qwen3 in transformers (embed_tokens,
+layers[i].self_attn.{q,k,v,o}_proj (+ q_norm, k_norm), mlp, the two RMSNorms, rotary_emb, norm),
+full attention in every layer.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
+from tqdm import tqdm
+from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+
+from vgrout.adapter import Lora2r, Lora2rLinear
+from vgrout.grpo import position_ids
+from vgrout.rollout import Seqs, pad_id
+
+CACHE_ALIGN = 64       # cache length rounded up: aligned attention masks, fewer graph shapes
+SPAN = 256             # a decode step attends the first k·SPAN cache slots, not all of them
+PREFILL_TOKENS = 16384  # prompt tokens per prefill chunk (bounds the fp32 lora2r activations)
+LOGP_TOKENS = 4096      # tokens per log-prob chunk: [LOGP_TOKENS, vocab] fp32 at most
+
+
+# -- the model's pieces -----------------------------------------------------------------------
+
+@dataclass
+class Arch:
+    embed: torch.nn.Module
+    layers: torch.nn.ModuleList
+    norm: torch.nn.Module
+    rotary: torch.nn.Module
+    lm_head: torch.nn.Module
+    n_heads: int
+    n_kv: int
+    head_dim: int
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        w = self.embed.weight
+        return 2 * len(self.layers) * self.n_kv * self.head_dim * w.element_size()
+
+
+def arch(model) -> Arch:
+    inner = model.model
+    cfg = model.config
+    types = set(getattr(cfg, "layer_types", None) or ["full_attention"])
+    if types != {"full_attention"}:
+        raise ValueError(f"fastgen: only full-attention layers are supported, model has {sorted(types)}")
+    attn = inner.layers[0].self_attn
+    return Arch(inner.embed_tokens, inner.layers, inner.norm, inner.rotary_emb,
+                model.get_output_embeddings(), cfg.num_attention_heads, cfg.num_key_value_heads,
+                attn.head_dim)
+
+
+# -- one decoder layer over a static KV cache ---------------------------------------------------
+
+def _attend(a: Arch, layer, h, cos, sin, k_cache, v_cache, slots, mask, lin, span=None):
+    """h [B, L, D] -> [B, L, D]. Writes this chunk's K/V at `slots` of the cache [B, Hkv, T, Dh]
+    and attends over its first `span` slots under `mask` [B, 1, G·L or 1, span] (True = may
+    attend)."""
+    attn = layer.self_attn
+    B, L, _ = h.shape
+    x = layer.input_layernorm(h)
+    shape = (B, L, -1, a.head_dim)
+    q = lin(attn.q_proj, x).view(shape)
+    k = lin(attn.k_proj, x).view(shape)
+    v = lin(attn.v_proj, x).view(shape).transpose(1, 2)
+    if hasattr(attn, "q_norm"):  # Qwen3: RMSNorm per head before the rotation
+        q, k = attn.q_norm(q), attn.k_norm(k)
+    q, k = apply_rotary_pos_emb(q.transpose(1, 2), k.transpose(1, 2), cos, sin)
+    k_cache.index_copy_(2, slots, k)
+    v_cache.index_copy_(2, slots, v)
+    # Grouped-query attention without repeating the cache: the G query heads that share a KV
+    # head become G·L query rows of that head (head h = kv·G + g, as transformers' repeat_kv).
+    G = a.n_heads // a.n_kv
+    o = F.scaled_dot_product_attention(q.reshape(B, a.n_kv, G * L, a.head_dim), k_cache[:, :, :span],
+                                       v_cache[:, :, :span], attn_mask=mask, scale=attn.scaling)
+    o = o.view(B, a.n_heads, L, a.head_dim).transpose(1, 2).reshape(B, L, -1)
+    h = h + lin(attn.o_proj, o)
+    return h + _mlp(layer.mlp, layer.post_attention_layernorm(h), lin)
+
+
+def _mlp(mlp, x, lin):
+    return lin(mlp.down_proj, mlp.act_fn(lin(mlp.gate_proj, x)) * lin(mlp.up_proj, x))
+
+
+def _module_lin(module, x):
+    return module(x)
+
+
+class FusedLora:
+    """Static copies [A; A0] and [B, −B0] of every lora2r module, and the per-row scale s, read by
+    the captured decode step. `refresh` copies the current adapter in (it changes every step)."""
+
+    def __init__(self, lora: Lora2r, batch: int):
+        self.lora = lora
+        self.cat = {}
+        for m in lora.modules.values():
+            r2 = 2 * m.r
+            self.cat[m] = (m.A.new_empty(2 * r2, m.A.shape[1]), m.B.new_empty(m.B.shape[0], 2 * r2))
+        r = lora.r
+        self.s = torch.ones(batch, 4 * r, device=lora.modules[next(iter(lora.modules))].A.device)
+        self.refresh(torch.ones(batch, device=self.s.device))
+
+    @torch.no_grad()
+    def refresh(self, m_rows: torch.Tensor) -> None:
+        for mod, (A, B) in self.cat.items():
+            r2 = 2 * mod.r
+            A[:r2].copy_(mod.A)
+            A[r2:].copy_(mod.A0)
+            B[:, :r2].copy_(mod.B)
+            torch.neg(mod.B0, out=B[:, r2:])
+        r = self.lora.r
+        m = m_rows.to(self.s.dtype)[:, None]
+        for blk in (slice(r, 2 * r), slice(3 * r, 4 * r)):  # the quarantine columns, A and A0
+            self.s[:, blk] = m
+
+    def lin(self, module, x):
+        if not isinstance(module, Lora2rLinear):
+            return module(x)
+        A, B = self.cat[module]
+        y = module.base(x)
+        h = F.linear(x.to(A.dtype), A) * self.s.view(-1, *[1] * (x.dim() - 2), self.s.shape[1])
+        return y + F.linear(h, B).to(y.dtype)
+
+
+def sample_next(logits: torch.Tensor, temperature: float, top_p: float = 1.0) -> torch.Tensor:
+    """Next token per row [B] from logits [B, V], on the device with no host sync (capturable):
+    greedy at temperature 0, else softmax(logits / temperature) restricted to the top-p nucleus."""
+    if temperature == 0:
+        return logits.argmax(-1)
+    logits = logits.float() / temperature
+    if top_p < 1.0:
+        srt, idx = logits.sort(-1, descending=True)
+        p = srt.softmax(-1)
+        drop = p.cumsum(-1) - p > top_p  # keep the smallest prefix whose mass reaches top_p
+        srt = srt.masked_fill(drop, float("-inf"))
+        logits = torch.full_like(logits, float("-inf")).scatter(-1, idx, srt)
+    probs = logits.softmax(-1)
+    # argmax_i p_i / E_i with E_i ~ Exp(1) i.i.d. picks token i with probability p_i
+    return (probs / torch.empty_like(probs).exponential_()).argmax(-1)
+
+
+# -- the engine: static buffers and the captured decode step ------------------------------------
+
+class Engine:
+    """Static buffers and the decode step for one (batch, cache length) shape."""
+
+    def __init__(self, model, lora: Lora2r | None, batch: int, cache_len: int, temperature: float,
+                 top_p: float, eos_id: int | None, pad: int, ignore_eos: bool):
+        self.model, self.lora, self.a = model, lora, arch(model)
+        self.B, self.T = batch, cache_len
+        self.temperature, self.top_p = temperature, top_p
+        self.eos_id, self.pad_id, self.ignore_eos = eos_id, pad, ignore_eos
+        w = self.a.embed.weight
+        dev, dt = w.device, w.dtype
+        shape = (len(self.a.layers), batch, self.a.n_kv, cache_len, self.a.head_dim)
+        self.k = torch.zeros(shape, dtype=dt, device=dev)
+        self.v = torch.zeros(shape, dtype=dt, device=dev)
+        z = dict(dtype=torch.long, device=dev)
+        self.tok = torch.zeros(batch, 1, **z)       # the token fed at this step
+        self.pos = torch.zeros(batch, 1, **z)       # its rotary position (real tokens before it)
+        self.first = torch.zeros(batch, **z)        # first real (non-pad) slot of each row
+        self.slot = torch.zeros(1, **z)             # cache slot written at this step
+        self.col = torch.zeros(1, **z)              # output column written at this step
+        self.done = torch.zeros(batch, dtype=torch.bool, device=dev)
+        self.out = torch.zeros(batch, cache_len, **z)
+        self.ar = torch.arange(cache_len, device=dev)
+        self.fused = FusedLora(lora, batch) if lora is not None else None
+        self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
+        # one decode graph per attended span: early steps do not read the empty tail of the cache
+        self.spans = sorted({min(cache_len, SPAN * k) for k in range(1, math.ceil(cache_len / SPAN) + 1)})
+
+    def sample(self, logits: torch.Tensor) -> torch.Tensor:
+        nxt = sample_next(logits, self.temperature, self.top_p)
+        if not self.ignore_eos and self.eos_id is not None:
+            nxt = torch.where(self.done, torch.full_like(nxt, self.pad_id), nxt)
+            self.done |= nxt == self.eos_id
+        return nxt
+
+    def span_for(self, slot: int) -> int:
+        return next(s for s in self.spans if s > slot)
+
+    def decode_step(self, span: int) -> None:
+        a = self.a
+        h = a.embed(self.tok)
+        cos, sin = a.rotary(h, self.pos)
+        ar = self.ar[:span]
+        mask = ((ar >= self.first[:, None]) & (ar <= self.slot))[:, None, None, :]
+        lin = self.fused.lin if self.fused is not None else _module_lin
+        for i, layer in enumerate(a.layers):
+            h = _attend(a, layer, h, cos, sin, self.k[i], self.v[i], self.slot, mask, lin, span)
+        nxt = self.sample(a.lm_head(a.norm(h[:, -1])))
+        self.out.index_copy_(1, self.col, nxt[:, None])
+        self.tok.copy_(nxt[:, None])
+        self.pos += 1
+        self.slot += 1
+        self.col += 1
+
+    def capture(self) -> None:
+        """Record the decode step of every span as a CUDA graph (after warm-up runs on a side
+        stream); the graphs share one memory pool, as they never run at once."""
+        pool = torch.cuda.graph_pool_handle()
+        for span in self.spans:
+            s = torch.cuda.Stream()
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                for _ in range(2):
+                    self.slot.fill_(span - 1)
+                    self.col.fill_(0)
+                    self.decode_step(span)
+            torch.cuda.current_stream().wait_stream(s)
+            self.slot.fill_(span - 1)
+            self.col.fill_(0)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g, pool=pool):
+                self.decode_step(span)
+            self.graphs[span] = g
+
+    @torch.no_grad()
+    def prefill(self, prompts: list[list[int]], m_rows: torch.Tensor) -> int:
+        """Left-pad the prompts into slots [0, P), run them through the model's own modules
+        (lora2r wrappers with per-row m), sample the first new token; returns P."""
+        a, dev = self.a, self.tok.device
+        P = max(len(p) for p in prompts)
+        ids = torch.full((self.B, P), self.pad_id, dtype=torch.long)
+        first = torch.zeros(self.B, dtype=torch.long)
+        for i, p in enumerate(prompts):
+            ids[i, P - len(p):] = torch.tensor(p, dtype=torch.long)
+            first[i] = P - len(p)
+        ids, first = ids.to(dev), first.to(dev)
+        self.first.copy_(first)
+        self.out.fill_(self.pad_id)
+        ar = torch.arange(P, device=dev)
+        pos = (ar[None, :] - first[:, None]).clamp(min=0)  # = cumsum(attention_mask) - 1 on real tokens
+        slots = ar
+        G = a.n_heads // a.n_kv
+        causal = ar[None, :] <= ar[:, None]                                     # [P(query), P(key)]
+        rows = max(1, PREFILL_TOKENS // P)
+        self.done.zero_()
+        for r0 in range(0, self.B, rows):
+            r1 = min(self.B, r0 + rows)
+            valid = ar[None, :] >= first[r0:r1, None]                          # [b, P] real keys
+            m = (causal[None] & valid[:, None, :]) | torch.eye(P, dtype=torch.bool, device=dev)[None]
+            # pad queries see only themselves: no fully masked row, so no NaN in pad K/V
+            mask = m[:, None].repeat(1, 1, G, 1)                               # [b, 1, G·P, P]
+            h = a.embed(ids[r0:r1])
+            cos, sin = a.rotary(h, pos[r0:r1])
+            with self._lora_rows(m_rows[r0:r1]):
+                for i, layer in enumerate(a.layers):
+                    h = _attend(a, layer, h, cos, sin, self.k[i, r0:r1, :, :P], self.v[i, r0:r1, :, :P],
+                                slots, mask, _module_lin)
+            logits = a.lm_head(a.norm(h[:, -1]))
+            nxt = self._sample_rows(logits, r0, r1)
+            self.tok[r0:r1, 0] = nxt
+        self.pos.copy_((P - first)[:, None])
+        self.slot.fill_(P)
+        self.col.fill_(0)
+        self.out[:, 0] = self.tok[:, 0]
+        self.col.fill_(1)
+        return P
+
+    def _sample_rows(self, logits, r0, r1):
+        # the same sampler, on a slice of the rows (done flags of those rows only)
+        done = self.done
+        self.done = done[r0:r1]
+        try:
+            nxt = self.sample(logits)
+        finally:
+            done[r0:r1] = self.done
+            self.done = done
+        return nxt
+
+    @contextlib.contextmanager
+    def _lora_rows(self, m_rows):
+        if self.lora is None:
+            yield
+            return
+        st = self.lora.state
+        old = (st.m, st.d)
+        st.m, st.d = m_rows, None
+        try:
+            yield
+        finally:
+            st.m, st.d = old
+
+    @torch.no_grad()
+    def run(self, prompts: list[list[int]], n_new: int, deploy: list[bool],
+            timings: list | None = None) -> torch.Tensor:
+        """Completions [B, n_new] (pad after an EOS unless ignore_eos). With `timings`, appends
+        {"prefill_s", "decode_s"} (synchronising the device around each)."""
+        if len(prompts) != self.B:
+            raise ValueError(f"engine batch is {self.B}, got {len(prompts)} prompts")
+        m_rows = torch.tensor([0.0 if d else 1.0 for d in deploy], device=self.tok.device)
+        P = max(len(p) for p in prompts)
+        if P + n_new - 1 > self.T:
+            raise ValueError(f"prompt {P} + {n_new} new tokens exceed the cache length {self.T}")
+        if not self.graphs and self.tok.is_cuda:
+            self.capture()  # before the prefill: its warm-up runs write the buffers
+        t0 = _clock(timings is not None)
+        if self.fused is not None:
+            self.fused.refresh(m_rows)
+        self.prefill(prompts, m_rows)
+        t1 = _clock(timings is not None)
+        check_every = 64
+        for step in range(1, n_new):
+            span = self.span_for(P + step - 1)  # the slot this step writes
+            if self.graphs:
+                self.graphs[span].replay()
+            else:
+                self.decode_step(span)
+            if not self.ignore_eos and step % check_every == 0 and bool(self.done.all()):
+                break
+        if timings is not None:
+            timings.append({"prefill_s": t1 - t0, "decode_s": _clock(True) - t1})
+        return self.out[:, :n_new].clone()
+
+
+def _clock(sync: bool) -> float:
+    if sync and torch.cuda.is_available():
+        torch.cuda.synchronize()
+    return time.perf_counter()
+
+
+_ENGINE: dict[tuple, Engine] = {}
+
+
+def engine(model, lora, batch, cache_len, temperature, top_p, eos_id, pad, ignore_eos) -> Engine:
+    """The engine for this shape and sampler; one is kept alive (its cache is the big buffer)."""
+    key = (id(model), id(lora), batch, cache_len, float(temperature), float(top_p), eos_id, pad, ignore_eos)
+    if key not in _ENGINE:
+        _ENGINE.clear()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        _ENGINE[key] = Engine(model, lora, batch, cache_len, temperature, top_p, eos_id, pad, ignore_eos)
+    return _ENGINE[key]
+
+
+def release() -> None:
+    """Free the kept engine (its KV cache and graph) before memory-hungry training."""
+    _ENGINE.clear()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def cache_length(prompt_len: int, max_new_tokens: int) -> int:
+    return CACHE_ALIGN * math.ceil((prompt_len + max_new_tokens - 1) / CACHE_ALIGN)
+
+
+@torch.no_grad()
+def generate_ids(model, prompts: list[list[int]], max_new_tokens: int, temperature: float,
+                 top_p: float = 1.0, batch_size: int = 64, lora: Lora2r | None = None,
+                 deploy_rows: list[bool] | None = None, eos_id: int | None = None, pad: int = 0,
+                 ignore_eos: bool = False, cache_len: int | None = None,
+                 progress: bool = False, timings: list | None = None) -> torch.Tensor:
+    """Completion token ids [N, max_new_tokens] (on the CPU) for token-id prompts, in chunks of
+    batch_size rows (a short last chunk is filled with copies of its last prompt). Rows past their
+    EOS hold `pad`; ignore_eos forces every row to max_new_tokens (benchmarks)."""
+    if max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+    deploy_rows = deploy_rows if deploy_rows is not None else [False] * len(prompts)
+    if len(deploy_rows) != len(prompts):
+        raise ValueError("deploy_rows and prompts differ in length")
+    longest = max(len(p) for p in prompts)
+    T = cache_len or cache_length(longest, max_new_tokens)
+    B = min(batch_size, len(prompts))
+    out = []
+    starts = range(0, len(prompts), B)
+    for s in tqdm(starts, desc="fastgen", disable=not progress, leave=False):
+        chunk, dep = prompts[s:s + B], deploy_rows[s:s + B]
+        n = len(chunk)
+        chunk = chunk + [chunk[-1]] * (B - n)
+        dep = dep + [dep[-1]] * (B - n)
+        eng = engine(model, lora, B, T, temperature, top_p, eos_id, pad, ignore_eos)
+        out.append(eng.run(chunk, max_new_tokens, dep, timings)[:n].cpu())
+    return torch.cat(out)
+
+
+@torch.no_grad()
+def generate(model, tokenizer, prompts: list[str], max_new_tokens: int, temperature: float,
+             top_p: float = 1.0, batch_size: int = 64, lora: Lora2r | None = None,
+             deploy_rows: list[bool] | None = None, progress: bool = False) -> list[list[int]]:
+    """Drop-in for `rollout.generate`: completion ids per prompt, cut after the first EOS
+    (the EOS kept)."""
+    eos = tokenizer.eos_token_id
+    ids = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
+    toks = generate_ids(model, ids, max_new_tokens, temperature, top_p, batch_size, lora,
+                        deploy_rows, eos_id=eos, pad=pad_id(tokenizer), progress=progress)
+    out = []
+    for row in toks.tolist():
+        if eos in row:
+            row = row[:row.index(eos) + 1]
+        out.append(row)
+    return out
+
+
+# -- log-prob forwards ------------------------------------------------------------------------
+
+def routing_state(model):
+    """The lora2r routing state shared by the model's wrapped Linears (None without lora2r)."""
+    return next((m.state for m in model.modules() if isinstance(m, Lora2rLinear)), None)
+
+
+def _masks_at_forward(st):
+    """context_fn for checkpoint: the recompute in the backward runs under the lora2r masks
+    that were in force at the forward, whatever the masks are when backward() is called."""
+    def fn():
+        if st is None:
+            return contextlib.nullcontext(), contextlib.nullcontext()
+        m, d = st.m, st.d
+
+        @contextlib.contextmanager
+        def recompute():
+            old = (st.m, st.d, st.pool_weights)
+            st.m, st.d, st.pool_weights = m, d, None
+            try:
+                yield
+            finally:
+                st.m, st.d, st.pool_weights = old
+        return contextlib.nullcontext(), recompute()
+    return fn
+
+
+def hidden_states(model, seqs: Seqs, checkpoint_layers: bool = True):
+    """Final-norm hidden states [B, T, D]; each decoder layer checkpointed when grad is on."""
+    a = arch(model)
+    ids, attn = seqs.input_ids, seqs.attention_mask
+    B, T = ids.shape
+    pos = position_ids(attn)
+    h = a.embed(ids)
+    cos, sin = a.rotary(h, pos)
+    ar = torch.arange(T, device=ids.device)
+    allowed = (ar[None, :] <= ar[:, None])[None] & attn.bool()[:, None, :]
+    allowed |= torch.eye(T, dtype=torch.bool, device=ids.device)[None]  # pad queries: themselves
+    # additive mask: the form both the sdpa and the eager attention of transformers take
+    mask = torch.zeros(B, 1, T, T, dtype=h.dtype, device=h.device)
+    mask.masked_fill_(~allowed[:, None], torch.finfo(h.dtype).min)
+    ctx = _masks_at_forward(routing_state(model))
+    grad = torch.is_grad_enabled() and checkpoint_layers
+    for layer in a.layers:
+        kw = dict(attention_mask=mask, position_ids=pos, position_embeddings=(cos, sin))
+        if grad:
+            h = checkpoint(layer, h, use_reentrant=False, context_fn=ctx, **kw)
+        else:
+            h = layer(h, **kw)
+        h = h[0] if isinstance(h, tuple) else h
+    return a.norm(h)
+
+
+def _chunk_logp(h: torch.Tensor, targets: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    logits = F.linear(h, weight).float()
+    return logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - logits.logsumexp(-1)
+
+
+def token_logprobs(model, seqs: Seqs, chunk_tokens: int = LOGP_TOKENS) -> tuple[torch.Tensor, torch.Tensor]:
+    """Drop-in for `grpo.token_logprobs`: log π(token) on the completion tokens ([B, Lc], mask)."""
+    Lc = int(seqs.completion_mask.sum(1).max())
+    h = hidden_states(model, seqs)[:, -(Lc + 1):-1]
+    targets = seqs.input_ids[:, -Lc:]
+    weight = arch(model).lm_head.weight
+    B = h.shape[0]
+    step = max(1, chunk_tokens // B)
+    parts = []
+    for t0 in range(0, Lc, step):
+        hc, tc = h[:, t0:t0 + step], targets[:, t0:t0 + step]
+        if torch.is_grad_enabled():  # recompute the chunk's logits in the backward
+            parts.append(checkpoint(_chunk_logp, hc, tc, weight, use_reentrant=False))
+        else:
+            parts.append(_chunk_logp(hc, tc, weight))
+    logp = torch.cat(parts, 1)
+    mask = seqs.completion_mask[:, -Lc:].to(logp.dtype)
+    return logp * mask, mask
