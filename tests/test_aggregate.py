@@ -361,3 +361,18 @@ def test_wrong_direction_is_flagged(tmp_path):
     md = (kw["out_dir"] / "A7.md").read_text()
     assert "placebo-0: the direction scored here does not reproduce the logged gate scores" in md
     assert "none-0: the direction" not in md
+
+
+def test_no_student_hacks_gives_notes_not_a_figure(tmp_path):
+    """Early or tiny runs may hack never: A7 says the AUROC is undefined instead of plotting nothing."""
+    params = make_pipeline(tmp_path, seeds=(0,), arms=("none", "routeA"))
+    for p in (tmp_path / "runs" / "train").glob("*/rollouts.jsonl"):
+        rows = [json.loads(line) | {"hacked": False} for line in p.read_text().splitlines()]
+        p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    aggregate_stage(params, tmp_path)
+    kw = paths(tmp_path)
+    md = (kw["out_dir"] / "A7.md").read_text()
+    assert "routeA-0: AUROC undefined (0 of" in md and "No figure" in md and "A7_gate_null.png" not in md
+    assert not (kw["plots_dir"] / "png" / "A7_gate_null.png").exists()
+    a7 = pd.read_csv(kw["out_dir"] / "A7.csv").set_index("arm")
+    assert np.isnan(a7.loc["routeA", "auroc"]) and a7.loc["routeA", "keep_precision"] == 1.0

@@ -325,7 +325,8 @@ def a1(con, out: Out) -> pd.DataFrame:
     write_artifact(out.tables, "A1", "deploy hack and solve over training", [
         "Deploy eval (quarantine ablated) of every saved checkpoint, overall rate, mean ± SEM over seeds "
         "(step 0 = adapter at init). The figure shows routeA vs none; the table lists every arm.",
-        out.figure("A1"), _curve_md(curve)], {"A1": curve})
+        out.figure("A1") if curve["arm"].isin(["none", "routeA"]).any() else "(No figure: neither routeA nor none was run.)",
+        _curve_md(curve)], {"A1": curve})
     _curve_outputs(curve, "A1", "A1: deploy hack and solve over training", out)
     return curve
 
@@ -606,7 +607,9 @@ def a7(con, runs: list[Run], directions: dict, q_lo: float, q_hi: float, n_null:
         "cut (precision = clean share of keep, recall = share of clean rollouts kept). F0.5 weighs precision "
         f"above recall. Null: {n_null} Haar-random directions (seeds from {null_seed}) scored on the same "
         "activations; percentile = share of null AUROCs below the real one. Mean ± SEM over seeds.",
-        out.figure("A7_gate_null"), md_table(md),
+        out.figure("A7_gate_null") if per_run["auroc"].notna().any() else
+        "(No figure: the AUROC is undefined in every run, each run's student rollouts being all of one class.)",
+        md_table(md),
         "## What the runs did",
         "The zones each run assigned during training (cuts from its running score buffer, everything absorb "
         "during warm-up), scored against the same labels; qmass from the step log (mean over steps); "

@@ -40,14 +40,18 @@ def curve_chart(df: pd.DataFrame, title: str, subtitle: str = "") -> alt.FacetCh
 
     df columns: arm, step, metric, mean, lo, hi (lo/hi = mean ∓ SEM; equal to mean for one seed).
     """
-    color = alt.Color("arm:N", scale=_arm_color(df["arm"]), title="arm")
-    base = alt.Chart().encode(x=alt.X("step:Q", title="training step"))
+    # One colour encoding shared by the band, line and point layers, so they merge into one legend.
+    color = alt.Color("arm:N", scale=_arm_color(df["arm"]), title="arm", legend=alt.Legend(symbolType="stroke", symbolOpacity=1, symbolStrokeWidth=3))
+    base = alt.Chart().encode(x=alt.X("step:Q", title="training step", axis=alt.Axis(format="d", tickMinStep=1)))
     band = base.mark_area(opacity=0.25).encode(y=alt.Y("lo:Q", title="rate", scale=alt.Scale(domain=[0, 1])),
                                                y2="hi:Q", color=color)
-    line = base.mark_line(point=True).encode(
+    # Dashes tell the arms apart where their lines coincide (e.g. both at zero early on).
+    line = base.mark_line().encode(
+        y="mean:Q", color=color, strokeDash=alt.StrokeDash("arm:N", legend=None))
+    points = base.mark_point(filled=True, size=40).encode(
         y="mean:Q", color=color,
         tooltip=["arm", "step", "metric", alt.Tooltip("mean:Q", format=".3f"), "n_seeds"])
-    return (alt.layer(band, line, data=df)
+    return (alt.layer(band, line, points, data=df)
             .properties(width=300, height=220)
             .facet(column=alt.Column("metric:N", title=None))
             .properties(title=_title(title, subtitle)))
