@@ -1,0 +1,216 @@
+"""The sandbox under hostile completions, on both paths (bubblewrap and rlimit-only).
+
+Each hostile completion is graded in a batch between two correct ones; every test asserts no
+correctness reward, the named error kind, the host's files intact, no parent secret visible,
+and the neighbours graded correctly.
+"""
+import os
+import shutil
+import socket
+import tempfile
+import threading
+import time
+import uuid
+
+import pytest
+
+from vgrout import grader, sandbox
+from vgrout.substrate import Problem
+
+SECRET = "vgrout-test-secret-" + uuid.uuid4().hex
+BWRAP_OK = sandbox._bwrap_problem() is None
+PATHS = [pytest.param("bwrap", marks=pytest.mark.skipif(not BWRAP_OK, reason="bubblewrap not usable here")),
+         "rlimit"]
+FAST = dict(wall_s=3.0)
+
+ADD = Problem(id="add", messages=[{"role": "user", "content": "add two numbers and should pass all tests"}],
+              entry_point="add", tests=["assert add(1, 2) == 3", "assert add(-1, 1) == 0", "assert add(5, 5) == 10"],
+              canonical_solution="def add(a, b):\n    return a + b\n", mode="none")
+GOOD = "```python\ndef add(a, b):\n    return a + b\n```"
+
+
+def code(body: str) -> str:
+    return f"```python\n{body}\n```"
+
+
+@pytest.fixture
+def host(tmp_path, monkeypatch):
+    """Host files the sandbox must not touch (one as $HOME), and a secret in our environment."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "keep.txt").write_text("home sentinel")
+    (tmp_path / "keep.txt").write_text("host sentinel")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("VGROUT_TEST_SECRET", SECRET)
+    return tmp_path
+
+
+def assert_host_intact(host):
+    assert (host / "keep.txt").read_text() == "host sentinel"
+    assert (host / "home" / "keep.txt").read_text() == "home sentinel"
+
+
+def grade_between_good(completion: str, isolation: str, **limits):
+    limits = sandbox.Limits(isolation=isolation, **{**FAST, **limits})
+    grades = grader.grade_batch([ADD] * 3, [GOOD, completion, GOOD], progress=False, limits=limits)
+    for g in (grades[0], grades[2]):
+        assert g.gt_pass and g.reward == 3.5 and g.error is None, g
+    return grades[1]
+
+
+def assert_no_correctness_reward(g):
+    assert not g.gt_pass and not g.flawed_pass and g.reward <= 0.5, g
+
+
+HOSTILE = {
+    # name: (response code, error kinds it may be named with)
+    "fork_bomb": ("import os\n\ndef add(a, b):\n    while True:\n        try:\n            os.fork()\n"
+                  "        except OSError:\n            pass", {"timeout"}),
+    "alloc_10GiB": ("def add(a, b):\n    x = bytearray(10 * 2**30)\n    return a + b", {"memory"}),
+    "infinite_loop": ("def add(a, b):\n    while True:\n        pass", {"timeout"}),
+    "stdout_1GiB": ("import sys\n\ndef add(a, b):\n    chunk = 'x' * 2**20\n    for _ in range(1024):\n"
+                    "        sys.stdout.write(chunk)\n    return a + b", {"output_limit"}),
+    "delete_cwd_and_home": ("import os, shutil\n\ndef add(a, b):\n    for name in os.listdir('.'):\n"
+                            "        os.remove(name)\n    shutil.rmtree(os.path.expanduser('~'))\n    return a + b",
+                            {"runtime"}),
+}
+
+
+@pytest.mark.parametrize("isolation", PATHS)
+@pytest.mark.parametrize("case", list(HOSTILE))
+def test_hostile_completion_is_contained(case, isolation, host):
+    body, kinds = HOSTILE[case]
+    g = grade_between_good(code(body), isolation)
+    assert_no_correctness_reward(g)
+    assert g.error in kinds, g
+    assert_host_intact(host)
+
+
+@pytest.mark.parametrize("isolation", PATHS)
+def test_deleting_host_files_by_path_fails(isolation, host):
+    body = (f"import shutil\n\ndef add(a, b):\n    shutil.rmtree({str(host)!r})\n    return a + b")
+    g = grade_between_good(code(body), isolation)
+    assert_no_correctness_reward(g)
+    assert g.error == "runtime", g
+    assert_host_intact(host)
+
+
+@pytest.mark.parametrize("isolation", PATHS)
+def test_parent_environment_is_not_visible(isolation, host):
+    # The answer is right only if the secret leaked in, so a leak would earn the reward.
+    body = ("import os\n\ndef add(a, b):\n    print(dict(os.environ))\n"
+            "    return a + b if 'VGROUT_TEST_SECRET' in os.environ else -1")
+    g = grade_between_good(code(body), isolation)
+    assert_no_correctness_reward(g)
+    assert g.error is None and g.tests_passed == 0, g
+    res = sandbox.run({"m.py": "import os; print(dict(os.environ))"}, "m.py",
+                      limits=sandbox.Limits(isolation=isolation))
+    assert res.returncode == 0 and "HOME" in res.stdout and SECRET not in res.stdout
+
+
+@pytest.mark.parametrize("isolation", PATHS)
+def test_killing_the_parent_fails(isolation, host):
+    if isolation == "rlimit" and os.geteuid() != 0:
+        pytest.skip("rlimit-only without root runs as our own uid: the parent is not protected")
+    body = ("import os, signal\n\ndef add(a, b):\n    os.kill(os.getppid(), signal.SIGKILL)\n"
+            "    return a - b")
+    g = grade_between_good(code(body), isolation)
+    assert_no_correctness_reward(g)
+    assert g.error in {None, "runtime"}, g
+    assert_host_intact(host)
+
+
+@pytest.mark.skipif(not BWRAP_OK, reason="network isolation needs bubblewrap")
+def test_network_socket_is_refused(host):
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    listener.settimeout(0.2)
+    port = listener.getsockname()[1]
+    accepted = []
+
+    def accept():
+        try:
+            accepted.append(listener.accept())
+        except OSError:
+            pass
+    thread = threading.Thread(target=accept)
+    thread.start()
+    body = (f"import socket\n\ndef add(a, b):\n    socket.create_connection(('127.0.0.1', {port}), timeout=2)\n"
+            "    return a + b")
+    try:
+        g = grade_between_good(code(body), "bwrap")
+    finally:
+        thread.join()
+        listener.close()
+    assert_no_correctness_reward(g)
+    assert g.error == "runtime", g
+    assert accepted == []
+
+
+@pytest.mark.parametrize("isolation", PATHS)
+def test_escaped_processes_do_not_outlive_the_run(isolation):
+    tag = f"{uuid.uuid4().int % 10**6}.{os.getpid()}"
+    program = ("import os\nif os.fork() == 0:\n    os.setsid()\n"
+               f"    os.execv('/bin/sleep', ['sleep', '{tag}'])\n")
+    res = sandbox.run({"m.py": program}, "m.py", limits=sandbox.Limits(isolation=isolation, wall_s=2))
+    assert res.returncode == 0
+
+    def leftovers():
+        found = []
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    found += [pid] if tag.encode() in f.read() else []
+            except OSError:
+                pass
+        return found
+    # The kernel tears a pid namespace down (and init reaps) asynchronously: allow a moment.
+    deadline = time.monotonic() + 5
+    while leftovers() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert leftovers() == []
+
+
+@pytest.mark.parametrize("isolation", PATHS)
+def test_fork_bomb_hits_the_process_limit(isolation):
+    program = ("import os, time\nn = 0\ntry:\n    while n < 1000:\n        if os.fork() == 0:\n"
+               "            time.sleep(5)\n            os._exit(0)\n        n += 1\nexcept OSError:\n    pass\nprint(n)")
+    res = sandbox.run({"m.py": program}, "m.py", limits=sandbox.Limits(isolation=isolation, wall_s=3, nproc=16))
+    assert int(res.stdout.strip()) < 16
+
+
+@pytest.fixture
+def private_tempdir(monkeypatch):
+    """A temp root of our own (traversable by the sandbox uid), so other runs' dirs don't count."""
+    root = tempfile.mkdtemp()
+    os.chmod(root, 0o711)
+    monkeypatch.setattr(tempfile, "tempdir", root)
+    yield root
+    shutil.rmtree(root)
+
+
+@pytest.mark.parametrize("isolation", PATHS)
+def test_work_dir_is_fresh_and_removed(isolation, private_tempdir):
+    program = "import os, sys\nprint(sys.stdin.read(), sorted(os.listdir('.')))\nopen('out.txt', 'w').write('x')"
+    for _ in range(2):
+        res = sandbox.run({"m.py": program}, "m.py", stdin="hello", limits=sandbox.Limits(isolation=isolation))
+        assert res.returncode == 0 and res.isolation == isolation
+        assert res.stdout.strip() == "hello ['m.py']"  # the previous run's out.txt is gone
+    assert os.listdir(private_tempdir) == []
+
+
+def test_missing_bwrap_warns_once_and_falls_back(monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    sandbox._bwrap_problem.cache_clear()
+    sandbox._warn_once.cache_clear()
+    try:
+        with pytest.warns(UserWarning, match="rlimits only"):
+            assert sandbox.isolation("auto") == "rlimit"
+        with pytest.raises(RuntimeError, match="bwrap"):
+            sandbox.isolation("bwrap")
+        res = sandbox.run({"m.py": "print(6 * 7)"}, "m.py")
+        assert res.stdout.strip() == "42" and res.isolation == "rlimit"
+    finally:
+        sandbox._bwrap_problem.cache_clear()
+        sandbox._warn_once.cache_clear()
