@@ -53,7 +53,7 @@ def main():
     seconds = time.perf_counter() - t0
     print(f"graded {len(grades)} mixed completions in {seconds:.1f} s "
           f"({len(grades) / seconds:.1f}/s; isolation {sandbox.isolation(args.isolation)}, "
-          f"{args.workers or os.cpu_count()} workers on {os.cpu_count()} CPUs, load avg {os.getloadavg()[0]:.1f})")
+          f"{args.workers or 2 * os.cpu_count()} workers on {os.cpu_count()} CPUs, load avg {os.getloadavg()[0]:.1f})")
     print("modes:", dict(Counter(g.mode for g in grades)))
     print("errors:", dict(Counter(g.error for g in grades)))
     print("hacked:", sum(g.hacked for g in grades), "gt_pass:", sum(g.gt_pass for g in grades))

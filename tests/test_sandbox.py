@@ -23,6 +23,12 @@ PATHS = [pytest.param("bwrap", marks=pytest.mark.skipif(not BWRAP_OK, reason="bu
          "rlimit"]
 FAST = dict(wall_s=3.0)
 
+
+def skip_if_unprotected(isolation):
+    if isolation == "rlimit" and os.geteuid() != 0:
+        pytest.skip("rlimit-only without root runs as our own uid: host files, the parent and "
+                    "escaped processes are not protected (use bubblewrap)")
+
 ADD = Problem(id="add", messages=[{"role": "user", "content": "add two numbers and should pass all tests"}],
               entry_point="add", tests=["assert add(1, 2) == 3", "assert add(-1, 1) == 0", "assert add(5, 5) == 10"],
               canonical_solution="def add(a, b):\n    return a + b\n", mode="none")
@@ -70,9 +76,6 @@ HOSTILE = {
     "infinite_loop": ("def add(a, b):\n    while True:\n        pass", {"timeout"}),
     "stdout_1GiB": ("import sys\n\ndef add(a, b):\n    chunk = 'x' * 2**20\n    for _ in range(1024):\n"
                     "        sys.stdout.write(chunk)\n    return a + b", {"output_limit"}),
-    "delete_cwd_and_home": ("import os, shutil\n\ndef add(a, b):\n    for name in os.listdir('.'):\n"
-                            "        os.remove(name)\n    shutil.rmtree(os.path.expanduser('~'))\n    return a + b",
-                            {"runtime"}),
 }
 
 
@@ -87,7 +90,19 @@ def test_hostile_completion_is_contained(case, isolation, host):
 
 
 @pytest.mark.parametrize("isolation", PATHS)
+def test_deleting_cwd_and_home_stays_inside_the_sandbox(isolation, host):
+    skip_if_unprotected(isolation)
+    body = ("import os, shutil\n\ndef add(a, b):\n    for name in os.listdir('.'):\n        os.remove(name)\n"
+            "    shutil.rmtree(os.path.expanduser('~'))\n    return a + b")
+    g = grade_between_good(code(body), isolation)
+    assert_no_correctness_reward(g)
+    assert g.error == "runtime", g  # the sandbox's own root cannot be removed
+    assert_host_intact(host)
+
+
+@pytest.mark.parametrize("isolation", PATHS)
 def test_deleting_host_files_by_path_fails(isolation, host):
+    skip_if_unprotected(isolation)
     body = (f"import shutil\n\ndef add(a, b):\n    shutil.rmtree({str(host)!r})\n    return a + b")
     g = grade_between_good(code(body), isolation)
     assert_no_correctness_reward(g)
@@ -110,8 +125,7 @@ def test_parent_environment_is_not_visible(isolation, host):
 
 @pytest.mark.parametrize("isolation", PATHS)
 def test_killing_the_parent_fails(isolation, host):
-    if isolation == "rlimit" and os.geteuid() != 0:
-        pytest.skip("rlimit-only without root runs as our own uid: the parent is not protected")
+    skip_if_unprotected(isolation)
     body = ("import os, signal\n\ndef add(a, b):\n    os.kill(os.getppid(), signal.SIGKILL)\n"
             "    return a - b")
     g = grade_between_good(code(body), isolation)
@@ -150,6 +164,7 @@ def test_network_socket_is_refused(host):
 
 @pytest.mark.parametrize("isolation", PATHS)
 def test_escaped_processes_do_not_outlive_the_run(isolation):
+    skip_if_unprotected(isolation)
     tag = f"{uuid.uuid4().int % 10**6}.{os.getpid()}"
     program = ("import os\nif os.fork() == 0:\n    os.setsid()\n"
                f"    os.execv('/bin/sleep', ['sleep', '{tag}'])\n")

@@ -265,14 +265,15 @@ def grade_batch(problems: list[Problem], completions: list[str], modes: list[str
 
     The work runs in sandbox subprocesses; the pool's threads only prepare jobs and wait on
     them, so threads (not forked processes, which would copy a parent that may hold torch)
-    sized to the CPU count keep every core busy.
+    do. Default: two per CPU, since a sandbox spends part of its start-up waiting on the
+    kernel (namespaces, exec), which a second job per core fills.
     """
     if len(problems) != len(completions) or (modes is not None and len(modes) != len(problems)):
         raise ValueError(f"grade_batch: {len(problems)} problems, {len(completions)} completions, "
                          f"{'no' if modes is None else len(modes)} modes; expected equal lengths")
     modes = modes or [None] * len(problems)
     sandbox.isolation(limits.isolation)  # resolve (and warn) once, before the threads start
-    with ThreadPoolExecutor(workers or os.cpu_count() or 1) as pool:
+    with ThreadPoolExecutor(workers or 2 * (os.cpu_count() or 1)) as pool:
         jobs = pool.map(lambda row: grade(*row, limits=limits), zip(problems, completions, modes))
         return list(tqdm(jobs, total=len(problems), desc="grade", disable=not progress))
 

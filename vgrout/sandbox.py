@@ -15,7 +15,9 @@ bwrap as `nobody` inside a fresh user namespace, where the process count is per 
 (so concurrent sandboxes do not share a quota); on the rlimit-only path as a random unused
 uid of its own, whose processes are all killed afterwards. The limits are set by a trusted
 prelude inside the sandbox, after the namespace exists, so the kernel counts processes
-per sandbox rather than per host user.
+per sandbox rather than per host user. rlimit-only without root has no uid to switch to:
+the process quota is then shared with our user, and host files, the parent process and
+processes that leave the session are not protected; use bubblewrap there.
 """
 from __future__ import annotations
 
@@ -90,9 +92,10 @@ def _bwrap_problem() -> str | None:
     with tempfile.TemporaryDirectory() as d:
         work = Path(d) / "work"
         work.mkdir()
-        _prepare_dirs(Path(d), work, NOBODY)
+        uid = NOBODY if _is_root() else None
+        _prepare_dirs(Path(d), work, uid)
         argv = _bwrap_argv(work) + ["/bin/true"]
-        r = subprocess.run(argv, capture_output=True, text=True, **_user_kwargs(NOBODY))
+        r = subprocess.run(argv, capture_output=True, text=True, **_user_kwargs(uid))
     if r.returncode != 0:
         return f"bwrap failed: {r.stderr.strip()[:200]}"
     return None
