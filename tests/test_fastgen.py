@@ -86,7 +86,8 @@ def test_eos_cut_equals_hf_generate():
     assert any(len(r) < 20 and r[-1] == eos for r in ref)
 
 
-def test_chunked_logprobs_and_grads_equal_token_logprobs():
+@pytest.mark.parametrize("fused_adapter", [True, False])
+def test_chunked_logprobs_and_grads_equal_token_logprobs(fused_adapter):
     model = spread(tiny_qwen3())
     tok = synthetic_tokenizer(V)
     lora = perturbed_lora(model)
@@ -105,7 +106,7 @@ def test_chunked_logprobs_and_grads_equal_token_logprobs():
         return logp.detach(), mask, [p.grad.clone() for p in lora.parameters()]
 
     ref, ref_mask, ref_g = run(grpo.token_logprobs)
-    fast, mask, g = run(lambda m, s: fastgen.token_logprobs(m, s, chunk_tokens=18))
+    fast, mask, g = run(lambda m, s: fastgen.token_logprobs(m, s, chunk_tokens=18, fused_adapter=fused_adapter))
     assert torch.equal(mask, ref_mask)
     torch.testing.assert_close(fast, ref, atol=1e-5, rtol=1e-5)
     for a, b in zip(g, ref_g):
@@ -114,10 +115,22 @@ def test_chunked_logprobs_and_grads_equal_token_logprobs():
     for p in lora.parameters():
         p.grad = None
     with lora.masked(["route"] * len(zones)):
-        logp, _ = fastgen.token_logprobs(model, seqs, chunk_tokens=18)
+        logp, _ = fastgen.token_logprobs(model, seqs, chunk_tokens=18, fused_adapter=fused_adapter)
     logp.sum().backward()
     for m in lora.modules.values():
         assert m.A.grad[:m.r].abs().max() == 0 and m.A.grad[m.r:].abs().max() > 0
+        assert m.B.grad[:, :m.r].abs().max() == 0 and m.B.grad[:, m.r:].abs().max() > 0
+    # the no-grad logπ_old forward pools the gate's bottleneck activations alike
+    deploy = [True, False, True, False, False, True]
+    with torch.no_grad():
+        with lora.sampling(deploy), lora.capture(seqs.pool_weights()) as ref_pooled:
+            ref_old, _ = grpo.token_logprobs(model, seqs)
+        with lora.sampling(deploy), lora.capture(seqs.pool_weights()) as pooled:
+            old, _ = fastgen.token_logprobs(model, seqs, fused_adapter=fused_adapter)
+    torch.testing.assert_close(old, ref_old, atol=1e-5, rtol=1e-5)
+    assert set(pooled) == set(ref_pooled) == set(lora.modules)
+    for k in pooled:
+        torch.testing.assert_close(pooled[k], ref_pooled[k], atol=1e-5, rtol=1e-4)
 
 
 def test_sampler_draws_softmax_within_top_p():

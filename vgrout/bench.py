@@ -236,7 +236,36 @@ def self_check(device) -> dict:
     ref = rollout.generate(model, tok, texts, 48, 0.0, batch_size=8, lora=lora, deploy_rows=deploy)
     fast = fastgen.generate(model, tok, texts, 48, 0.0, batch_size=8, lora=lora, deploy_rows=deploy)
     fastgen.release()
-    return {"greedy_rows_equal": sum(a == b for a, b in zip(ref, fast)), "rows": len(ref)}
+    out = {"greedy_rows_equal": sum(a == b for a, b in zip(ref, fast)), "rows": len(ref)}
+    if torch.device(device).type == "cuda":
+        out["fused_adapter_bf16"] = fused_adapter_check(device)
+    return out
+
+
+def fused_adapter_check(device) -> dict:
+    """bf16 log-probs and adapter gradients of fastgen.token_logprobs (Lora2rDelta) against the
+    Lora2rLinear forward, same bf16 model, mixed keep/absorb/route rows."""
+    model, _ = build_model("qwen3-tiny-random", device, torch.bfloat16, seed=3)
+    lora = ad.attach(model, r=4, seed=0)
+    with torch.no_grad():
+        for m in lora.modules.values():
+            m.B.add_(0.05 * torch.randn_like(m.B))
+    g = torch.Generator().manual_seed(4)
+    ids = torch.randint(2, 512, (6, 96), generator=g)
+    comp = torch.cat([torch.zeros(6, 32), torch.ones(6, 64)], 1).long()
+    seqs = rollout.Seqs(ids, torch.ones_like(ids), comp).to(device)
+    zones = ["keep", "absorb", "route"] * 2
+    res = []
+    for fused in (False, True):
+        for p in lora.parameters():
+            p.grad = None
+        with lora.masked(zones):
+            logp, _ = fastgen.token_logprobs(model, seqs, fused_adapter=fused)
+        logp.sum().backward()
+        res.append((logp.detach().float(), torch.cat([p.grad.flatten() for p in lora.parameters()])))
+    (l0, g0), (l1, g1) = res
+    return {"logp_max_abs_diff": float((l1 - l0).abs().max()),
+            "grad_rel_err": float((g1 - g0).norm() / g0.norm())}
 
 
 def bf16_agreement(model, lora, prompts, n_new, device) -> dict:
@@ -344,7 +373,8 @@ def bench(model: str = "qwen3-4b-random", batch: int = 64, prompt_len: int = 300
 
 def _steps(lora, prompts, group, new_tokens, micro_batch, gen_batch, prompt_len, steps, release,
            device, seed) -> dict:
-    """Whole GRPO steps; the last one is reported (the first warms up when steps > 1). With
+    """Whole GRPO steps; per phase, the median over the steps after the first (which warms up;
+    a single step is reported as it is). With
     `release`, the KV cache is freed after each generation so the train forward gets the memory."""
     mdl, batch = lora.model, len(prompts)
     cuda = torch.device(device).type == "cuda"
@@ -356,9 +386,10 @@ def _steps(lora, prompts, group, new_tokens, micro_batch, gen_batch, prompt_len,
         torch.cuda.reset_peak_memory_stats(device)
     times = [grpo_step(lora, opt, prompts, group, new_tokens, micro_batch, gen_batch, device,
                        release, seed + i)[0] for i in range(steps)]
-    out = dict(times[-1])
+    later = times[1:] or times
+    out = {k: sorted(t[k] for t in later)[len(later) // 2] for k in times[0]}  # medians
     out["steps_run"] = steps
-    out["first_step_s"] = times[0]["step"]
+    out["step_times_s"] = [t["step"] for t in times]
     if cuda:
         out["peak_allocated_GB"] = torch.cuda.max_memory_allocated(device) / 1e9
         out["peak_reserved_GB"] = torch.cuda.max_memory_reserved(device) / 1e9
@@ -366,7 +397,7 @@ def _steps(lora, prompts, group, new_tokens, micro_batch, gen_batch, prompt_len,
 
 
 def run_trl(model: str, batch: int, prompt_len: int, new_tokens: int, group: int, micro_batch: int,
-            rank: int, seed: int, steps: int = 3) -> dict:
+            rank: int, seed: int, steps: int = 4) -> dict:
     """TRL's GRPOTrainer on the same shape, in its own process (its memory is its own)."""
     script = Path(__file__).resolve().parents[1] / "bench" / "trl_grpo.py"
     with tempfile.TemporaryDirectory() as tmp:
@@ -414,7 +445,7 @@ def _fmt(v) -> str:
 # prompts, 256 new tokens, micro-batch 8, adapter rank 32 = TRL's LoRA r), generation at batch 256,
 # and the paper preset (16 prompts x 16 rollouts, 1,536 new tokens, r=32).
 PRESETS = {
-    "issue": dict(batch=64, prompt_len=300, new_tokens=256, group=8, micro_batch=8, r=16, trl=True),
+    "issue": dict(batch=64, prompt_len=300, new_tokens=256, group=8, micro_batch=8, r=16, steps=3, trl=True),
     "gen256": dict(batch=256, prompt_len=512, new_tokens=256, group=8, r=16, steps=0, check=False),
     "paper": dict(batch=256, prompt_len=512, new_tokens=1536, group=16, micro_batch=16, r=32,
                   gen_batch=128, steps=1, hf_tokens=None, check=False),

@@ -14,11 +14,14 @@ Two drop-in replacements, same arguments and results as the plain path:
   materialised, in fp32 or at all. The lora2r masks in force at the forward are restored for
   the recompute in the backward, so `loss.backward()` may run outside `Lora2r.masked`.
 
-The prompt (prefill) runs through the model's own modules, lora2r wrappers included. In the
-decode step each lora2r delta is computed as one pair of matmuls:
-    delta(x) = [B, −B0] · (s ⊙ [A; A0]·x),   s = (1 … 1, m … m, 1 … 1, m … m)
-the same function as `Lora2rLinear` (deployed + m · quarantine) up to fp32 summation order.
-Sampling carries no gradient: the ratio ρ reads logπ_old from the teacher-forced forward.
+In the engine (prompt prefill and decode step) each lora2r delta is one pair of matmuls in the
+model's dtype, from copies of the adapter refreshed at every call:
+    delta(x) = [B − B0, B0] · (s ⊙ [A; A − A0]·x),   s = (1 … 1, m … m, 1 … 1, m … m)
+(B·A − B0·A0 regrouped so no difference of nearly equal terms is formed after rounding)
+the same function as `Lora2rLinear` (deployed + m · quarantine; m = 0 on deploy rows makes the
+quarantine term exactly zero), computed in bf16 with fp32 accumulation on a GPU instead of
+Lora2rLinear's fp32. Sampling carries no gradient and the ratio ρ reads logπ_old from the
+teacher-forced forward, so this rounding only perturbs the sampler, never the loss.
 
 Supported: decoder-only models laid out like Llama / Qwen3 in transformers (embed_tokens,
 layers[i].self_attn.{q,k,v,o}_proj (+ q_norm, k_norm), mlp, the two RMSNorms, rotary_emb, norm),
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+from functools import partial
 import time
 from dataclasses import dataclass
 
@@ -42,7 +46,11 @@ from vgrout.grpo import position_ids
 from vgrout.rollout import Seqs, pad_id
 
 CACHE_ALIGN = 64       # cache length rounded up: aligned attention masks, fewer graph shapes
-SPAN = 256             # a decode step attends the first k·SPAN cache slots, not all of them
+SPAN = 128             # a decode step attends the first k·SPAN cache slots, not all of them
+# Measured on an H200 (docs/performance.md): "bmm" beat SDPA's kernel for the one-token step, and
+# torch's fused rms_norm beat transformers' six-kernel RMSNorm; the other choices stay selectable.
+DECODE_ATTENTION = "bmm"   # or "sdpa"
+FAST_NORM = True           # torch's fused rms_norm in the engine's forwards
 PREFILL_TOKENS = 16384  # prompt tokens per prefill chunk (bounds the fp32 lora2r activations)
 LOGP_TOKENS = 4096      # tokens per log-prob chunk: [LOGP_TOKENS, vocab] fp32 at most
 
@@ -86,24 +94,37 @@ def _attend(a: Arch, layer, h, cos, sin, k_cache, v_cache, slots, mask, lin, spa
     attend)."""
     attn = layer.self_attn
     B, L, _ = h.shape
-    x = layer.input_layernorm(h)
+    x = _norm(layer.input_layernorm, h)
     shape = (B, L, -1, a.head_dim)
     q = lin(attn.q_proj, x).view(shape)
     k = lin(attn.k_proj, x).view(shape)
     v = lin(attn.v_proj, x).view(shape).transpose(1, 2)
     if hasattr(attn, "q_norm"):  # Qwen3: RMSNorm per head before the rotation
-        q, k = attn.q_norm(q), attn.k_norm(k)
+        q, k = _norm(attn.q_norm, q), _norm(attn.k_norm, k)
     q, k = apply_rotary_pos_emb(q.transpose(1, 2), k.transpose(1, 2), cos, sin)
     k_cache.index_copy_(2, slots, k)
     v_cache.index_copy_(2, slots, v)
     # Grouped-query attention without repeating the cache: the G query heads that share a KV
     # head become G·L query rows of that head (head h = kv·G + g, as transformers' repeat_kv).
     G = a.n_heads // a.n_kv
-    o = F.scaled_dot_product_attention(q.reshape(B, a.n_kv, G * L, a.head_dim), k_cache[:, :, :span],
-                                       v_cache[:, :, :span], attn_mask=mask, scale=attn.scaling)
-    o = o.view(B, a.n_heads, L, a.head_dim).transpose(1, 2).reshape(B, L, -1)
+    q = q.reshape(B, a.n_kv, G * L, a.head_dim)
+    k, v = k_cache[:, :, :span], v_cache[:, :, :span]
+    if L == 1 and DECODE_ATTENTION == "bmm":
+        # two batched matmuls that read K and V once; no query tile padded from G rows to 64+
+        w = torch.matmul(q, k.transpose(-1, -2)).float() * attn.scaling
+        w = w.masked_fill(~mask, float("-inf")).softmax(-1).to(v.dtype)
+        o = torch.matmul(w, v)
+    else:
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=attn.scaling)
+    o = o.reshape(B, a.n_heads, L, a.head_dim).transpose(1, 2).reshape(B, L, -1)
     h = h + lin(attn.o_proj, o)
-    return h + _mlp(layer.mlp, layer.post_attention_layernorm(h), lin)
+    return h + _mlp(layer.mlp, _norm(layer.post_attention_layernorm, h), lin)
+
+
+def _norm(mod, x):
+    if FAST_NORM:  # one fused kernel instead of transformers' six (rounding differs slightly)
+        return F.rms_norm(x, (x.shape[-1],), mod.weight, mod.variance_epsilon)
+    return mod(x)
 
 
 def _mlp(mlp, x, lin):
@@ -115,39 +136,41 @@ def _module_lin(module, x):
 
 
 class FusedLora:
-    """Static copies [A; A0] and [B, −B0] of every lora2r module, and the per-row scale s, read by
-    the captured decode step. `refresh` copies the current adapter in (it changes every step)."""
+    """Static copies [A; A − A0] and [B − B0, B0] of every lora2r module in the model's dtype, and the
+    per-row scale s, read by the engine's forwards. `refresh` copies the current adapter in (it
+    changes every optimizer step) and sets each row's quarantine factor m."""
 
-    def __init__(self, lora: Lora2r, batch: int):
+    def __init__(self, lora: Lora2r, batch: int, dtype: torch.dtype):
         self.lora = lora
         self.cat = {}
         for m in lora.modules.values():
             r2 = 2 * m.r
-            self.cat[m] = (m.A.new_empty(2 * r2, m.A.shape[1]), m.B.new_empty(m.B.shape[0], 2 * r2))
-        r = lora.r
-        self.s = torch.ones(batch, 4 * r, device=lora.modules[next(iter(lora.modules))].A.device)
-        self.refresh(torch.ones(batch, device=self.s.device))
+            self.cat[m] = (m.A.new_empty(2 * r2, m.A.shape[1], dtype=dtype),
+                           m.B.new_empty(m.B.shape[0], 2 * r2, dtype=dtype))
+        self.s = torch.ones(batch, 4 * lora.r, dtype=dtype, device=next(iter(self.cat.values()))[0].device)
 
     @torch.no_grad()
     def refresh(self, m_rows: torch.Tensor) -> None:
         for mod, (A, B) in self.cat.items():
             r2 = 2 * mod.r
             A[:r2].copy_(mod.A)
-            A[r2:].copy_(mod.A0)
-            B[:, :r2].copy_(mod.B)
-            torch.neg(mod.B0, out=B[:, r2:])
+            A[r2:].copy_(mod.A - mod.A0)  # differences in fp32, then rounded: see Lora2rDelta
+            B[:, :r2].copy_(mod.B - mod.B0)
+            B[:, r2:].copy_(mod.B0)
         r = self.lora.r
         m = m_rows.to(self.s.dtype)[:, None]
-        for blk in (slice(r, 2 * r), slice(3 * r, 4 * r)):  # the quarantine columns, A and A0
+        for blk in (slice(r, 2 * r), slice(3 * r, 4 * r)):  # the quarantine columns of A and of A − A0
             self.s[:, blk] = m
 
-    def lin(self, module, x):
+    def lin(self, module, x, rows: slice = slice(None)):
+        """module(x) for rows `rows` of the batch: W·x + [B − B0, B0]·(s ⊙ [A; A − A0]·x)."""
         if not isinstance(module, Lora2rLinear):
             return module(x)
         A, B = self.cat[module]
         y = module.base(x)
-        h = F.linear(x.to(A.dtype), A) * self.s.view(-1, *[1] * (x.dim() - 2), self.s.shape[1])
-        return y + F.linear(h, B).to(y.dtype)
+        s = self.s[rows]
+        h = F.linear(x, A) * s.view(s.shape[0], *[1] * (x.dim() - 2), s.shape[1])
+        return torch.addmm(y.flatten(0, -2), h.flatten(0, -2), B.t()).view_as(y)
 
 
 def sample_next(logits: torch.Tensor, temperature: float, top_p: float = 1.0) -> torch.Tensor:
@@ -192,7 +215,7 @@ class Engine:
         self.done = torch.zeros(batch, dtype=torch.bool, device=dev)
         self.out = torch.zeros(batch, cache_len, **z)
         self.ar = torch.arange(cache_len, device=dev)
-        self.fused = FusedLora(lora, batch) if lora is not None else None
+        self.fused = FusedLora(lora, batch, dt) if lora is not None else None
         self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
         # one decode graph per attended span: early steps do not read the empty tail of the cache
         self.spans = sorted({min(cache_len, SPAN * k) for k in range(1, math.ceil(cache_len / SPAN) + 1)})
@@ -216,7 +239,7 @@ class Engine:
         lin = self.fused.lin if self.fused is not None else _module_lin
         for i, layer in enumerate(a.layers):
             h = _attend(a, layer, h, cos, sin, self.k[i], self.v[i], self.slot, mask, lin, span)
-        nxt = self.sample(a.lm_head(a.norm(h[:, -1])))
+        nxt = self.sample(a.lm_head(_norm(a.norm, h[:, -1])))
         self.out.index_copy_(1, self.col, nxt[:, None])
         self.tok.copy_(nxt[:, None])
         self.pos += 1
@@ -245,8 +268,8 @@ class Engine:
 
     @torch.no_grad()
     def prefill(self, prompts: list[list[int]], m_rows: torch.Tensor) -> int:
-        """Left-pad the prompts into slots [0, P), run them through the model's own modules
-        (lora2r wrappers with per-row m), sample the first new token; returns P."""
+        """Left-pad the prompts into slots [0, P), run them through the same layer code as the
+        decode step (in row chunks), sample the first new token; returns P."""
         a, dev = self.a, self.tok.device
         P = max(len(p) for p in prompts)
         ids = torch.full((self.B, P), self.pad_id, dtype=torch.long)
@@ -272,11 +295,11 @@ class Engine:
             mask = m[:, None].repeat(1, 1, G, 1)                               # [b, 1, G·P, P]
             h = a.embed(ids[r0:r1])
             cos, sin = a.rotary(h, pos[r0:r1])
-            with self._lora_rows(m_rows[r0:r1]):
-                for i, layer in enumerate(a.layers):
-                    h = _attend(a, layer, h, cos, sin, self.k[i, r0:r1, :, :P], self.v[i, r0:r1, :, :P],
-                                slots, mask, _module_lin)
-            logits = a.lm_head(a.norm(h[:, -1]))
+            lin = partial(self.fused.lin, rows=slice(r0, r1)) if self.fused else _module_lin
+            for i, layer in enumerate(a.layers):
+                h = _attend(a, layer, h, cos, sin, self.k[i, r0:r1, :, :P], self.v[i, r0:r1, :, :P],
+                            slots, mask, lin)
+            logits = a.lm_head(_norm(a.norm, h[:, -1]))
             nxt = self._sample_rows(logits, r0, r1)
             self.tok[r0:r1, 0] = nxt
         self.pos.copy_((P - first)[:, None])
@@ -296,19 +319,6 @@ class Engine:
             done[r0:r1] = self.done
             self.done = done
         return nxt
-
-    @contextlib.contextmanager
-    def _lora_rows(self, m_rows):
-        if self.lora is None:
-            yield
-            return
-        st = self.lora.state
-        old = (st.m, st.d)
-        st.m, st.d = m_rows, None
-        try:
-            yield
-        finally:
-            st.m, st.d = old
 
     @torch.no_grad()
     def run(self, prompts: list[list[int]], n_new: int, deploy: list[bool],
@@ -422,6 +432,82 @@ def generate(model, tokenizer, prompts: list[str], max_new_tokens: int, temperat
 
 # -- log-prob forwards ------------------------------------------------------------------------
 
+class Lora2rDelta(torch.autograd.Function):
+    """The lora2r delta of `Lora2rLinear` with its keep/absorb/route semantics, as two matmuls in
+    x's dtype (fp32 accumulation) and a hand-written backward. B·A − B0·A0 is a difference of
+    nearly equal terms, so it is regrouped before rounding to bf16 (the differences are formed
+    in fp32, exactly zero at init and after ablation):
+
+        B·A·x − B0·A0·x = (B − B0)·(A·x) + B0·((A − A0)·x)       per block
+        H = x·[A_d; A_d−A0_d; A_q; A_q−A0_q]ᵀ,  delta = (H ⊙ S)·[B_d−B0_d, B0_d, B_q−B0_q, B0_q]ᵀ,
+        S = (1, 1, m, m)
+
+    Backward: the deployed columns see the gradient only on rows whose deployed output is not
+    detached (keep_d = 1 − d), the quarantine columns see it scaled by m; A0, B0 get none."""
+
+    @staticmethod
+    def forward(ctx, x, A, B, A0, B0, m, keep_d):
+        r = A.shape[0] // 2
+        dt = x.dtype
+        dA, dB = A - A0, B - B0
+        Ac = torch.cat([A[:r], dA[:r], A[r:], dA[r:]]).to(dt)                # [4r, d_in]
+        Bc = torch.cat([dB[:, :r], B0[:, :r], dB[:, r:], B0[:, r:]], 1).to(dt)  # [d_out, 4r]
+        rows = (-1,) + (1,) * (x.dim() - 1)
+        S = torch.cat([torch.ones_like(m).view(rows).expand(*rows[:-1], 2 * r),
+                       m.view(rows).expand(*rows[:-1], 2 * r)], -1).to(dt)   # [B, 1.., 4r]
+        HS = F.linear(x, Ac) * S
+        ctx.save_for_backward(x, HS, S, Ac, Bc, keep_d)
+        ctx.r, ctx.dtypes = r, (A.dtype, B.dtype)
+        return F.linear(HS, Bc)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, HS, S, Ac, Bc, keep_d = ctx.saved_tensors
+        r = ctx.r
+        gd = g * keep_d.view((-1,) + (1,) * (g.dim() - 1)).to(g.dtype)  # deployed: detached rows off
+        gH = torch.cat([F.linear(gd, Bc[:, :2 * r].t()), F.linear(g, Bc[:, 2 * r:].t())], -1) * S
+        x2, g2, gd2 = x.flatten(0, -2), g.flatten(0, -2), gd.flatten(0, -2)
+        gH2, HS2 = gH.flatten(0, -2), HS.flatten(0, -2)
+        # B enters as B − B0 against A·x; A enters twice, as A·x and as (A − A0)·x
+        grad_B = torch.cat([gd2.t() @ HS2[:, :r], g2.t() @ HS2[:, 2 * r:3 * r]], 1)
+        grad_A = torch.cat([(gH2[:, :r] + gH2[:, r:2 * r]).t() @ x2,
+                            (gH2[:, 2 * r:3 * r] + gH2[:, 3 * r:]).t() @ x2])
+        grad_x = F.linear(gH, Ac.t()) if ctx.needs_input_grad[0] else None
+        return grad_x, grad_A.to(ctx.dtypes[0]), grad_B.to(ctx.dtypes[1]), None, None, None, None
+
+
+def _fast_lora2r_forward(mod: Lora2rLinear, x: torch.Tensor) -> torch.Tensor:
+    """Lora2rLinear.forward with the delta from Lora2rDelta; the pooled bottleneck activations
+    (the gate's input) stay fp32: mean_t(w_t·A_d·x_t) = A_d·(Σ_t w_t·x_t)."""
+    st = mod.state
+    n = x.shape[0]
+    if st.pool_weights is not None:
+        xp = torch.einsum("bt,bti->bi", st.pool_weights.float(), x.float())
+        st.pooled[mod.name] = F.linear(xp, mod.A[:mod.r].detach())
+    m = st.m if st.m is not None else x.new_ones(n, dtype=torch.float32)
+    keep_d = (~st.d).float() if st.d is not None else x.new_ones(n, dtype=torch.float32)
+    return mod.base(x) + Lora2rDelta.apply(x, mod.A, mod.B, mod.A0, mod.B0, m, keep_d)
+
+
+@contextlib.contextmanager
+def _fused_adapter(module: torch.nn.Module, on: bool):
+    """Within the block, the lora2r Linears under `module` compute their delta with Lora2rDelta."""
+    mods = [m for m in module.modules() if isinstance(m, Lora2rLinear)] if on else []
+    for m in mods:
+        m.forward = partial(_fast_lora2r_forward, m)
+    try:
+        yield
+    finally:
+        for m in mods:
+            del m.forward
+
+
+def _layer_forward(layer, h, fused_adapter, **kw):
+    with _fused_adapter(layer, fused_adapter):  # here, so that the checkpoint recompute has it too
+        out = layer(h, **kw)
+    return out[0] if isinstance(out, tuple) else out
+
+
 def routing_state(model):
     """The lora2r routing state shared by the model's wrapped Linears (None without lora2r)."""
     return next((m.state for m in model.modules() if isinstance(m, Lora2rLinear)), None)
@@ -447,8 +533,9 @@ def _masks_at_forward(st):
     return fn
 
 
-def hidden_states(model, seqs: Seqs, checkpoint_layers: bool = True):
-    """Final-norm hidden states [B, T, D]; each decoder layer checkpointed when grad is on."""
+def hidden_states(model, seqs: Seqs, checkpoint_layers: bool = True, fused_adapter: bool = True):
+    """Final-norm hidden states [B, T, D]; each decoder layer checkpointed when grad is on.
+    fused_adapter: lora2r deltas through Lora2rDelta (x's dtype) instead of Lora2rLinear's fp32."""
     a = arch(model)
     ids, attn = seqs.input_ids, seqs.attention_mask
     B, T = ids.shape
@@ -466,10 +553,9 @@ def hidden_states(model, seqs: Seqs, checkpoint_layers: bool = True):
     for layer in a.layers:
         kw = dict(attention_mask=mask, position_ids=pos, position_embeddings=(cos, sin))
         if grad:
-            h = checkpoint(layer, h, use_reentrant=False, context_fn=ctx, **kw)
+            h = checkpoint(_layer_forward, layer, h, fused_adapter, use_reentrant=False, context_fn=ctx, **kw)
         else:
-            h = layer(h, **kw)
-        h = h[0] if isinstance(h, tuple) else h
+            h = _layer_forward(layer, h, fused_adapter, **kw)
     return a.norm(h)
 
 
@@ -478,10 +564,13 @@ def _chunk_logp(h: torch.Tensor, targets: torch.Tensor, weight: torch.Tensor) ->
     return logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - logits.logsumexp(-1)
 
 
-def token_logprobs(model, seqs: Seqs, chunk_tokens: int = LOGP_TOKENS) -> tuple[torch.Tensor, torch.Tensor]:
-    """Drop-in for `grpo.token_logprobs`: log π(token) on the completion tokens ([B, Lc], mask)."""
+def token_logprobs(model, seqs: Seqs, chunk_tokens: int = LOGP_TOKENS,
+                   fused_adapter: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+    """Drop-in for `grpo.token_logprobs`: log π(token) on the completion tokens ([B, Lc], mask).
+    With fused_adapter the lora2r deltas run in the model's dtype (bf16 on a GPU) with fp32
+    accumulation, like a standard bf16 LoRA; fused_adapter=False keeps Lora2rLinear's fp32."""
     Lc = int(seqs.completion_mask.sum(1).max())
-    h = hidden_states(model, seqs)[:, -(Lc + 1):-1]
+    h = hidden_states(model, seqs, fused_adapter=fused_adapter)[:, -(Lc + 1):-1]
     targets = seqs.input_ids[:, -Lc:]
     weight = arch(model).lm_head.weight
     B = h.shape[0]
