@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Sequence
@@ -251,10 +252,15 @@ def _block_slice(t: torch.Tensor, mod: Lora2rLinear, is_A: bool, block: str) -> 
 
 
 def attach(model: nn.Module, r: int, init_scale: float = 1.0, seed: int = 0,
-           targets: Sequence[str] = DEFAULT_TARGETS) -> Lora2r:
-    """Wrap every nn.Linear whose name ends with a target suffix; freeze the base model."""
+           targets: Sequence[str] = DEFAULT_TARGETS, last_layers: int | None = None) -> Lora2r:
+    """Wrap every nn.Linear whose name ends with a target suffix; freeze the base model.
+
+    last_layers: wrap only the top N decoder layers (None: all). On a CPU this is the big
+    saving: no gradient has to flow below the first adapted layer."""
     if r < 1:
         raise InputError(f"adapter.r must be >= 1, got {r}")
+    if last_layers is not None and last_layers < 1:
+        raise InputError(f"adapter.last_layers must be >= 1 or null, got {last_layers}")
     for p in model.parameters():
         p.requires_grad_(False)
     generator = torch.Generator().manual_seed(seed)
@@ -262,6 +268,12 @@ def attach(model: nn.Module, r: int, init_scale: float = 1.0, seed: int = 0,
     modules: dict[str, Lora2rLinear] = {}
     names = [n for n, mod in model.named_modules()
              if isinstance(mod, nn.Linear) and n.rsplit(".", 1)[-1] in targets]
+    if last_layers is not None:
+        index = {n: int(m.group(1)) for n in names if (m := re.search(r"\.layers\.(\d+)\.", n))}
+        if not index:
+            raise InputError("adapter.last_layers is set but no module name has a '.layers.N.' index")
+        top = max(index.values())
+        names = [n for n in names if n in index and index[n] > top - last_layers]
     if not names:
         raise InputError(f"adapter.targets {list(targets)} match no nn.Linear in the model")
     for name in names:  # named_modules order is deterministic, so the init is too
@@ -270,7 +282,8 @@ def attach(model: nn.Module, r: int, init_scale: float = 1.0, seed: int = 0,
         wrapped = Lora2rLinear(getattr(parent, child), name, r, init_scale, generator, state)
         setattr(parent, child, wrapped)
         modules[name] = wrapped
-    config = {"r": r, "init_scale": init_scale, "seed": seed, "targets": list(targets)}
+    config = {"r": r, "init_scale": init_scale, "seed": seed, "targets": list(targets),
+              "last_layers": last_layers}
     return Lora2r(model=model, modules=modules, state=state, config=config)
 
 

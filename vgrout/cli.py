@@ -48,7 +48,9 @@ def substrate_check(problems: list[Path] = typer.Argument(None, help="problem fi
     files = problems or [Path("data/substrate/train.jsonl"), Path("data/substrate/test.jsonl")]
     probs = [p for f in files for p in substrate.load_any(f)]
     report = substrate.self_check(probs)
-    substrate.print_check(report, console)
+    console.print(substrate.format_check(report), highlight=False)
+    if not report["ok"]:
+        raise typer.Exit(1)
 
 
 @app.command()

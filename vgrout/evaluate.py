@@ -83,7 +83,7 @@ def run(model_dir: str, problems_path: str, run_dir: str | None, out_dir: str, r
         raise InputError(f"{final}: no final adapter (did train finish?)")
     cfg = ad.config_of(final)
     lora = ad.attach(model, r=cfg["r"], init_scale=cfg["init_scale"], seed=cfg["seed"],
-                     targets=cfg["targets"])
+                     targets=cfg["targets"], last_layers=cfg.get("last_layers"))
     ckpts = sorted((run_dir / "ckpt").glob("step_*"), key=lambda p: int(p.name.split("_")[1]))
     curve = []
     for ck in tqdm(ckpts, desc=f"eval curve {run}", disable=not progress):

@@ -506,7 +506,8 @@ def _report(problems, n_checked, canonical, excluded, hacks) -> dict:
 
 
 def build(source: str = "humaneval", seed: int = 0, none_frac: float = 0.25, test_frac: float = 0.25,
-          leetcode_train=None, leetcode_test=None, limits=None, progress: bool = True):
+          leetcode_train=None, leetcode_test=None, limits=None, progress: bool = True,
+          limit: int | None = None):
     """Build the substrate. Returns (train, test, check_report).
 
     humaneval: one pool, split ~3:1 seeded and stratified by mode. leetcode: the given train
@@ -522,6 +523,8 @@ def build(source: str = "humaneval", seed: int = 0, none_frac: float = 0.25, tes
         pools = {"train": load_leetcode(leetcode_train), "test": load_leetcode(leetcode_test)}
     else:
         raise InputError(f"unknown source {source!r}; valid: humaneval, leetcode")
+    if limit is not None:  # small presets: the first `limit` problems of each source file
+        pools = {name: pool[:limit] for name, pool in pools.items()}
     everything = [p for pool in pools.values() for p in pool]
     canonical, excluded = check_canonical(everything, limits, progress)
     bad = {e["id"] for e in excluded}
@@ -554,3 +557,25 @@ def format_check(report: dict) -> str:
     lines.append(f"off-diagonal templates paid: {leaks or 'none'}")
     lines.append(f"verdict: {'OK' if report['ok'] else 'FAILED'}")
     return "\n".join(lines)
+
+
+def build_stage(cfg: dict, out_dir="data/substrate", check_path="metrics/substrate_check.json",
+                progress: bool = True) -> dict:
+    """The `substrate` stage: build from params' `substrate` block, write the splits and the
+    self-check. A failed self-check is an error, never a silently used substrate."""
+    from vgrout.io import write_json
+    known = {"source", "seed", "none_frac", "test_frac", "limit", "leetcode_train", "leetcode_test"}
+    if unknown := set(cfg) - known:
+        raise InputError(f"params substrate: unknown key(s) {sorted(unknown)}; valid: {sorted(known)}")
+    lc_train, lc_test = cfg.get("leetcode_train"), cfg.get("leetcode_test")
+    if cfg["source"] == "leetcode":
+        lc_train = lc_train or fetch_leetcode("leetcode_train_medhard_filtered")
+        lc_test = lc_test or fetch_leetcode("leetcode_test_medhard")
+    train, test, report = build(cfg["source"], cfg["seed"], cfg["none_frac"], cfg["test_frac"],
+                                lc_train, lc_test, limit=cfg.get("limit"), progress=progress)
+    write_problems(Path(out_dir) / "train.jsonl", train)
+    write_problems(Path(out_dir) / "test.jsonl", test)
+    write_json(check_path, report)
+    if not report["ok"]:
+        raise InputError(f"{check_path}: the substrate self-check failed:\n{format_check(report)}")
+    return report

@@ -62,6 +62,7 @@ class TrainConfig:
     r: int = 8
     init_scale: float = 1.0
     targets: list[str] = field(default_factory=lambda: list(ad.DEFAULT_TARGETS))
+    last_layers: int | None = None
     q_lo: float = 0.25
     q_hi: float = 0.75
     buffer_size: int = 512
@@ -83,7 +84,8 @@ class TrainConfig:
 def build_student(cfg: TrainConfig):
     model, tok = load(cfg.model_dir, device=cfg.device)
     # The adapter init is seeded by the run seed alone, so every arm of a seed starts identical.
-    lora = ad.attach(model, r=cfg.r, init_scale=cfg.init_scale, seed=cfg.seed, targets=cfg.targets)
+    lora = ad.attach(model, r=cfg.r, init_scale=cfg.init_scale, seed=cfg.seed, targets=cfg.targets,
+                     last_layers=cfg.last_layers)
     return lora, tok
 
 
@@ -165,6 +167,7 @@ class Rollout:
     reward: float = 0.0
     gt_pass: bool = False
     hacked: bool = False
+    regrade: bool = False  # a teacher completion cut to max_new_tokens
 
 
 def collect(cfg, lora, tok, problems: list[Problem], pool, sampler: random.Random) -> list[Rollout]:
@@ -192,16 +195,23 @@ def collect(cfg, lora, tok, problems: list[Problem], pool, sampler: random.Rando
             raise InputError(f"{cfg.pool}: no teacher completions for problem {p.id}")
         for _ in range(n_teacher):
             t = sampler.choice(candidates)
-            c_ids = tok(t["completion"], add_special_tokens=False)["input_ids"][:cfg.max_new_tokens]
-            out.append(Rollout(p, text, c_ids, t["completion"], "teacher", False,
-                               float(t["reward"]), bool(t["gt_pass"]), bool(t["hacked"])))
+            c_ids = tok(t["completion"], add_special_tokens=False)["input_ids"]
+            r = Rollout(p, text, c_ids, t["completion"], "teacher", False,
+                        float(t["reward"]), bool(t["gt_pass"]), bool(t["hacked"]))
+            if len(c_ids) > cfg.max_new_tokens:
+                # the student could not have written past max_new_tokens: train on the cut
+                # completion, graded afresh like a student's (its pool reward no longer holds)
+                r.completion_ids = c_ids[:cfg.max_new_tokens]
+                r.text = tok.decode(r.completion_ids, skip_special_tokens=True)
+                r.regrade = True
+            out.append(r)
     return out
 
 
 def grade_students(rollouts: list[Rollout]) -> None:
-    students = [r for r in rollouts if r.source == "student"]
-    grades = grader.grade_batch([r.problem for r in students], [r.text for r in students], progress=False)
-    for r, g in zip(students, grades):
+    todo = [r for r in rollouts if r.source == "student" or r.regrade]
+    grades = grader.grade_batch([r.problem for r in todo], [r.text for r in todo], progress=False)
+    for r, g in zip(todo, grades):
         r.reward, r.gt_pass, r.hacked = g.reward, g.gt_pass, g.hacked
 
 
@@ -425,7 +435,7 @@ def config_from_params(params: dict, arm: str, seed: int, root: str | Path = "."
         log_path=str(root / "metrics" / "runs" / run / "steps.jsonl"),
         **{k: v for k, v in t.items() if k in known},
         r=get(params, "adapter.r"), init_scale=get(params, "adapter.init_scale"),
-        targets=list(get(params, "adapter.targets")),
+        targets=list(get(params, "adapter.targets")), last_layers=get(params, "adapter.last_layers"),
         q_lo=get(params, "gate.q_lo"), q_hi=get(params, "gate.q_hi"),
         buffer_size=get(params, "gate.buffer_size"), warmup=get(params, "gate.warmup"),
         placebo_seed=get(params, "gate.placebo_seed"), refresh_every=get(params, "gate.refresh_every"),

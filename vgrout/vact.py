@@ -176,7 +176,8 @@ def extract_stage(params: dict, seed: int, model_dir: str, pairs_path: str, out_
     system = data.get("system")
     model, tok = load(model_dir)
     lora = ad.attach(model, r=get(params, "adapter.r"), init_scale=get(params, "adapter.init_scale"),
-                     seed=seed, targets=get(params, "adapter.targets"))
+                     seed=seed, targets=get(params, "adapter.targets"),
+                     last_layers=get(params, "adapter.last_layers"))
     n_haar = get(params, "vact.n_haar")
     modes = get(params, "vact.modes")
     held = set(get(params, "vact.heldout_modes"))
