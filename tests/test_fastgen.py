@@ -86,8 +86,9 @@ def test_eos_cut_equals_hf_generate():
     assert any(len(r) < 20 and r[-1] == eos for r in ref)
 
 
-@pytest.mark.parametrize("fused_adapter", [True, False])
-def test_chunked_logprobs_and_grads_equal_token_logprobs(fused_adapter):
+@pytest.mark.parametrize("fused_adapter,checkpointed", [(True, True), (True, False), (False, True)])
+def test_chunked_logprobs_and_grads_equal_token_logprobs(fused_adapter, checkpointed, monkeypatch):
+    monkeypatch.setattr(fastgen, "CHECKPOINT_ABOVE_TOKENS", 0 if checkpointed else 10 ** 9)
     model = spread(tiny_qwen3())
     tok = synthetic_tokenizer(V)
     lora = perturbed_lora(model)
