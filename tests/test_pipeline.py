@@ -1,0 +1,128 @@
+"""The DVC pipeline end to end on the CI preset (tiny student, few problems and steps):
+every artifact is produced and well-formed, the caching contract holds, and a reviewer's fresh
+clone gets every output with `dvc pull` without recomputing."""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[1]
+ARMS = ["none", "routeA", "placebo", "absorb", "heldout"]
+
+
+def sh(cmd, cwd, check=True):
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    out = subprocess.run(cmd, cwd=cwd, shell=True, capture_output=True, text=True, env=env)
+    if check and out.returncode:
+        raise AssertionError(f"{cmd} failed ({out.returncode}):\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
+    return out.stdout + out.stderr
+
+
+def ran(log: str) -> set[str]:
+    return set(re.findall(r"Running stage '([^']+)'", log))
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory):
+    """A copy of the project's tracked tree, switched to the CI preset, after a full repro."""
+    work = tmp_path_factory.mktemp("pipeline") / "vgrout"
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT,
+                           capture_output=True, text=True, check=True).stdout.split()
+    for f in files:
+        if (ROOT / f).is_file():
+            (work / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / f, work / f)
+    for junk in ["dvc.lock", "metrics", "plots"]:  # outputs of the default preset, if any
+        p = work / junk
+        shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
+    sh("git init -q && git add -A && git -c user.name=t -c user.email=t@t commit -qm init", work)
+    sh(f"{sys.executable} -m vgrout.cli preset ci", work)
+    sh(f"dvc remote modify local url {work.parent / 'remote'}", work)
+    log = sh("dvc repro", work)
+    assert {"model", "substrate", "pairs", "teacher_pool", "aggregate"} <= ran(log)
+    return work
+
+
+def test_every_artifact_exists_and_is_well_formed(repo):
+    for arm in ARMS:
+        res = json.loads((repo / f"metrics/runs/{arm}-0/per_mode_deploy.json").read_text())
+        views = {(r["view"], r["mode"]) for r in res["rows"]}
+        assert ("deploy", "overall") in views and ("train", "overall") in views
+        for r in res["rows"]:
+            assert 0 <= r["hack_lo"] <= r["hack"] <= r["hack_hi"] <= 1
+            assert r["n_hacked"] <= r["n"] and r["n_solved"] <= r["n"]
+        curve = json.loads((repo / f"metrics/runs/{arm}-0/eval_curve.json").read_text())
+        assert {r["step"] for r in curve["rows"]} == {0, 2, 4}  # ckpt_every 2, steps 4
+        steps = [json.loads(line) for line in open(repo / f"metrics/runs/{arm}-0/steps.jsonl")]
+        assert [s["step"] for s in steps] == [0, 1, 2, 3]
+    assert json.loads((repo / "metrics/runs/base/per_mode_deploy.json").read_text())["rows"]
+    for a in ["A1", "A2", "A3", "A4", "A5", "A6", "A7"]:
+        md = (repo / f"metrics/artifacts/{a}.md").read_text()
+        assert md.startswith("#") and len(md) > 100, a
+        pd.read_csv(repo / f"metrics/artifacts/{a}.csv")  # parses
+    a3 = pd.read_csv(repo / "metrics/artifacts/A3.csv")
+    assert set(a3["arm"]) == {"none", "routeA", "placebo", "absorb"}
+    summary = json.loads((repo / "metrics/summary.json").read_text())
+    assert set(ARMS) <= set(summary)
+    assert summary["none"]["qmass"] == 0  # the none arm never routes
+    a6 = (repo / "metrics/artifacts/A6.md").read_text()
+    for mode in ["overwrite_tests", "hardcode", "exit_code", "stdout_marker"]:
+        assert mode in a6
+    for png in (repo / "plots/png").glob("*.png"):
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    for html in (repo / "plots/html").glob("*.html"):
+        assert "<script src=" not in html.read_text()  # JavaScript inlined: works offline
+    assert (repo / "dvc.lock").exists()
+
+
+def test_caching_contract(repo):
+    t0 = time.perf_counter()
+    log = sh("dvc repro", repo)
+    print(f"no-op dvc repro: {time.perf_counter() - t0:.1f} s")
+    assert ran(log) == set(), log
+
+    # a gate param re-runs train (and so eval, aggregate), never extract_vact
+    params = (repo / "params.yaml").read_text()
+    (repo / "params.yaml").write_text(params.replace("  q_hi: 0.75", "  q_hi: 0.8"))
+    status = sh("dvc status --json", repo)
+    changed = set(json.loads(status))
+    assert {f"train@{a}-0" for a in ARMS} <= changed and "aggregate" in changed
+    assert not any(s.startswith(("extract_vact", "eval", "model", "substrate", "pairs", "teacher_pool"))
+                   for s in changed), changed
+    # the eval temperature re-runs eval and aggregate only
+    (repo / "params.yaml").write_text(params.replace("  temperature: 0.7", "  temperature: 0.9"))
+    changed = set(json.loads(sh("dvc status --json", repo)))
+    assert changed == {f"eval@{a}-0" for a in ARMS} | {"eval_base"}, changed
+    (repo / "params.yaml").write_text(params)
+
+    # editing one pair file re-runs extract_vact, train, eval and aggregate, never
+    # model, substrate or teacher_pool (a real repro)
+    pair_file = repo / "data/pairs/hack_exit_code.md"
+    original = pair_file.read_text()
+    pair_file.write_text(original.replace("exit", "exit", 1) + "\n<!-- reviewed -->\n")
+    log = sh("dvc repro", repo)
+    stages = ran(log)
+    assert {"extract_vact@0", "aggregate"} | {f"train@{a}-0" for a in ARMS} \
+        | {f"eval@{a}-0" for a in ARMS} <= stages, stages
+    assert not stages & {"model", "substrate", "teacher_pool", "eval_base"}, stages
+
+
+def test_push_fresh_clone_pull_recomputes_nothing(repo, tmp_path):
+    sh("git add -A && git -c user.name=t -c user.email=t@t commit -qm results && dvc push -q", repo)
+    clone = tmp_path / "clone"
+    sh(f"git clone -q {repo} {clone}", tmp_path)
+    sh(f"dvc remote modify local url {repo.parent / 'remote'}", clone)
+    assert json.loads((clone / "metrics/summary.json").read_text())  # committed metrics
+    sh("dvc pull -q", clone)
+    assert (clone / "runs/train/routeA-0/adapter.safetensors").exists()
+    status = sh("dvc status", clone)
+    assert "up to date" in status, status
+    assert ran(sh("dvc repro", clone)) == set()
