@@ -110,8 +110,10 @@ def test_caching_contract(repo):
     pair_file.write_text(original.replace("exit", "exit", 1) + "\n<!-- reviewed -->\n")
     log = sh("dvc repro", repo)
     stages = ran(log)
-    assert {"extract_vact@0", "aggregate"} | {f"train@{a}-0" for a in ARMS} \
-        | {f"eval@{a}-0" for a in ARMS} <= stages, stages
+    # eval re-runs where the trained run changed; the placebo arm's Haar direction does not
+    # depend on the pairs, so DVC may rightly keep its eval (and so the test does not ask it)
+    assert {"extract_vact@0", "aggregate", "eval@routeA-0", "eval@heldout-0"} \
+        | {f"train@{a}-0" for a in ARMS} <= stages, stages
     assert not stages & {"model", "substrate", "teacher_pool", "eval_base"}, stages
 
 

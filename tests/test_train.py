@@ -96,3 +96,21 @@ def test_changed_config_never_resumes_a_stale_checkpoint(setup):
     cfg2 = _cfg(root, model_dir, "stale", steps=2, ckpt_every=1, lr=5e-3)
     train.train(cfg2, progress=False)
     assert [r["step"] for r in _rows(cfg2.log_path)] == [0, 1]  # started over, not from step 1
+
+
+def test_refresh_re_extracts_v_act_in_the_current_basis(setup):
+    """gate.refresh_every: from the refresh step on, gate scores use v_act re-read from the pairs
+    with the trained adapter; before it, the init direction."""
+    from pathlib import Path
+
+    root, model_dir = setup
+    pair_files = sorted(str(p) for p in (Path(__file__).resolve().parents[1] / "data/pairs").glob("hack_*.md"))
+    cfg = _cfg(root, model_dir, "refresh", steps=3, ckpt_every=3, refresh_every=2, pair_files=pair_files)
+    out = train.train(cfg, progress=False)
+    rows = [json.loads(line) for line in open(out / "rollouts.jsonl")]
+    acts = load_file(str(out / "rollout_acts.safetensors"))
+    init_scores = vact.score(acts, vact.load_direction(root / "v.safetensors"))
+    logged = torch.tensor([r["score"] for r in rows])
+    steps = torch.tensor([r["step"] for r in rows])
+    assert torch.allclose(logged[steps < 2], init_scores[steps < 2], atol=1e-5)
+    assert not torch.allclose(logged[steps == 2], init_scores[steps == 2], atol=1e-3)

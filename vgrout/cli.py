@@ -153,6 +153,24 @@ def preset(name: str, params_file: Path = PARAMS):
     console.print(f"{params_file} <- {src}")
 
 
+@app.command()
+def bench(preset: str = typer.Option("issue", help="issue | gen256 | paper (vgrout.bench.PRESETS)"),
+          model: Optional[str] = typer.Option(None, help="e.g. qwen3-4b-random, qwen3-tiny-random"),
+          batch: Optional[int] = None, new_tokens: Optional[int] = None, prompt_len: Optional[int] = None,
+          trl: bool = typer.Option(False, help="also time TRL's GRPOTrainer on the same shape"),
+          out: Path = typer.Option(Path("bench.json"), "-o", "--out")):
+    """Time generation (and its ratio to the decode floor), logπ_old, train forward+backward and
+    a whole GRPO step; print a table and write json."""
+    from vgrout import bench as b
+    if preset not in b.PRESETS:
+        raise InputError(f"bench preset '{preset}' unknown; valid: {sorted(b.PRESETS)}")
+    kw = dict(b.PRESETS[preset])
+    kw.update({k: v for k, v in dict(model=model, batch=batch, new_tokens=new_tokens,
+                                     prompt_len=prompt_len).items() if v is not None})
+    kw.update(trl=trl or kw.get("trl", False), out_json=str(out))
+    b.bench(**kw)
+
+
 @app.command("model")
 def model_prepare(spec: str, out_dir: Path = typer.Option(Path("models/student"))):
     """Materialise a model spec as a plain safetensors directory (the `model` stage)."""

@@ -108,7 +108,7 @@ def load_pool(path: str) -> dict[str, list[dict]]:
 # -- checkpoints ------------------------------------------------------------------------------
 
 def save_checkpoint(out: Path, step: int, lora, opt, gate: Gate, sampler: random.Random,
-                    n_log_rows: int) -> None:
+                    n_log_rows: int, direction: dict[str, torch.Tensor]) -> None:
     """Write ckpt/step_N atomically (temp dir + rename), then point `latest` at it."""
     final = out / "ckpt" / f"step_{step:05d}"
     tmp = out / "ckpt" / f".tmp_step_{step:05d}"
@@ -116,6 +116,7 @@ def save_checkpoint(out: Path, step: int, lora, opt, gate: Gate, sampler: random
     tmp.mkdir(parents=True)
     lora.save(tmp / "adapter.safetensors")
     torch.save(opt.state_dict(), tmp / "optimizer.pt")
+    vact.save_direction(tmp / "direction.safetensors", direction)  # refreshed v_act, if any
     state = {"step": step, "n_log_rows": n_log_rows, "gate": gate.state_dict(),
              "sampler": sampler.getstate(), "torch_rng": torch.get_rng_state().tolist(),
              "cuda_rng": [s.tolist() for s in torch.cuda.get_rng_state_all()]
@@ -135,6 +136,7 @@ def load_checkpoint(out: Path, lora, opt) -> dict | None:
     lora.load(ckpt / "adapter.safetensors")
     opt.load_state_dict(torch.load(ckpt / "optimizer.pt", weights_only=True))
     state = json.loads((ckpt / "state.json").read_text())
+    state["name"] = ckpt.name
     torch.set_rng_state(torch.tensor(state["torch_rng"], dtype=torch.uint8))
     if state["cuda_rng"] is not None and torch.cuda.is_available():
         torch.cuda.set_rng_state_all([torch.tensor(s, dtype=torch.uint8) for s in state["cuda_rng"]])
@@ -316,13 +318,14 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
         gate = Gate.from_state_dict(state["gate"])
         sampler.setstate(_tuplify(state["sampler"]))
         truncate_logs(cfg, out, start, state["n_log_rows"])
+        direction = vact.load_direction(out / "ckpt" / state["name"] / "direction.safetensors", lora)
     else:
         for stale in (Path(cfg.log_path), out / "rollouts.jsonl"):
             stale.unlink(missing_ok=True)
         for f in (out / "acts").glob("*.safetensors"):
             f.unlink()
         lora.save(out / "adapter_init.safetensors")
-        save_checkpoint(out, 0, lora, opt, gate, sampler, 0)
+        save_checkpoint(out, 0, lora, opt, gate, sampler, 0, direction)
     Path(cfg.log_path).parent.mkdir(parents=True, exist_ok=True)
 
     n_rows = start
@@ -330,7 +333,9 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
                initial=start, total=cfg.steps)
     for step in bar:
         if pairs is not None and step > 0 and step % cfg.refresh_every == 0:
-            direction, _ = vact.extract(lora, tok, pairs, random_seed=None, n_haar=0, progress=False)
+            # v_act was taken in the init basis A_d; re-read it from the same pairs in the current one
+            direction, _ = vact.extract(lora, tok, pairs, system=_system_prompt(problems),
+                                        random_seed=None, n_haar=0, progress=False)
         times = {}
         t0 = time.perf_counter()
         batch = [problems[sampler.randrange(len(problems))] for _ in range(cfg.prompts_per_step)]
@@ -367,7 +372,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
                         qmass=f"{row['qmass_rollouts']:.2f}")
         done = step + 1
         if done % cfg.ckpt_every == 0 or done == cfg.steps:
-            save_checkpoint(out, done, lora, opt, gate, sampler, n_rows)
+            save_checkpoint(out, done, lora, opt, gate, sampler, n_rows, direction)
         if cfg.stop_after is not None and done - start >= cfg.stop_after and done < cfg.steps:
             return out  # simulated kill (tests): no final outputs
 
@@ -404,6 +409,11 @@ def _merge_acts(out: Path) -> None:
     merged = {m: torch.cat([p[m] for p in parts]) for m in parts[0]} if parts else {}
     with atomic_path(out / "rollout_acts.safetensors") as tmp:
         save_file(merged, str(tmp))
+
+
+def _system_prompt(problems: list[Problem]) -> str | None:
+    first = problems[0].messages[0]
+    return first["content"] if first["role"] == "system" else None
 
 
 def _tuplify(x):
