@@ -93,7 +93,13 @@ def run(model_dir: str, problems_path: str, run_dir: str | None, out_dir: str, r
             curve.append({"step": step, **row})
     write_json(out / "eval_curve.json", {**head, "n_samples": curve_n_samples, "rows": curve})
     final_step = int(ckpts[-1].name.split("_")[1]) if ckpts else None
-    rows = eval_adapter(lora, tok, problems, final, views, n_samples=n_samples, **kw)
+    same = (ckpts and curve_n_samples == n_samples and set(views) <= set(curve_views)
+            and (ckpts[-1] / "adapter.safetensors").read_bytes() == final.read_bytes())
+    if same:  # the last checkpoint is the final adapter, sampled alike: reuse, do not redo
+        rows = [{k: v for k, v in r.items() if k != "step"} for r in curve
+                if r["step"] == final_step and r["view"] in views]
+    else:
+        rows = eval_adapter(lora, tok, problems, final, views, n_samples=n_samples, **kw)
     result = {**head, "step": final_step, "n_samples": n_samples, "rows": rows}
     write_json(out / "per_mode_deploy.json", result)
     return result
