@@ -71,6 +71,7 @@ class TrainConfig:
     refresh_every: int = 0         # re-extract v_act from the pairs every K steps (0 = never)
     pair_files: list[str] = field(default_factory=list)
     pair_modes: list[str] | None = None
+    fast_generate: bool | None = None  # vgrout.fastgen's static-cache engine; None: on CUDA only
     device: str | None = None
     stop_after: int | None = None  # stop (as if killed) after this many steps; for resume tests
 
@@ -183,8 +184,17 @@ def collect(cfg, lora, tok, problems: list[Problem], pool, sampler: random.Rando
         s_prompts += [text] * n_student
         s_problems += [p] * n_student
         s_deploy += [i < n_deploy for i in range(n_student)]
-    ids = rollout.generate(lora.model, tok, s_prompts, cfg.max_new_tokens, cfg.temperature,
-                           cfg.top_p, batch_size=cfg.gen_batch, lora=lora, deploy_rows=s_deploy)
+    fast = cfg.fast_generate
+    if fast is None:
+        fast = next(lora.model.parameters()).device.type == "cuda"
+    if fast:  # sampling only picks the tokens; every logπ below is the exact teacher-forced path
+        from vgrout import fastgen
+        ids = fastgen.generate(lora.model, tok, s_prompts, cfg.max_new_tokens, cfg.temperature,
+                               cfg.top_p, batch_size=cfg.gen_batch, lora=lora, deploy_rows=s_deploy)
+        fastgen.release()
+    else:
+        ids = rollout.generate(lora.model, tok, s_prompts, cfg.max_new_tokens, cfg.temperature,
+                               cfg.top_p, batch_size=cfg.gen_batch, lora=lora, deploy_rows=s_deploy)
     texts = tok.batch_decode(ids, skip_special_tokens=True)
     out: list[Rollout] = []
     k = 0
