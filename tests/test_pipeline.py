@@ -107,7 +107,9 @@ def test_caching_contract(repo):
     # model, substrate or teacher_pool (a real repro)
     pair_file = repo / "data/pairs/hack_exit_code.md"
     original = pair_file.read_text()
-    pair_file.write_text(original.replace("exit", "exit", 1) + "\n<!-- reviewed -->\n")
+    # a real content change (the hack's tokens), so v_act itself moves
+    assert "sys.exit(0)" in original
+    pair_file.write_text(original.replace("sys.exit(0)", "sys.exit( 0 )", 1))
     log = sh("dvc repro", repo)
     stages = ran(log)
     # eval re-runs where the trained run changed; the placebo arm's Haar direction does not

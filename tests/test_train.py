@@ -114,3 +114,17 @@ def test_refresh_re_extracts_v_act_in_the_current_basis(setup):
     steps = torch.tensor([r["step"] for r in rows])
     assert torch.allclose(logged[steps < 2], init_scores[steps < 2], atol=1e-5)
     assert not torch.allclose(logged[steps == 2], init_scores[steps == 2], atol=1e-3)
+
+
+def test_changed_direction_never_resumes_a_finished_run(setup):
+    """DVC keeps train outputs between runs (persist): a new v_act must start the run over."""
+    root, model_dir = setup
+    cfg = _cfg(root, model_dir, "newdir", steps=1, ckpt_every=1)
+    train.train(cfg, progress=False)
+    first = [json.loads(line)["score"] for line in open(root / "newdir" / "rollouts.jsonl")]
+    other = root / "v_other.safetensors"
+    vact.save_direction(other, vact.haar_direction({m: torch.zeros(2) for m in
+                                                    load_file(str(root / "v.safetensors"))}, 99))
+    train.train(_cfg(root, model_dir, "newdir", steps=1, ckpt_every=1, direction=str(other)), progress=False)
+    second = [json.loads(line)["score"] for line in open(root / "newdir" / "rollouts.jsonl")]
+    assert len(second) == len(first) and second != first

@@ -317,6 +317,10 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
 
     start = 0
     fingerprint = {k: v for k, v in asdict(cfg).items() if k not in ("stop_after", "device")}
+    # the inputs' contents too: a changed v_act, pool or problem file must never resume an old run
+    fingerprint["inputs"] = {k: _digest(getattr(cfg, k)) for k in ("problems", "pool", "direction")}
+    fingerprint["inputs"]["model"] = _digest(Path(cfg.model_dir) / "config.json")
+    fingerprint["inputs"]["pairs"] = [_digest(f) for f in cfg.pair_files] if cfg.refresh_every else []
     cfg_path = out / "config.json"
     if cfg_path.exists() and json.loads(cfg_path.read_text()) != fingerprint:
         # a checkpoint from another config must never be resumed into this one
@@ -419,6 +423,17 @@ def _merge_acts(out: Path) -> None:
     merged = {m: torch.cat([p[m] for p in parts]) for m in parts[0]} if parts else {}
     with atomic_path(out / "rollout_acts.safetensors") as tmp:
         save_file(merged, str(tmp))
+
+
+def _digest(path) -> str | None:
+    import hashlib
+    if path is None or not Path(path).exists():
+        return None
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def _system_prompt(problems: list[Problem]) -> str | None:
