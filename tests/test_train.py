@@ -31,7 +31,7 @@ def _cfg(root, model_dir, name, arm="routeA", **kw):
     base = dict(arm=arm, seed=0, model_dir=model_dir, problems=str(root / "train.jsonl"),
                 pool=str(root / "pool.jsonl"), direction=str(root / "v.safetensors"),
                 out_dir=str(root / name), log_path=str(root / name / "steps.jsonl"),
-                steps=4, prompts_per_step=2, group_size=4, mix=0.25, max_new_tokens=8,
+                steps=4, prompts_per_step=2, group_size=4, mix=0.25, max_new_tokens=64,
                 micro_batch=4, ckpt_every=2, r=2, warmup=4, buffer_size=32, lr=1e-2)
     base.update(kw)
     return train.TrainConfig(**base)
