@@ -162,7 +162,6 @@ def extract_stage(params: dict, seed: int, model_dir: str, pairs_path: str, out_
     """extract_vact@seed: v_act from the selected modes (or Haar if gate.random_seed is set),
     the heldout arm's v_act from the modes not held out, and the placebo pair set's direction
     (for the separation diagnostic only)."""
-    import json
 
     from vgrout import adapter as ad
     from vgrout.io import read_json, write_json
