@@ -153,3 +153,36 @@ def test_decode_floor_counts_weights_and_growing_cache():
     from vgrout.bench import decode_floor
     # 3 new tokens -> 2 decode steps attending 10+1 and 10+2 positions
     assert decode_floor(100, 4, batch=2, prompt_len=10, new_tokens=3, copy_bps=1.0) == 2 * 100 + 2 * 4 * (11 + 12)
+
+
+def test_frozen_trunk_reused_by_the_train_forward_gives_the_same_logprobs_and_grads():
+    """With the adapter on the top layer only, the layer below is a frozen trunk: the train forward
+    that starts from the trunk kept by the no-grad logπ_old forward computes the same log-probs and
+    gradients as a forward from the embeddings."""
+    model = spread(tiny_qwen3())  # two layers: layer 0 is the trunk
+    tok = synthetic_tokenizer(V)
+    lora = ad.attach(model, r=2, seed=0, last_layers=1)
+    with torch.no_grad():
+        for m in lora.modules.values():
+            m.B.add_(0.5 * torch.randn_like(m.B))
+    assert fastgen.trunk_depth(model) == len(fastgen.arch(model).layers) - 1 >= 1
+    ps = prompts(5)
+    comps = rollout.generate(model, tok, ps, 12, 1.0, batch_size=5, lora=lora)
+    seqs = rollout.pack([tok(p, add_special_tokens=False)["input_ids"] for p in ps], comps, 0)
+    with torch.no_grad(), lora.sampling([False, True, False, True, False]):
+        _, _, trunk = fastgen.token_logprobs(model, seqs, return_trunk=True)
+    assert not trunk.requires_grad
+
+    def run(**kw):
+        for p in lora.parameters():
+            p.grad = None
+        with lora.masked(["keep", "absorb", "route", "keep", "route"]):
+            logp, _ = fastgen.token_logprobs(model, seqs, **kw)
+        (logp * torch.linspace(-1, 1, logp.numel()).view_as(logp)).sum().backward()
+        return logp.detach(), [p.grad.clone() for p in lora.parameters()]
+
+    ref, ref_g = run()
+    got, g = run(trunk=trunk)
+    assert torch.equal(got, ref)
+    for a, b in zip(g, ref_g):
+        assert torch.equal(a, b)

@@ -154,6 +154,13 @@ class Lora2r:
         for m in self.modules.values():
             m.ablate_quarantine()
 
+    @torch.no_grad()
+    def quarantine_at_init(self) -> bool:
+        """True when the quarantine block equals its init bit for bit (its delta is exactly zero),
+        so the full model and the deployed model are the same function."""
+        return all(torch.equal(m.A[m.r:], m.A0[m.r:]) and torch.equal(m.B[:, m.r:], m.B0[:, m.r:])
+                   for m in self.modules.values())
+
     def block_norms(self, grads: bool = False) -> dict[str, float]:
         """L2 norm over all modules of each block's parameters (or of their gradients)."""
         out = {}

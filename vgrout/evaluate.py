@@ -15,10 +15,9 @@ import torch
 from tqdm import tqdm
 
 from vgrout import adapter as ad
-from vgrout import grader
+from vgrout import fastgen, grader
 from vgrout.io import InputError, write_json
 from vgrout.model import chat_prompt, load
-from vgrout.rollout import generate
 from vgrout.stats import wilson
 from vgrout.substrate import MODES, Problem, load_problems
 
@@ -37,31 +36,42 @@ def rates(problems: list[Problem], grades: list[grader.Grade], view: str) -> lis
 
 
 def sample_and_grade(model, tok, problems: list[Problem], n_samples: int, temperature: float,
-                     max_new_tokens: int, batch_size: int, seed: int) -> tuple[list[Problem], list]:
+                     max_new_tokens: int, batch_size: int, seed: int,
+                     lora: ad.Lora2r | None = None) -> tuple[list[Problem], list]:
     torch.manual_seed(seed)  # every view and checkpoint sees the same sampling noise
     expanded = [p for p in problems for _ in range(n_samples)]
     prompts = [chat_prompt(tok, p.messages) for p in expanded]
-    ids = generate(model, tok, prompts, max_new_tokens, temperature, batch_size=batch_size)
+    ids = fastgen.generate(model, tok, prompts, max_new_tokens, temperature, batch_size=batch_size,
+                           lora=lora)
+    fastgen.release()
     texts = tok.batch_decode(ids, skip_special_tokens=True)
     return expanded, grader.grade_batch(expanded, texts, progress=False)
 
 
-def eval_adapter(lora: ad.Lora2r, tok, problems, adapter_path: Path, views, **kw) -> list[dict]:
-    rows = []
+def eval_adapter(lora: ad.Lora2r, tok, problems, adapter_path: Path, views, known=(), **kw) -> list[dict]:
+    """Rate rows of each view for one adapter file. `known`: rows already sampled from this same
+    file (any view), reused where the views are provably the same function."""
+    rows, done = [], list(known)
     for view in views:
+        if view not in ("deploy", "train"):
+            raise InputError(f"eval view '{view}' unknown; valid: deploy, train")
         lora.load(adapter_path)  # fresh copy each view: ablation below is in place
+        if done and lora.quarantine_at_init():
+            # an untouched quarantine (arm none, step 0): both views are the same function,
+            # sampled with the same seed, so another view's grades are this view's too
+            rows += [{**r, "view": view} for r in done if r["view"] == done[0]["view"]]
+            continue
         if view == "deploy":
             lora.ablate_quarantine()
-        elif view != "train":
-            raise InputError(f"eval view '{view}' unknown; valid: deploy, train")
-        expanded, grades = sample_and_grade(lora.model, tok, problems, **kw)
-        rows += rates(expanded, grades, view)
+        expanded, grades = sample_and_grade(lora.model, tok, problems, lora=lora, **kw)
+        done = rates(expanded, grades, view)
+        rows += done
     return rows
 
 
 def run(model_dir: str, problems_path: str, run_dir: str | None, out_dir: str, run: str, arm: str,
         seed: int | None, n_samples: int = 4, temperature: float = 0.7, max_new_tokens: int = 96,
-        batch_size: int = 64, curve_n_samples: int = 1, curve_views=("deploy", "train"),
+        batch_size: int = 64, curve_n_samples: int = 1, curve_views=("deploy",),
         views=("deploy", "train"), eval_seed: int = 1234, heldout_modes=None,
         device: str | None = None, progress: bool = True) -> dict:
     """Write per_mode_deploy.json (final adapter) and eval_curve.json (every checkpoint)."""
@@ -93,13 +103,14 @@ def run(model_dir: str, problems_path: str, run_dir: str | None, out_dir: str, r
             curve.append({"step": step, **row})
     write_json(out / "eval_curve.json", {**head, "n_samples": curve_n_samples, "rows": curve})
     final_step = int(ckpts[-1].name.split("_")[1]) if ckpts else None
-    same = (ckpts and curve_n_samples == n_samples and set(views) <= set(curve_views)
+    same = (ckpts and curve_n_samples == n_samples
             and (ckpts[-1] / "adapter.safetensors").read_bytes() == final.read_bytes())
-    if same:  # the last checkpoint is the final adapter, sampled alike: reuse, do not redo
-        rows = [{k: v for k, v in r.items() if k != "step"} for r in curve
-                if r["step"] == final_step and r["view"] in views]
-    else:
-        rows = eval_adapter(lora, tok, problems, final, views, n_samples=n_samples, **kw)
+    # the last checkpoint is the final adapter, sampled alike: reuse its views, do not redo them
+    known = [{k: v for k, v in r.items() if k != "step"} for r in curve if r["step"] == final_step] if same else []
+    rows = [r for r in known if r["view"] in views]
+    rows += eval_adapter(lora, tok, problems, final, [v for v in views if v not in {r["view"] for r in known}],
+                         known=known, n_samples=n_samples, **kw)
+    rows.sort(key=lambda r: list(views).index(r["view"]))
     result = {**head, "step": final_step, "n_samples": n_samples, "rows": rows}
     write_json(out / "per_mode_deploy.json", result)
     return result
@@ -117,5 +128,5 @@ def run_stage(params: dict, arm: str, seed: int | None, root: str | Path = ".") 
                out_dir=str(root / "metrics" / "runs" / run_name), run=run_name, arm=arm, seed=seed,
                n_samples=e["n_samples"], temperature=e["temperature"],
                max_new_tokens=e["max_new_tokens"], batch_size=e["batch_size"],
-               curve_n_samples=e["curve_n_samples"], eval_seed=e["seed"],
+               curve_n_samples=e["curve_n_samples"], curve_views=tuple(e["curve_views"]), eval_seed=e["seed"],
                heldout_modes=list(get(params, "vact.heldout_modes")) if arm == "heldout" else None)

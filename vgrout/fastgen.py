@@ -339,7 +339,8 @@ class Engine:
             self.fused.refresh(m_rows)
         self.prefill(prompts, m_rows)
         t1 = _clock(timings is not None)
-        check_every = 64
+        # a GPU step is queued ahead of the host, so asking "all done?" stalls it; a CPU one is not
+        check_every = 64 if self.tok.is_cuda else 1
         for step in range(1, n_new):
             span = self.span_for(P + step - 1)  # the slot this step writes
             if self.graphs:
@@ -547,14 +548,27 @@ def _masks_at_forward(st):
     return fn
 
 
-def hidden_states(model, seqs: Seqs, checkpoint_layers: bool = True, fused_adapter: bool = True):
+def trunk_depth(model) -> int:
+    """Decoder layers below the first one holding a lora2r module: a frozen trunk whose output
+    no adapter update can change, so it is computed once per rollout batch, not per forward."""
+    for i, layer in enumerate(arch(model).layers):
+        if any(isinstance(m, Lora2rLinear) for m in layer.modules()):
+            return i
+    return len(arch(model).layers)
+
+
+def hidden_states(model, seqs: Seqs, checkpoint_layers: bool = True, fused_adapter: bool = True,
+                  trunk: torch.Tensor | None = None, return_trunk: bool = False):
     """Final-norm hidden states [B, T, D]; each decoder layer checkpointed when grad is on.
-    fused_adapter: lora2r deltas through Lora2rDelta (x's dtype) instead of Lora2rLinear's fp32."""
+    fused_adapter: lora2r deltas through Lora2rDelta (x's dtype) instead of Lora2rLinear's fp32.
+    trunk: the frozen trunk's output for these rows (from an earlier call with return_trunk),
+    so only the adapted layers run; return_trunk: also return it, as (h, trunk)."""
     a = arch(model)
     ids, attn = seqs.input_ids, seqs.attention_mask
     B, T = ids.shape
     pos = position_ids(attn)
-    h = a.embed(ids)
+    depth = trunk_depth(model)
+    h = a.embed(ids) if trunk is None else trunk
     cos, sin = a.rotary(h, pos)
     ar = torch.arange(T, device=ids.device)
     allowed = (ar[None, :] <= ar[:, None])[None] & attn.bool()[:, None, :]
@@ -565,13 +579,24 @@ def hidden_states(model, seqs: Seqs, checkpoint_layers: bool = True, fused_adapt
     ctx = _masks_at_forward(routing_state(model))
     # small micro-batches keep their activations: the recompute costs a third of the step
     grad = torch.is_grad_enabled() and checkpoint_layers and B * T > CHECKPOINT_ABOVE_TOKENS
-    for layer in a.layers:
-        kw = dict(attention_mask=mask, position_ids=pos, position_embeddings=(cos, sin))
+    kw = dict(attention_mask=mask, position_ids=pos, position_embeddings=(cos, sin))
+    h_trunk = None
+    for i, layer in enumerate(a.layers):
+        if i < depth:
+            if trunk is None:
+                with torch.no_grad():  # frozen: no parameter below `depth` has a gradient
+                    h = _layer_forward(layer, h, fused_adapter, **kw)
+            continue
+        if i == depth:
+            h_trunk = h
         if grad:
             h = checkpoint(_layer_forward, layer, h, fused_adapter, use_reentrant=False, context_fn=ctx, **kw)
         else:
             h = _layer_forward(layer, h, fused_adapter, **kw)
-    return _norm(a.norm, h) if fused_adapter else a.norm(h)
+    out = _norm(a.norm, h) if fused_adapter else a.norm(h)
+    if return_trunk:
+        return out, (h if h_trunk is None else h_trunk).detach()
+    return out
 
 
 def _chunk_logp(h: torch.Tensor, targets: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
@@ -579,13 +604,17 @@ def _chunk_logp(h: torch.Tensor, targets: torch.Tensor, weight: torch.Tensor) ->
     return logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - logits.logsumexp(-1)
 
 
-def token_logprobs(model, seqs: Seqs, chunk_tokens: int = LOGP_TOKENS,
-                   fused_adapter: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+def token_logprobs(model, seqs: Seqs, chunk_tokens: int = LOGP_TOKENS, fused_adapter: bool = True,
+                   trunk: torch.Tensor | None = None, return_trunk: bool = False):
     """Drop-in for `grpo.token_logprobs`: log π(token) on the completion tokens ([B, Lc], mask).
     With fused_adapter the lora2r deltas run in the model's dtype (bf16 on a GPU) with fp32
-    accumulation, like a standard bf16 LoRA; fused_adapter=False keeps Lora2rLinear's fp32."""
+    accumulation, like a standard bf16 LoRA; fused_adapter=False keeps Lora2rLinear's fp32.
+    trunk / return_trunk: as in `hidden_states` (return_trunk appends the trunk to the result)."""
     Lc = int(seqs.completion_mask.sum(1).max())
-    h = hidden_states(model, seqs, fused_adapter=fused_adapter)[:, -(Lc + 1):-1]
+    h = hidden_states(model, seqs, fused_adapter=fused_adapter, trunk=trunk, return_trunk=return_trunk)
+    if return_trunk:
+        h, h_trunk = h
+    h = h[:, -(Lc + 1):-1]
     targets = seqs.input_ids[:, -Lc:]
     weight = arch(model).lm_head.weight
     B = h.shape[0]
@@ -599,4 +628,4 @@ def token_logprobs(model, seqs: Seqs, chunk_tokens: int = LOGP_TOKENS,
             parts.append(_chunk_logp(hc, tc, weight))
     logp = torch.cat(parts, 1)
     mask = seqs.completion_mask[:, -Lc:].to(logp.dtype)
-    return logp * mask, mask
+    return (logp * mask, mask, h_trunk) if return_trunk else (logp * mask, mask)

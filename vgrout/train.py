@@ -72,7 +72,7 @@ class TrainConfig:
     refresh_every: int = 0         # re-extract v_act from the pairs every K steps (0 = never)
     pair_files: list[str] = field(default_factory=list)
     pair_modes: list[str] | None = None
-    fast_generate: bool | None = None  # vgrout.fastgen's static-cache engine; None: on CUDA only
+    fast: bool = True              # vgrout.fastgen: static-cache sampling, fused log-prob forwards
     device: str | None = None
     stop_after: int | None = None  # stop (as if killed) after this many steps; for resume tests
 
@@ -185,10 +185,7 @@ def collect(cfg, lora, tok, problems: list[Problem], pool, sampler: random.Rando
         s_prompts += [text] * n_student
         s_problems += [p] * n_student
         s_deploy += [i < n_deploy for i in range(n_student)]
-    fast = cfg.fast_generate
-    if fast is None:
-        fast = next(lora.model.parameters()).device.type == "cuda"
-    if fast:  # sampling only picks the tokens; every logπ below is the exact teacher-forced path
+    if cfg.fast:  # sampling only picks the tokens; every logπ below is the teacher-forced path
         from vgrout import fastgen
         ids = fastgen.generate(lora.model, tok, s_prompts, cfg.max_new_tokens, cfg.temperature,
                                cfg.top_p, batch_size=cfg.gen_batch, lora=lora, deploy_rows=s_deploy)
@@ -233,32 +230,46 @@ def to_seqs(tok, rollouts: list[Rollout]) -> rollout.Seqs:
     return rollout.pack(p_ids, [r.completion_ids for r in rollouts], rollout.pad_id(tok))
 
 
+def _logprobs(cfg):
+    from vgrout import fastgen
+    return fastgen.token_logprobs if cfg.fast else grpo.token_logprobs
+
+
 @torch.no_grad()
 def old_forward(cfg, lora, seqs, rollouts, direction):
     """logπ_old in each rollout's own sampling mode (teacher rows: full model), plus the
-    pooled bottleneck activations read in the same forward, and the gate scores."""
+    pooled bottleneck activations read in the same forward, and the gate scores. On the fast
+    path it also keeps the frozen trunk's output (the layers below the adapter), which no
+    update changes, so the train forward starts above it."""
     device = next(lora.model.parameters()).device
-    logps, acts = [], {m: [] for m in lora.modules}
+    logps, trunks, acts = [], [], {m: [] for m in lora.modules}
     for s in range(0, len(seqs), cfg.micro_batch):
         mb = seqs.rows(slice(s, s + cfg.micro_batch)).to(device)
         deploy = [r.deploy for r in rollouts[s:s + cfg.micro_batch]]
         with lora.sampling(deploy), lora.capture(mb.pool_weights()) as pooled:
-            logp, _ = grpo.token_logprobs(lora.model, mb)
+            if cfg.fast:
+                logp, _, trunk = _logprobs(cfg)(lora.model, mb, return_trunk=True)
+                trunks.append(trunk)
+            else:
+                logp, _ = grpo.token_logprobs(lora.model, mb)
         logps.append(logp)
         for m in acts:
             acts[m].append(pooled[m].float().cpu())
     acts = {m: torch.cat(a) for m, a in acts.items()}
-    return logps, acts, vact.score(acts, direction)
+    return logps, trunks or None, acts, vact.score(acts, direction)
 
 
-def train_forward_backward(cfg, lora, seqs, logps_old, adv, zones, n_rollouts):
+def train_forward_backward(cfg, lora, seqs, logps_old, trunks, adv, zones, n_rollouts):
     """The single grad-carrying forward per micro-batch, under the routing masks."""
     device = next(lora.model.parameters()).device
     loss_total, rho_rows = 0.0, []
     for k, s in enumerate(range(0, len(seqs), cfg.micro_batch)):
         mb = seqs.rows(slice(s, s + cfg.micro_batch)).to(device)
         with lora.masked(zones[s:s + cfg.micro_batch]):
-            logp, mask = grpo.token_logprobs(lora.model, mb)
+            if trunks is not None:
+                logp, mask = _logprobs(cfg)(lora.model, mb, trunk=trunks[k])
+            else:
+                logp, mask = _logprobs(cfg)(lora.model, mb)
         obj, rho = grpo.clipped_surrogate(logp, logps_old[k], adv[s:s + cfg.micro_batch].to(device),
                                           mask, cfg.clip_eps)
         loss = grpo.dr_grpo_loss(obj, n_rollouts, cfg.max_new_tokens)
@@ -365,14 +376,14 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
 
         t0 = time.perf_counter()
         seqs = to_seqs(tok, rollouts)
-        logps_old, acts, scores = old_forward(cfg, lora, seqs, rollouts, direction)
+        logps_old, trunks, acts, scores = old_forward(cfg, lora, seqs, rollouts, direction)
         zones = gate.decide(scores)
         times["old"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
         before = {n: (m.A.detach().clone(), m.B.detach().clone()) for n, m in lora.modules.items()}
         opt.zero_grad(set_to_none=True)
-        loss, rho_rows = train_forward_backward(cfg, lora, seqs, logps_old, adv, zones, len(rollouts))
+        loss, rho_rows = train_forward_backward(cfg, lora, seqs, logps_old, trunks, adv, zones, len(rollouts))
         gnorm = lora.block_norms(grads=True)
         torch.nn.utils.clip_grad_norm_(lora.parameters(), cfg.max_grad_norm)
         opt.step()
