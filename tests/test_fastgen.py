@@ -73,6 +73,22 @@ def test_greedy_tokens_equal_hf_generate_with_deploy_rows(monkeypatch):
     assert sum(a != b for a, b in zip(fast, flipped)) >= 6
 
 
+def test_group_prompts_prefilled_once_give_hf_generate_tokens(monkeypatch):
+    """Rows sharing a prompt and a sampling mode share one prefill (its K/V copied to each): the
+    greedy tokens still equal HF generate's, with deploy and full rows mixed inside a group and
+    more distinct prompts than one prefill chunk holds."""
+    monkeypatch.setattr(fastgen, "PREFILL_TOKENS", 20)  # about one distinct prompt per chunk
+    model = spread(tiny_qwen3())
+    tok = synthetic_tokenizer(V)
+    lora = perturbed_lora(model)
+    ps = [p for p in prompts(3) for _ in range(4)]
+    deploy = [i % 4 == 0 for i in range(12)]
+    ref = rollout.generate(model, tok, ps, 12, 0.0, batch_size=12, lora=lora, deploy_rows=deploy)
+    fast = fastgen.generate(model, tok, ps, 12, 0.0, batch_size=12, lora=lora, deploy_rows=deploy)
+    assert fast == ref
+    assert ref[0] != ref[1]  # the deploy row of a group differs from its full rows
+
+
 def test_eos_cut_equals_hf_generate():
     model = spread(tiny_qwen3())
     ps = prompts(6)
@@ -166,12 +182,12 @@ def test_frozen_trunk_reused_by_the_train_forward_gives_the_same_logprobs_and_gr
         for m in lora.modules.values():
             m.B.add_(0.5 * torch.randn_like(m.B))
     assert fastgen.trunk_depth(model) == len(fastgen.arch(model).layers) - 1 >= 1
-    ps = prompts(5)
+    ps = prompts(2) * 2 + prompts(1, seed=3)  # two prompts shared by two rows each
     comps = rollout.generate(model, tok, ps, 12, 1.0, batch_size=5, lora=lora)
     seqs = rollout.pack([tok(p, add_special_tokens=False)["input_ids"] for p in ps], comps, 0)
     with torch.no_grad(), lora.sampling([False, True, False, True, False]):
         _, _, trunk = fastgen.token_logprobs(model, seqs, return_trunk=True)
-    assert not trunk.requires_grad
+    assert not any(t.requires_grad for t in trunk)
 
     def run(**kw):
         for p in lora.parameters():
@@ -186,3 +202,44 @@ def test_frozen_trunk_reused_by_the_train_forward_gives_the_same_logprobs_and_gr
     assert torch.equal(got, ref)
     for a, b in zip(g, ref_g):
         assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("fused_adapter", [True, False])
+def test_rows_sharing_a_prompt_compute_it_once_and_match_the_plain_forward(fused_adapter):
+    """Groups of rollouts share their prompt: the two-pass forward (each distinct prompt once per
+    routing mask, completions attending to its K/V) gives the plain forward's log-probs, gradients
+    and pooled gate activations, with keep / absorb / route rows mixed inside a group."""
+    model = spread(make_tiny_llama(vocab=V))
+    tok = synthetic_tokenizer(V)
+    lora = perturbed_lora(model)
+    ps = [p for p in prompts(3) for _ in range(4)]  # 3 groups of G = 4
+    comps = rollout.generate(model, tok, ps, 10, 1.0, batch_size=12, lora=lora)
+    comps[1] = comps[1][:3]  # ragged completions inside a group
+    seqs = rollout.pack([tok(p, add_special_tokens=False)["input_ids"] for p in ps], comps, 0)
+    sp = fastgen.split(seqs)
+    assert sp.prompt_ids.shape[0] == 3 and sp.owner.tolist() == [0] * 4 + [1] * 4 + [2] * 4
+    zones = ["keep", "route", "absorb", "route", "keep", "keep", "keep", "keep", "route", "absorb", "absorb", "keep"]
+
+    def run(fn):
+        for p in lora.parameters():
+            p.grad = None
+        with lora.masked(zones):
+            logp, mask = fn(model, seqs)
+        (logp * torch.linspace(-1, 1, logp.numel()).view_as(logp)).sum().backward()
+        return logp.detach(), mask, [p.grad.clone() for p in lora.parameters()]
+
+    ref, ref_mask, ref_g = run(grpo.token_logprobs)
+    got, mask, g = run(lambda m, s: fastgen.token_logprobs(m, s, fused_adapter=fused_adapter))
+    assert torch.equal(mask, ref_mask)
+    torch.testing.assert_close(got, ref, atol=1e-5, rtol=1e-5)
+    for a, b in zip(g, ref_g):
+        assert (a - b).norm() <= 1e-4 * b.norm()
+    deploy = [i % 2 == 0 for i in range(12)]
+    with torch.no_grad():
+        with lora.sampling(deploy), lora.capture(seqs.pool_weights()) as ref_pooled:
+            ref_old, _ = grpo.token_logprobs(model, seqs)
+        with lora.sampling(deploy), lora.capture(seqs.pool_weights()) as pooled:
+            old, _ = fastgen.token_logprobs(model, seqs, fused_adapter=fused_adapter)
+    torch.testing.assert_close(old, ref_old, atol=1e-5, rtol=1e-5)
+    for k in ref_pooled:
+        torch.testing.assert_close(pooled[k], ref_pooled[k], atol=1e-5, rtol=1e-4)

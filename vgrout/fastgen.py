@@ -270,7 +270,8 @@ class Engine:
     @torch.no_grad()
     def prefill(self, prompts: list[list[int]], m_rows: torch.Tensor) -> int:
         """Left-pad the prompts into slots [0, P), run them through the same layer code as the
-        decode step (in row chunks), sample the first new token; returns P."""
+        decode step (in row chunks), sample the first new token; returns P. Rows with the same
+        prompt and sampling mode (a group's rollouts) share one prefill: its K/V is copied."""
         a, dev = self.a, self.tok.device
         P = max(len(p) for p in prompts)
         ids = torch.full((self.B, P), self.pad_id, dtype=torch.long)
@@ -281,6 +282,10 @@ class Engine:
         ids, first = ids.to(dev), first.to(dev)
         self.first.copy_(first)
         self.out.fill_(self.pad_id)
+        keys: dict[tuple, int] = {}
+        rep_of_row = [keys.setdefault((tuple(p), float(m)), i) for i, (p, m) in enumerate(zip(prompts, m_rows.tolist()))]
+        reps = torch.tensor(sorted(keys.values()), device=dev)         # one row per distinct prompt
+        rep_of_row = torch.tensor(rep_of_row, device=dev)
         ar = torch.arange(P, device=dev)
         pos = (ar[None, :] - first[:, None]).clamp(min=0)  # = cumsum(attention_mask) - 1 on real tokens
         slots = ar
@@ -288,38 +293,35 @@ class Engine:
         causal = ar[None, :] <= ar[:, None]                                     # [P(query), P(key)]
         rows = max(1, PREFILL_TOKENS // P)
         self.done.zero_()
-        for r0 in range(0, self.B, rows):
-            r1 = min(self.B, r0 + rows)
-            valid = ar[None, :] >= first[r0:r1, None]                          # [b, P] real keys
+        last = torch.empty(self.B, a.embed.weight.shape[1], dtype=a.embed.weight.dtype, device=dev)
+        for c0 in range(0, len(reps), rows):
+            idx = reps[c0:c0 + rows]
+            valid = ar[None, :] >= first[idx, None]                            # [b, P] real keys
             m = (causal[None] & valid[:, None, :]) | torch.eye(P, dtype=torch.bool, device=dev)[None]
             # pad queries see only themselves: no fully masked row, so no NaN in pad K/V
             mask = m[:, None].repeat(1, 1, G, 1)                               # [b, 1, G·P, P]
-            h = a.embed(ids[r0:r1])
-            cos, sin = a.rotary(h, pos[r0:r1])
-            lin = partial(self.fused.lin, rows=slice(r0, r1)) if self.fused else _module_lin
+            h = a.embed(ids[idx])
+            cos, sin = a.rotary(h, pos[idx])
+            lin = partial(self.fused.lin, rows=idx) if self.fused else _module_lin
+            k_tmp = self.k.new_empty(len(a.layers), len(idx), a.n_kv, P, a.head_dim)
+            v_tmp = torch.empty_like(k_tmp)
             for i, layer in enumerate(a.layers):
-                h = _attend(a, layer, h, cos, sin, self.k[i, r0:r1, :, :P], self.v[i, r0:r1, :, :P],
-                            slots, mask, lin)
-            logits = a.lm_head(_norm(a.norm, h[:, -1]))
-            nxt = self._sample_rows(logits, r0, r1)
-            self.tok[r0:r1, 0] = nxt
+                h = _attend(a, layer, h, cos, sin, k_tmp[i], v_tmp[i], slots, mask, lin)
+            last[idx] = h[:, -1]
+            # every row whose representative is in this chunk takes its K/V
+            where = torch.searchsorted(idx, rep_of_row)
+            rows_here = (where < len(idx)) & (idx[where.clamp(max=len(idx) - 1)] == rep_of_row)
+            sel = rows_here.nonzero().squeeze(1)
+            self.k[:, sel, :, :P] = k_tmp[:, where[sel]]
+            self.v[:, sel, :, :P] = v_tmp[:, where[sel]]
+        logits = a.lm_head(_norm(a.norm, last[rep_of_row]))
+        self.tok[:, 0] = self.sample(logits)
         self.pos.copy_((P - first)[:, None])
         self.slot.fill_(P)
         self.col.fill_(0)
         self.out[:, 0] = self.tok[:, 0]
         self.col.fill_(1)
         return P
-
-    def _sample_rows(self, logits, r0, r1):
-        # the same sampler, on a slice of the rows (done flags of those rows only)
-        done = self.done
-        self.done = done[r0:r1]
-        try:
-            nxt = self.sample(logits)
-        finally:
-            done[r0:r1] = self.done
-            self.done = done
-        return nxt
 
     @torch.no_grad()
     def run(self, prompts: list[list[int]], n_new: int, deploy: list[bool],
@@ -528,26 +530,6 @@ def routing_state(model):
     return next((m.state for m in model.modules() if isinstance(m, Lora2rLinear)), None)
 
 
-def _masks_at_forward(st):
-    """context_fn for checkpoint: the recompute in the backward runs under the lora2r masks
-    that were in force at the forward, whatever the masks are when backward() is called."""
-    def fn():
-        if st is None:
-            return contextlib.nullcontext(), contextlib.nullcontext()
-        m, d = st.m, st.d
-
-        @contextlib.contextmanager
-        def recompute():
-            old = (st.m, st.d, st.pool_weights)
-            st.m, st.d, st.pool_weights = m, d, None
-            try:
-                yield
-            finally:
-                st.m, st.d, st.pool_weights = old
-        return contextlib.nullcontext(), recompute()
-    return fn
-
-
 def trunk_depth(model) -> int:
     """Decoder layers below the first one holding a lora2r module: a frozen trunk whose output
     no adapter update can change, so it is computed once per rollout batch, not per forward."""
@@ -557,46 +539,168 @@ def trunk_depth(model) -> int:
     return len(arch(model).layers)
 
 
+# -- teacher-forced forwards with each prompt computed once -------------------------------------
+# The G rollouts of a group share their prompt, and a prompt is most of a row's tokens. The
+# forward therefore runs in two passes per layer: the distinct prompts (with the K/V they leave
+# behind), then every row's completion attending to its prompt's K/V. A prompt is computed once
+# per distinct routing mask (m, d) among its rows, since the adapter's forward depends on the mask.
+
+@dataclass
+class Split:
+    """A Seqs batch cut into distinct prompts and per-row completions."""
+    prompt_ids: torch.Tensor    # [U, Tp] left-padded distinct prompts
+    prompt_mask: torch.Tensor   # [U, Tp]
+    owner: torch.Tensor         # [B] the prompt of each row
+    comp_ids: torch.Tensor      # [B, Tc] right-padded completions
+    comp_mask: torch.Tensor     # [B, Tc]
+    lengths: torch.Tensor       # [B] real prompt tokens of each row (its completion's first position)
+
+
+def split(seqs: Seqs) -> Split:
+    ids, attn, comp = seqs.input_ids, seqs.attention_mask.bool(), seqs.completion_mask.bool()
+    prompts, owner, comps = {}, [], []
+    for i in range(ids.shape[0]):
+        p = tuple(ids[i][attn[i] & ~comp[i]].tolist())
+        owner.append(prompts.setdefault(p, len(prompts)))
+        comps.append(ids[i][comp[i]])
+    dev = ids.device
+    Tp, Tc = max(map(len, prompts)), max(1, max(len(c) for c in comps))
+    U, B = len(prompts), len(comps)
+    p_ids, p_mask = torch.zeros(U, Tp, dtype=torch.long, device=dev), torch.zeros(U, Tp, dtype=torch.long, device=dev)
+    for p, u in prompts.items():
+        p_ids[u, Tp - len(p):] = torch.tensor(p, device=dev)
+        p_mask[u, Tp - len(p):] = 1
+    c_ids, c_mask = torch.zeros(B, Tc, dtype=torch.long, device=dev), torch.zeros(B, Tc, dtype=torch.long, device=dev)
+    for i, c in enumerate(comps):
+        c_ids[i, :len(c)], c_mask[i, :len(c)] = c, 1
+    owner_t = torch.tensor(owner, device=dev)
+    return Split(p_ids, p_mask, owner_t, c_ids, c_mask, p_mask.sum(1)[owner_t])
+
+
+class PromptKV:
+    """The `past_key_values` a transformers attention layer calls `update` on: records each
+    layer's prompt K/V (prompt pass) or prepends the owner's prompt K/V (completion pass)."""
+
+    def __init__(self, owner: torch.Tensor | None = None, kv: dict | None = None):
+        self.owner, self.kv = owner, kv if kv is not None else {}
+
+    def update(self, k, v, layer_idx, *args, **kwargs):
+        if self.owner is None:
+            self.kv[layer_idx] = (k, v)
+            return k, v
+        pk, pv = self.kv[layer_idx]
+        return torch.cat([pk[self.owner], k], 2), torch.cat([pv[self.owner], v], 2)
+
+
+def _additive(allowed: torch.Tensor, dtype) -> torch.Tensor:
+    """A boolean [B, Tq, Tk] mask as the additive [B, 1, Tq, Tk] form transformers' attention takes."""
+    mask = torch.zeros(allowed.shape[0], 1, *allowed.shape[1:], dtype=dtype, device=allowed.device)
+    return mask.masked_fill_(~allowed[:, None], torch.finfo(dtype).min)
+
+
+@contextlib.contextmanager
+def _rows(st, m, d, pool):
+    """The lora2r routing state for one pass's rows."""
+    if st is None:
+        yield
+        return
+    old = (st.m, st.d, st.pool_weights)
+    st.m, st.d, st.pool_weights = m, d, pool
+    try:
+        yield
+    finally:
+        st.m, st.d, st.pool_weights = old
+
+
+def _two_pass_layer(layer, hp, hc, st, prompt_rows, comp_rows, owner, p_kw, c_kw, fused_adapter):
+    """One decoder layer over the prompts, then over the completions attending to them. The masks
+    are explicit arguments, so a checkpoint recompute in the backward sees the forward's masks."""
+    kv = PromptKV()
+    with _rows(st, *(prompt_rows or (None,) * 3)):
+        hp = _layer_forward(layer, hp, fused_adapter, past_key_values=kv, **p_kw)
+    with _rows(st, *(comp_rows or (None,) * 3)):
+        hc = _layer_forward(layer, hc, fused_adapter, past_key_values=PromptKV(owner, kv.kv), **c_kw)
+    return hp, hc
+
+
+def _keys(owner: torch.Tensor, st) -> tuple[torch.Tensor, torch.Tensor]:
+    """Distinct (prompt, m, d) among the rows: (the prompt of each key, the key of each row)."""
+    if st is None or st.m is None:
+        return torch.unique(owner, return_inverse=True)
+    d = st.d.long() if st.d is not None else torch.zeros_like(owner)
+    code = (owner * 2 + d) * 2 + (st.m > 0).long()
+    if not torch.equal(st.m, (st.m > 0).to(st.m.dtype)):
+        raise ValueError("fastgen: the quarantine mask m must be 0 or 1 per row")
+    uniq, key_of_row = torch.unique(code, return_inverse=True)
+    return uniq // 4, key_of_row
+
+
 def hidden_states(model, seqs: Seqs, checkpoint_layers: bool = True, fused_adapter: bool = True,
-                  trunk: torch.Tensor | None = None, return_trunk: bool = False):
-    """Final-norm hidden states [B, T, D]; each decoder layer checkpointed when grad is on.
+                  trunk: tuple | None = None, return_trunk: bool = False):
+    """Final-norm hidden states that predict each completion token, [B, Lc, D], right-aligned like
+    the completions in `seqs` (rows with fewer tokens start later). Each decoder layer is
+    checkpointed when grad is on and the batch is large.
     fused_adapter: lora2r deltas through Lora2rDelta (x's dtype) instead of Lora2rLinear's fp32.
-    trunk: the frozen trunk's output for these rows (from an earlier call with return_trunk),
-    so only the adapted layers run; return_trunk: also return it, as (h, trunk)."""
+    trunk: the frozen trunk's output for these rows (from an earlier call with return_trunk), so
+    only the adapted layers run; return_trunk: return (h, trunk)."""
     a = arch(model)
-    ids, attn = seqs.input_ids, seqs.attention_mask
-    B, T = ids.shape
-    pos = position_ids(attn)
+    sp = split(seqs)
+    st = routing_state(model)
+    m_rows = st.m if st is not None else None
+    d_rows = st.d if st is not None else None
+    pool_rows = None
+    if st is not None and st.pool_weights is not None:  # the gate pools completion tokens only
+        pool_rows = sp.comp_mask.float() / sp.comp_mask.sum(1, keepdim=True).clamp(min=1)
+    key_prompt, key_of_row = _keys(sp.owner, st)
+    m_keys = None if m_rows is None else torch.zeros_like(m_rows[:len(key_prompt)]).index_copy_(0, key_of_row, m_rows)
+    d_keys = None if d_rows is None else torch.zeros_like(d_rows[:len(key_prompt)]).index_copy_(0, key_of_row, d_rows)
+
+    Tp, Tc = sp.prompt_ids.shape[1], sp.comp_ids.shape[1]
+    dt = a.embed.weight.dtype
+    ar_p, ar_c = torch.arange(Tp, device=sp.owner.device), torch.arange(Tc, device=sp.owner.device)
+    pos_p = position_ids(sp.prompt_mask)
+    pos_c = sp.lengths[:, None] + ar_c[None]
+    allowed_p = (ar_p[None, :] <= ar_p[:, None])[None] & sp.prompt_mask.bool()[:, None, :]
+    allowed_p |= torch.eye(Tp, dtype=torch.bool, device=allowed_p.device)[None]  # pad queries: themselves
+    # a completion token sees its own prompt and the completion tokens up to itself
+    allowed_c = torch.cat([sp.prompt_mask.bool()[sp.owner][:, None, :].expand(-1, Tc, -1),
+                           (ar_c[None, :] <= ar_c[:, None])[None].expand(len(sp.owner), -1, -1)], 2)
+
+    def kw(pos, allowed, h):
+        return dict(attention_mask=_additive(allowed, h.dtype), position_ids=pos,
+                    position_embeddings=a.rotary(h, pos))
+
     depth = trunk_depth(model)
-    h = a.embed(ids) if trunk is None else trunk
-    cos, sin = a.rotary(h, pos)
-    ar = torch.arange(T, device=ids.device)
-    allowed = (ar[None, :] <= ar[:, None])[None] & attn.bool()[:, None, :]
-    allowed |= torch.eye(T, dtype=torch.bool, device=ids.device)[None]  # pad queries: themselves
-    # additive mask: the form both the sdpa and the eager attention of transformers take
-    mask = torch.zeros(B, 1, T, T, dtype=h.dtype, device=h.device)
-    mask.masked_fill_(~allowed[:, None], torch.finfo(h.dtype).min)
-    ctx = _masks_at_forward(routing_state(model))
-    # small micro-batches keep their activations: the recompute costs a third of the step
-    grad = torch.is_grad_enabled() and checkpoint_layers and B * T > CHECKPOINT_ABOVE_TOKENS
-    kw = dict(attention_mask=mask, position_ids=pos, position_embeddings=(cos, sin))
-    h_trunk = None
-    for i, layer in enumerate(a.layers):
-        if i < depth:
-            if trunk is None:
-                with torch.no_grad():  # frozen: no parameter below `depth` has a gradient
-                    h = _layer_forward(layer, h, fused_adapter, **kw)
-            continue
-        if i == depth:
-            h_trunk = h
+    if trunk is None:  # the frozen trunk, once per distinct prompt, without grad
+        with torch.no_grad():
+            hp, hc = a.embed(sp.prompt_ids), a.embed(sp.comp_ids)
+            p_kw, c_kw = kw(pos_p, allowed_p, hp), kw(pos_c, allowed_c, hc)
+            for layer in a.layers[:depth]:
+                hp, hc = _two_pass_layer(layer, hp, hc, None, None, None, sp.owner, p_kw, c_kw, fused_adapter)
+        trunk = (hp, hc)
+    hp, hc = trunk
+    # the adapted layers: each prompt once per distinct routing mask among its rows
+    hp = hp[key_prompt]
+    p_kw, c_kw = kw(pos_p[key_prompt], allowed_p[key_prompt], hp), kw(pos_c, allowed_c, hc)
+    grad = torch.is_grad_enabled() and checkpoint_layers and \
+        sp.prompt_ids.numel() + sp.comp_ids.numel() > CHECKPOINT_ABOVE_TOKENS
+    prompt_rows, comp_rows = (m_keys, d_keys, None), (m_rows, d_rows, pool_rows)
+    for layer in a.layers[depth:]:
+        args = (layer, hp, hc, st, prompt_rows, comp_rows, key_of_row, p_kw, c_kw, fused_adapter)
         if grad:
-            h = checkpoint(_layer_forward, layer, h, fused_adapter, use_reentrant=False, context_fn=ctx, **kw)
+            hp, hc = checkpoint(_two_pass_layer, *args, use_reentrant=False)
         else:
-            h = _layer_forward(layer, h, fused_adapter, **kw)
-    out = _norm(a.norm, h) if fused_adapter else a.norm(h)
-    if return_trunk:
-        return out, (h if h_trunk is None else h_trunk).detach()
-    return out
+            hp, hc = _two_pass_layer(*args)
+    norm = (lambda x: _norm(a.norm, x)) if fused_adapter else a.norm
+    # the token at completion position j is predicted by position j − 1; j = 0 by the prompt's last
+    last = norm(hp[:, -1:])[key_of_row]
+    pred = torch.cat([last, norm(hc[:, :-1])], 1)
+    # right-align each row's completion, like the left-padded `seqs`
+    n = sp.comp_mask.sum(1)
+    Lc = int(seqs.completion_mask.sum(1).max())
+    cols = (ar_c[None, :Lc] - (Lc - n)[:, None]).clamp(min=0)
+    out = pred.gather(1, cols[..., None].expand(-1, -1, pred.shape[-1]))
+    return (out, trunk) if return_trunk else out
 
 
 def _chunk_logp(h: torch.Tensor, targets: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
@@ -605,7 +709,7 @@ def _chunk_logp(h: torch.Tensor, targets: torch.Tensor, weight: torch.Tensor) ->
 
 
 def token_logprobs(model, seqs: Seqs, chunk_tokens: int = LOGP_TOKENS, fused_adapter: bool = True,
-                   trunk: torch.Tensor | None = None, return_trunk: bool = False):
+                   trunk: tuple | None = None, return_trunk: bool = False):
     """Drop-in for `grpo.token_logprobs`: log π(token) on the completion tokens ([B, Lc], mask).
     With fused_adapter the lora2r deltas run in the model's dtype (bf16 on a GPU) with fp32
     accumulation, like a standard bf16 LoRA; fused_adapter=False keeps Lora2rLinear's fp32.
@@ -614,7 +718,6 @@ def token_logprobs(model, seqs: Seqs, chunk_tokens: int = LOGP_TOKENS, fused_ada
     h = hidden_states(model, seqs, fused_adapter=fused_adapter, trunk=trunk, return_trunk=return_trunk)
     if return_trunk:
         h, h_trunk = h
-    h = h[:, -(Lc + 1):-1]
     targets = seqs.input_ids[:, -Lc:]
     weight = arch(model).lm_head.weight
     B = h.shape[0]

@@ -205,7 +205,8 @@ def collect(cfg, lora, tok, problems: list[Problem], pool, sampler: random.Rando
             raise InputError(f"{cfg.pool}: no teacher completions for problem {p.id}")
         for _ in range(n_teacher):
             t = sampler.choice(candidates)
-            c_ids = tok(t["completion"], add_special_tokens=False)["input_ids"]
+            # a pool completion is a whole response: it ends in EOS, as a student's finished one does
+            c_ids = tok(t["completion"], add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
             r = Rollout(p, text, c_ids, t["completion"], "teacher", False,
                         float(t["reward"]), bool(t["gt_pass"]), bool(t["hacked"]))
             if len(c_ids) > cfg.max_new_tokens:
