@@ -171,10 +171,12 @@ def test_decode_floor_counts_weights_and_growing_cache():
     assert decode_floor(100, 4, batch=2, prompt_len=10, new_tokens=3, copy_bps=1.0) == 2 * 100 + 2 * 4 * (11 + 12)
 
 
-def test_frozen_trunk_reused_by_the_train_forward_gives_the_same_logprobs_and_grads():
+@pytest.mark.parametrize("share", [True, False])
+def test_frozen_trunk_reused_by_the_train_forward_gives_the_same_logprobs_and_grads(share, monkeypatch):
     """With the adapter on the top layer only, the layer below is a frozen trunk: the train forward
     that starts from the trunk kept by the no-grad logπ_old forward computes the same log-probs and
     gradients as a forward from the embeddings."""
+    monkeypatch.setattr(fastgen, "shares_prompts", lambda seqs: share)  # both forwards
     model = spread(tiny_qwen3())  # two layers: layer 0 is the trunk
     tok = synthetic_tokenizer(V)
     lora = ad.attach(model, r=2, seed=0, last_layers=1)
@@ -187,7 +189,7 @@ def test_frozen_trunk_reused_by_the_train_forward_gives_the_same_logprobs_and_gr
     seqs = rollout.pack([tok(p, add_special_tokens=False)["input_ids"] for p in ps], comps, 0)
     with torch.no_grad(), lora.sampling([False, True, False, True, False]):
         _, _, trunk = fastgen.token_logprobs(model, seqs, return_trunk=True)
-    assert not any(t.requires_grad for t in trunk)
+    assert not any(t.requires_grad for t in (trunk if share else [trunk]))
 
     def run(**kw):
         for p in lora.parameters():
@@ -204,11 +206,13 @@ def test_frozen_trunk_reused_by_the_train_forward_gives_the_same_logprobs_and_gr
         assert torch.equal(a, b)
 
 
-@pytest.mark.parametrize("fused_adapter", [True, False])
-def test_rows_sharing_a_prompt_compute_it_once_and_match_the_plain_forward(fused_adapter):
+@pytest.mark.parametrize("fused_adapter,share", [(True, True), (False, True), (True, False)])
+def test_rows_sharing_a_prompt_compute_it_once_and_match_the_plain_forward(fused_adapter, share, monkeypatch):
     """Groups of rollouts share their prompt: the two-pass forward (each distinct prompt once per
     routing mask, completions attending to its K/V) gives the plain forward's log-probs, gradients
-    and pooled gate activations, with keep / absorb / route rows mixed inside a group."""
+    and pooled gate activations, with keep / absorb / route rows mixed inside a group. (share False:
+    the one-pass forward a GPU uses for small micro-batches, on the same rows.)"""
+    monkeypatch.setattr(fastgen, "shares_prompts", lambda seqs: share)
     model = spread(make_tiny_llama(vocab=V))
     tok = synthetic_tokenizer(V)
     lora = perturbed_lora(model)

@@ -63,7 +63,15 @@ def test_killed_run_resumes_to_the_same_adapter_and_log(setup):
 
     rows_full, rows_resumed = _rows(root / "full" / "steps.jsonl"), _rows(killed.log_path)
     assert [r["step"] for r in rows_resumed] == [0, 1, 2, 3]
-    assert rows_full == rows_resumed
+    # the same rows: counts and labels exactly, floats to the adapter's tolerance (CPU matmuls
+    # may sum in another order after a reload)
+    for rf, rr in zip(rows_full, rows_resumed):
+        assert rf.keys() == rr.keys()
+        for k in rf:
+            if isinstance(rf[k], float):
+                assert rr[k] == pytest.approx(rf[k], rel=1e-6, abs=1e-9), k
+            else:
+                assert rr[k] == rf[k], k
     n_rollouts = 4 * 2
     assert sum(1 for _ in open(resumed / "rollouts.jsonl")) == 4 * n_rollouts
     acts = load_file(str(resumed / "rollout_acts.safetensors"))

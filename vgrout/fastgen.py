@@ -54,6 +54,7 @@ FAST_NORM = True           # torch's fused rms_norm in the engine's forwards
 PREFILL_TOKENS = 16384  # prompt tokens per prefill chunk (bounds the fp32 lora2r activations)
 LOGP_TOKENS = 4096      # tokens per log-prob chunk: [LOGP_TOKENS, vocab] fp32 at most
 CHECKPOINT_ABOVE_TOKENS = 8192  # micro-batches of more tokens checkpoint every decoder layer
+SHARE_ABOVE_TOKENS = 8192       # on a GPU, micro-batches of more tokens compute each prompt once
 
 
 # -- the model's pieces -----------------------------------------------------------------------
@@ -635,14 +636,80 @@ def _keys(owner: torch.Tensor, st) -> tuple[torch.Tensor, torch.Tensor]:
     return uniq // 4, key_of_row
 
 
+def shares_prompts(seqs: Seqs) -> bool:
+    """Whether the two-pass forward pays: on a CPU, fewer tokens is less time; on a GPU a small
+    micro-batch is bound by kernel launches, which two passes per layer double (measured on an
+    H200: the issue's shape, 8 rows of 300 + 256 tokens, went from 7.2 s to 9.4 s a step)."""
+    return seqs.input_ids.device.type == "cpu" or seqs.input_ids.numel() > SHARE_ABOVE_TOKENS
+
+
 def hidden_states(model, seqs: Seqs, checkpoint_layers: bool = True, fused_adapter: bool = True,
-                  trunk: tuple | None = None, return_trunk: bool = False):
+                  trunk=None, return_trunk: bool = False):
     """Final-norm hidden states that predict each completion token, [B, Lc, D], right-aligned like
     the completions in `seqs` (rows with fewer tokens start later). Each decoder layer is
     checkpointed when grad is on and the batch is large.
     fused_adapter: lora2r deltas through Lora2rDelta (x's dtype) instead of Lora2rLinear's fp32.
     trunk: the frozen trunk's output for these rows (from an earlier call with return_trunk), so
     only the adapted layers run; return_trunk: return (h, trunk)."""
+    fn = _two_pass_hidden if shares_prompts(seqs) else _one_pass_hidden
+    out, trunk = fn(model, seqs, checkpoint_layers, fused_adapter, trunk)
+    return (out, trunk) if return_trunk else out
+
+
+def _one_pass_hidden(model, seqs: Seqs, checkpoint_layers: bool, fused_adapter: bool, trunk):
+    """Every row's prompt and completion in one pass. trunk: [B, T, D] at the first adapted layer."""
+    a = arch(model)
+    ids, attn = seqs.input_ids, seqs.attention_mask
+    B, T = ids.shape
+    pos = position_ids(attn)
+    depth = trunk_depth(model)
+    h = a.embed(ids)
+    ar = torch.arange(T, device=ids.device)
+    allowed = (ar[None, :] <= ar[:, None])[None] & attn.bool()[:, None, :]
+    allowed |= torch.eye(T, dtype=torch.bool, device=ids.device)[None]  # pad queries: themselves
+    kw = dict(attention_mask=_additive(allowed, h.dtype), position_ids=pos, position_embeddings=a.rotary(h, pos))
+    if trunk is None:
+        with torch.no_grad():  # frozen: no parameter below `depth` has a gradient
+            for layer in a.layers[:depth]:
+                h = _layer_forward(layer, h, fused_adapter, **kw)
+        trunk = h
+    h = trunk
+    ctx = _masks_at_forward(routing_state(model))
+    # small micro-batches keep their activations: the recompute costs a third of the step
+    grad = torch.is_grad_enabled() and checkpoint_layers and B * T > CHECKPOINT_ABOVE_TOKENS
+    for layer in a.layers[depth:]:
+        if grad:
+            h = checkpoint(_layer_forward, layer, h, fused_adapter, use_reentrant=False, context_fn=ctx, **kw)
+        else:
+            h = _layer_forward(layer, h, fused_adapter, **kw)
+    out = _norm(a.norm, h) if fused_adapter else a.norm(h)
+    Lc = int(seqs.completion_mask.sum(1).max())
+    return out[:, -(Lc + 1):-1], trunk
+
+
+def _masks_at_forward(st):
+    """context_fn for checkpoint: the recompute in the backward runs under the lora2r masks
+    that were in force at the forward, whatever the masks are when backward() is called."""
+    def fn():
+        if st is None:
+            return contextlib.nullcontext(), contextlib.nullcontext()
+        m, d = st.m, st.d
+
+        @contextlib.contextmanager
+        def recompute():
+            old = (st.m, st.d, st.pool_weights)
+            st.m, st.d, st.pool_weights = m, d, None
+            try:
+                yield
+            finally:
+                st.m, st.d, st.pool_weights = old
+        return contextlib.nullcontext(), recompute()
+    return fn
+
+
+def _two_pass_hidden(model, seqs: Seqs, checkpoint_layers: bool, fused_adapter: bool, trunk):
+    """Distinct prompts, then completions attending to them. trunk: (prompts, completions) at the
+    first adapted layer."""
     a = arch(model)
     sp = split(seqs)
     st = routing_state(model)
@@ -699,8 +766,7 @@ def hidden_states(model, seqs: Seqs, checkpoint_layers: bool = True, fused_adapt
     n = sp.comp_mask.sum(1)
     Lc = int(seqs.completion_mask.sum(1).max())
     cols = (ar_c[None, :Lc] - (Lc - n)[:, None]).clamp(min=0)
-    out = pred.gather(1, cols[..., None].expand(-1, -1, pred.shape[-1]))
-    return (out, trunk) if return_trunk else out
+    return pred.gather(1, cols[..., None].expand(-1, -1, pred.shape[-1])), trunk
 
 
 def _chunk_logp(h: torch.Tensor, targets: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
