@@ -26,6 +26,14 @@ def sh(cmd, cwd, check=True):
     return out.stdout + out.stderr
 
 
+def stdout_json(cmd, cwd):
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    out = subprocess.run(cmd, cwd=cwd, shell=True, capture_output=True, text=True, env=env)
+    if out.returncode:
+        raise AssertionError(f"{cmd} failed ({out.returncode}):\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout)
+
+
 def ran(log: str) -> set[str]:
     return set(re.findall(r"Running stage '([^']+)'", log))
 
@@ -131,3 +139,27 @@ def test_push_fresh_clone_pull_recomputes_nothing(repo, tmp_path):
     status = sh("dvc status", clone)
     assert "up to date" in status, status
     assert ran(sh("dvc repro", clone)) == set()
+
+
+def test_placebo_experiment_and_metrics_diff(repo):
+    """`dvc exp run -S gate.random_seed=7` swaps v_act for a Haar direction: extract_vact and
+    everything downstream of it re-run (never model, substrate, pairs or teacher_pool), and
+    `dvc exp show` and `dvc metrics diff` carry each arm's deploy hack and solve."""
+    sh("git add -A && git -c user.name=t -c user.email=t@t commit -qm results --allow-empty", repo)
+    log = sh("dvc exp run -S gate.random_seed=7 -n placebo7", repo)
+    stages = ran(log)
+    assert "extract_vact@0" in stages and "aggregate" in stages, stages
+    assert not stages & {"model", "substrate", "pairs", "teacher_pool", "eval_base"}, stages
+    vact = json.loads((repo / "metrics/vact/0.json").read_text())
+    assert vact["v_act"]["kind"] == "haar" and vact["v_act"]["random_seed"] == 7
+
+    shown = json.dumps(stdout_json("dvc exp show --json", repo))
+    assert "placebo7" in shown and "routeA" in shown and "deploy_hack" in shown
+
+    # every arm's deploy hack and solve, the experiment's (workspace) against the v_act run's (HEAD)
+    diff = stdout_json("dvc metrics diff --all --json HEAD", repo)["metrics/summary.json"]
+    for arm in ARMS:
+        for metric in ("deploy_hack", "deploy_solve"):
+            assert {"old", "new"} <= set(diff[f"{arm}.{metric}"]), (arm, metric)
+    # none and absorb use no direction: the placebo experiment leaves them as they were
+    assert diff["none.deploy_hack"]["old"] == diff["none.deploy_hack"]["new"]
