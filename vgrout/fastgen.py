@@ -693,17 +693,7 @@ def _masks_at_forward(st):
     def fn():
         if st is None:
             return contextlib.nullcontext(), contextlib.nullcontext()
-        m, d = st.m, st.d
-
-        @contextlib.contextmanager
-        def recompute():
-            old = (st.m, st.d, st.pool_weights)
-            st.m, st.d, st.pool_weights = m, d, None
-            try:
-                yield
-            finally:
-                st.m, st.d, st.pool_weights = old
-        return contextlib.nullcontext(), recompute()
+        return contextlib.nullcontext(), _rows(st, st.m, st.d, None)
     return fn
 
 
@@ -716,14 +706,17 @@ def _two_pass_hidden(model, seqs: Seqs, checkpoint_layers: bool, fused_adapter: 
     m_rows = st.m if st is not None else None
     d_rows = st.d if st is not None else None
     pool_rows = None
-    if st is not None and st.pool_weights is not None:  # the gate pools completion tokens only
-        pool_rows = sp.comp_mask.float() / sp.comp_mask.sum(1, keepdim=True).clamp(min=1)
+    if st is not None and st.pool_weights is not None:
+        # the caller's weights [B, T] over the left-padded rows, read at each completion token
+        # (the gate pools completion tokens only; the prompt pass pools nothing)
+        T, n = seqs.input_ids.shape[1], sp.comp_mask.sum(1, keepdim=True)
+        cols = (T - n + torch.arange(sp.comp_ids.shape[1], device=n.device)[None]).clamp(max=T - 1)
+        pool_rows = st.pool_weights.gather(1, cols) * sp.comp_mask
     key_prompt, key_of_row = _keys(sp.owner, st)
     m_keys = None if m_rows is None else torch.zeros_like(m_rows[:len(key_prompt)]).index_copy_(0, key_of_row, m_rows)
     d_keys = None if d_rows is None else torch.zeros_like(d_rows[:len(key_prompt)]).index_copy_(0, key_of_row, d_rows)
 
     Tp, Tc = sp.prompt_ids.shape[1], sp.comp_ids.shape[1]
-    dt = a.embed.weight.dtype
     ar_p, ar_c = torch.arange(Tp, device=sp.owner.device), torch.arange(Tc, device=sp.owner.device)
     pos_p = position_ids(sp.prompt_mask)
     pos_c = sp.lengths[:, None] + ar_c[None]

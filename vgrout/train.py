@@ -252,7 +252,7 @@ def old_forward(cfg, lora, seqs, rollouts, direction):
                 logp, _, trunk = _logprobs(cfg)(lora.model, mb, return_trunk=True)
                 trunks.append(trunk)
             else:
-                logp, _ = grpo.token_logprobs(lora.model, mb)
+                logp, _ = _logprobs(cfg)(lora.model, mb)
         logps.append(logp)
         for m in acts:
             acts[m].append(pooled[m].float().cpu())
@@ -267,10 +267,7 @@ def train_forward_backward(cfg, lora, seqs, logps_old, trunks, adv, zones, n_rol
     for k, s in enumerate(range(0, len(seqs), cfg.micro_batch)):
         mb = seqs.rows(slice(s, s + cfg.micro_batch)).to(device)
         with lora.masked(zones[s:s + cfg.micro_batch]):
-            if trunks is not None:
-                logp, mask = _logprobs(cfg)(lora.model, mb, trunk=trunks[k])
-            else:
-                logp, mask = _logprobs(cfg)(lora.model, mb)
+            logp, mask = _logprobs(cfg)(lora.model, mb, **({"trunk": trunks[k]} if trunks else {}))
         obj, rho = grpo.clipped_surrogate(logp, logps_old[k], adv[s:s + cfg.micro_batch].to(device),
                                           mask, cfg.clip_eps)
         loss = grpo.dr_grpo_loss(obj, n_rollouts, cfg.max_new_tokens)
