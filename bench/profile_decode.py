@@ -1,13 +1,12 @@
 """Where a decode step's time goes: the captured decode step of the fast path timed per variant
-(attention kernel, fused RMSNorm), with and without the lora2r adapter, the prompt prefill, and a
+(fused RMSNorm or transformers'), with and without the lora2r adapter, the prompt prefill, and a
 torch.profiler table of eager decode steps. Prints the fastest variant last as json.
 
-    python bench/profile_decode.py --batch 256 --prompt-len 512 --new-tokens 256 --r 16
+    python bench/profile_decode.py --batch 256 --group 8 --prompt-len 512 --new-tokens 256 --r 16
 """
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import time
 
@@ -31,13 +30,23 @@ def step_ms(eng: fastgen.Engine, span: int, n: int = 30) -> float:
     return 1e3 * (time.perf_counter() - t0) / n
 
 
-def variants(model, lora, prompts, T, span) -> list[dict]:
+def make_engine(model, lora, prompts, group, new_tokens) -> fastgen.Engine:
+    """The engine of one generation at this shape (groups of `group` rows share a prompt slot),
+    its graphs captured by a two-token run."""
+    fastgen.release()
+    fastgen.generate_ids(model, prompts, 2, 1.0, batch_size=len(prompts), lora=lora, eos_id=EOS,
+                         pad=PAD, ignore_eos=True, cache_new_tokens=new_tokens)
+    eng = next(iter(fastgen._ENGINE.values()))
+    assert eng.R == group
+    return eng
+
+
+def variants(model, lora, prompts, group, new_tokens, span) -> list[dict]:
     rows = []
-    for attn, norm in itertools.product(("sdpa", "bmm"), (False, True)):
-        fastgen.DECODE_ATTENTION, fastgen.FAST_NORM = attn, norm
-        eng = fastgen.Engine(model, lora, len(prompts), T, 1.0, 1.0, EOS, PAD, True)
-        eng.run(prompts, 2, [False] * len(prompts))
-        rows.append({"attention": attn, "fast_norm": norm, "step_ms": step_ms(eng, span)})
+    for norm in (False, True):
+        fastgen.FAST_NORM = norm
+        eng = make_engine(model, lora, prompts, group, new_tokens)
+        rows.append({"fast_norm": norm, "step_ms": step_ms(eng, span)})
         print(rows[-1], flush=True)
         del eng
         fastgen.release()
@@ -47,27 +56,27 @@ def variants(model, lora, prompts, T, span) -> list[dict]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--group", type=int, default=8)
     ap.add_argument("--prompt-len", type=int, default=512)
     ap.add_argument("--new-tokens", type=int, default=256)
     ap.add_argument("--r", type=int, default=16)
     ap.add_argument("--rows", type=int, default=25)
     args = ap.parse_args()
     model, _ = build_model("qwen3-4b-random", "cuda")
-    prompts = random_prompts(args.batch, args.prompt_len, model.config.vocab_size)
-    T = fastgen.cache_length(args.prompt_len, args.new_tokens)
-    span = min(T, fastgen.SPAN * (args.prompt_len // fastgen.SPAN + 2))  # a mid-generation span
-    print(f"no adapter, defaults: {variants(model, None, prompts, T, span)[0]}")
+    prompts = [p for p in random_prompts(args.batch // args.group, args.prompt_len, model.config.vocab_size)
+               for _ in range(args.group)]
+    span = min(fastgen.aligned(args.new_tokens - 1), fastgen.SPAN * 2)  # a mid-generation span
+    print(f"no adapter, defaults: {variants(model, None, prompts, args.group, args.new_tokens, span)[0]}")
     lora = ad.attach(model, r=args.r)
-    rows = variants(model, lora, prompts, T, span)
+    rows = variants(model, lora, prompts, args.group, args.new_tokens, span)
     best = min(rows, key=lambda r: r["step_ms"])
-    fastgen.DECODE_ATTENTION, fastgen.FAST_NORM = best["attention"], best["fast_norm"]
-    eng = fastgen.Engine(model, lora, args.batch, T, 1.0, 1.0, EOS, PAD, True)
-    eng.run(prompts, 2, [False] * args.batch)
+    fastgen.FAST_NORM = best["fast_norm"]
+    eng = make_engine(model, lora, prompts, args.group, args.new_tokens)
     torch.cuda.synchronize()
     t0 = time.perf_counter()
     eng.prefill(prompts, torch.ones(args.batch, device="cuda"))
     torch.cuda.synchronize()
-    print(f"prefill {args.batch} x {args.prompt_len}: {time.perf_counter() - t0:.2f} s")
+    print(f"prefill {args.batch // args.group} distinct prompts x {args.prompt_len}: {time.perf_counter() - t0:.2f} s")
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(3):
             eng.decode_step(span)

@@ -89,6 +89,28 @@ def test_group_prompts_prefilled_once_give_hf_generate_tokens(monkeypatch):
     assert ref[0] != ref[1]  # the deploy row of a group differs from its full rows
 
 
+def test_interleaved_groups_share_prompt_slots_and_keep_row_order():
+    """Rows arrive interleaved (prompt A, B, A, B ...) with modes mixed: the engine regroups them
+    into prompt slots of R rows (R = gcd of the run sizes), reads each slot's prompt K/V for its R
+    rows, and hands the completions back in the caller's order, equal to HF greedy."""
+    model = spread(tiny_qwen3())
+    tok = synthetic_tokenizer(V)
+    lora = perturbed_lora(model)
+    a, b = prompts(2, seed=5)
+    ps, deploy = [a, b] * 6, [False] * 8 + [True] * 4  # (A, full) x4, (B, full) x4, (A, deploy) x2, (B, deploy) x2
+    ref = rollout.generate(model, tok, ps, 14, 0.0, batch_size=12, lora=lora, deploy_rows=deploy)
+    fast = fastgen.generate(model, tok, ps, 14, 0.0, batch_size=12, lora=lora, deploy_rows=deploy)
+    assert fast == ref
+    eng = next(iter(fastgen._ENGINE.values()))
+    assert (eng.R, eng.U) == (2, 6) and eng.kp.shape[1] == 6  # half as many prompt slots as rows
+    assert ref[0] != ref[8]  # same prompt, other mode: another completion
+
+    order, R = fastgen.prompt_slots([[1], [2], [1], [1]], [False] * 4)
+    assert (order, R) == ([0, 2, 3, 1], 1)  # runs of 3 and 1: one row per slot
+    order, R = fastgen.prompt_slots([[1]] * 4 + [[2]] * 4, [False] * 8)
+    assert (order, R) == (list(range(8)), 4)  # grouped rows keep their order
+
+
 def test_eos_cut_equals_hf_generate():
     model = spread(tiny_qwen3())
     ps = prompts(6)
@@ -169,6 +191,9 @@ def test_decode_floor_counts_weights_and_growing_cache():
     from vgrout.bench import decode_floor
     # 3 new tokens -> 2 decode steps attending 10+1 and 10+2 positions
     assert decode_floor(100, 4, batch=2, prompt_len=10, new_tokens=3, copy_bps=1.0) == 2 * 100 + 2 * 4 * (11 + 12)
+    # a group of 2 shares its prompt's K/V: the 10 prompt positions are read once per step, not twice
+    assert decode_floor(100, 4, batch=2, prompt_len=10, new_tokens=3, copy_bps=1.0, group=2) == \
+        2 * 100 + 4 * (2 * 10 + 2 * (1 + 2))
 
 
 @pytest.mark.parametrize("share", [True, False])

@@ -138,13 +138,15 @@ def adapter_bytes(lora: ad.Lora2r) -> int:
 
 
 def decode_floor(w_bytes: int, kv_per_token: int, batch: int, prompt_len: int, new_tokens: int,
-                 copy_bps: float) -> float:
+                 copy_bps: float, group: int = 1) -> float:
     """Seconds to read, at each decode step, every weight once plus the KV cache of every row
-    (the prompt and the tokens so far), at the measured copy bandwidth. Step s (1..n-1) feeds the
-    s-th new token and attends prompt_len + s positions."""
+    (its prompt and its tokens so far), at the measured copy bandwidth. Step s (1..n-1) feeds the
+    s-th new token and attends prompt_len + s positions. group > 1: the rows of a group share one
+    copy of their prompt's K/V, read once per step for all of them (the engine's layout)."""
     steps = new_tokens - 1
-    ctx = steps * prompt_len + steps * (steps + 1) // 2
-    return (steps * w_bytes + batch * ctx * kv_per_token) / copy_bps
+    prompt_reads = steps * prompt_len * batch // group
+    own_reads = batch * steps * (steps + 1) // 2
+    return (steps * w_bytes + (prompt_reads + own_reads) * kv_per_token) / copy_bps
 
 
 # -- timed pieces -----------------------------------------------------------------------------
@@ -320,28 +322,32 @@ def bench(model: str = "qwen3-4b-random", batch: int = 64, prompt_len: int = 300
     if check:
         res["check"]["bf16_greedy_vs_hf"] = bf16_agreement(mdl, lora, prompts[::group][:8], 32, device)
 
-    # rollouts: fast path (a short warm-up run captures the graph at the full cache length)
-    T = fastgen.cache_length(prompt_len, new_tokens)
+    # rollouts: fast path (a short warm-up run captures the graphs at the full cache length)
     kw = dict(temperature=1.0, batch_size=gen_batch, lora=lora, eos_id=EOS, pad=PAD, ignore_eos=True)
-    fastgen.generate_ids(mdl, prompts, 4, cache_len=T, **kw)
+    fastgen.generate_ids(mdl, prompts, 4, cache_new_tokens=new_tokens, **kw)
+    eng = next(iter(fastgen._ENGINE.values()))
+    kv_gb = (eng.kp.numel() + eng.vp.numel() + eng.kc.numel() + eng.vc.numel()) * eng.kp.element_size() / 1e9
+    del eng
     _sync(device)
     t0 = time.perf_counter()
     chunks: list[dict] = []
-    fastgen.generate_ids(mdl, prompts, new_tokens, cache_len=T, timings=chunks, **kw)
+    fastgen.generate_ids(mdl, prompts, new_tokens, cache_new_tokens=new_tokens, timings=chunks, **kw)
     _sync(device)
     gen_s = time.perf_counter() - t0
     prefill_s = sum(c["prefill_s"] for c in chunks)
     decode_s = sum(c["decode_s"] for c in chunks)
     kv = a.kv_bytes_per_token
     w = weight_bytes(mdl)
-    floor = sum(decode_floor(w, kv, min(gen_batch, batch - s), prompt_len, new_tokens,
-                             res["ceilings"]["copy_TBps"] * 1e12) for s in range(0, batch, gen_batch))
+    bps = res["ceilings"]["copy_TBps"] * 1e12
+    rows = [min(gen_batch, batch - s) for s in range(0, batch, gen_batch)]
+    floor = sum(decode_floor(w, kv, n, prompt_len, new_tokens, bps) for n in rows)
+    floor_shared = sum(decode_floor(w, kv, n, prompt_len, new_tokens, bps, group) for n in rows)
     gen = {"fastgen_s": gen_s, "prefill_s": prefill_s, "decode_s": decode_s,
            "tokens_per_s": batch * new_tokens / gen_s,
            "decode_ms_per_step": 1e3 * decode_s / (new_tokens - 1) / len(chunks),
            "decode_floor_s": floor, "decode_vs_floor": decode_s / floor, "total_vs_floor": gen_s / floor,
-           "weight_GB": w / 1e9, "adapter_GB": adapter_bytes(lora) / 1e9,
-           "kv_cache_GB": min(gen_batch, batch) * T * kv / 1e9}
+           "decode_floor_shared_prompt_s": floor_shared, "total_vs_shared_floor": gen_s / floor_shared,
+           "weight_GB": w / 1e9, "adapter_GB": adapter_bytes(lora) / 1e9, "kv_cache_GB": kv_gb}
     if hf_tokens:
         fastgen.release()  # the HF path gets the memory to itself
         n1, n2 = hf_tokens
@@ -354,8 +360,8 @@ def bench(model: str = "qwen3-4b-random", batch: int = 64, prompt_len: int = 300
     res["generation"] = gen
 
     if steps > 0:
-        res["step"] = _steps(lora, prompts, group, new_tokens, micro_batch, gen_batch, prompt_len,
-                             steps, gen["kv_cache_GB"] > 16, device, seed)
+        res["step"] = _steps(lora, prompts, group, new_tokens, micro_batch, gen_batch, steps,
+                             gen["kv_cache_GB"] > 16, device, seed)
     del a, lora, mdl
     fastgen.release()
     gc.collect()
@@ -372,17 +378,14 @@ def bench(model: str = "qwen3-4b-random", batch: int = 64, prompt_len: int = 300
     return res
 
 
-def _steps(lora, prompts, group, new_tokens, micro_batch, gen_batch, prompt_len, steps, release,
-           device, seed) -> dict:
+def _steps(lora, prompts, group, new_tokens, micro_batch, gen_batch, steps, release, device, seed) -> dict:
     """Whole GRPO steps; per phase, the median over the steps after the first (which warms up;
     a single step is reported as it is). With
-    `release`, the KV cache is freed after each generation so the train forward gets the memory."""
+    `release`, the KV cache is freed after each generation so the train forward gets the memory;
+    without, one engine (graphs, cache) serves every step, as a training run would keep it."""
     mdl, batch = lora.model, len(prompts)
     cuda = torch.device(device).type == "cuda"
     opt = torch.optim.AdamW(lora.parameters(), lr=1e-4)
-    if not release:  # one engine (graphs, cache) for every step, as a training run would keep
-        fastgen.engine(mdl, lora, min(gen_batch, batch), fastgen.cache_length(prompt_len, new_tokens),
-                       1.0, 1.0, EOS, PAD, True)
     if cuda:
         torch.cuda.reset_peak_memory_stats(device)
     times = [grpo_step(lora, opt, prompts, group, new_tokens, micro_batch, gen_batch, device,
@@ -449,7 +452,7 @@ PRESETS = {
     "issue": dict(batch=64, prompt_len=300, new_tokens=256, group=8, micro_batch=8, r=16, steps=3, trl=True),
     "gen256": dict(batch=256, prompt_len=512, new_tokens=256, group=8, r=16, steps=0, check=False),
     "paper": dict(batch=256, prompt_len=512, new_tokens=1536, group=16, micro_batch=16, r=32,
-                  gen_batch=128, steps=1, hf_tokens=None, check=False),
+                  steps=1, hf_tokens=None, check=False),
 }
 
 

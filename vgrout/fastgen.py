@@ -1,8 +1,9 @@
-"""Fast rollouts and log-prob forwards for the lora2r student (an opt-in fast path).
+"""Fast rollouts and log-prob forwards for the lora2r student (train and eval use them on every device).
 
 Two drop-in replacements, same arguments and results as the plain path:
 
-- `generate` for `rollout.generate`: batched decode over a preallocated static KV cache. The
+- `generate` for `rollout.generate`: batched decode over preallocated static KV caches (a
+  group's prompt is computed and stored once for its rollouts, each row's completion apart). The
   decode step (every layer, the lora2r deltas, sampling, the cache write) has fixed shapes, so on
   a GPU it is captured once as a CUDA graph and replayed once per new token: no Python and no
   launch overhead per layer. Sampling runs on the GPU (softmax / exponential race, the same
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+from collections import Counter
 from functools import partial
 import time
 from dataclasses import dataclass
@@ -45,11 +47,10 @@ from vgrout.adapter import Lora2r, Lora2rLinear
 from vgrout.grpo import position_ids
 from vgrout.rollout import Seqs, pad_id
 
-CACHE_ALIGN = 64       # cache length rounded up: aligned attention masks, fewer graph shapes
-SPAN = 128             # a decode step attends the first k·SPAN cache slots, not all of them
-# Measured on an H200 (docs/performance.md): "bmm" beat SDPA's kernel for the one-token step, and
-# torch's fused rms_norm beat transformers' six-kernel RMSNorm; the other choices stay selectable.
-DECODE_ATTENTION = "bmm"   # or "sdpa"
+CACHE_ALIGN = 64       # cache lengths rounded up: aligned attention masks, fewer graph shapes
+SPAN = 128             # a decode step attends the first k·SPAN completion slots, not all of them
+# Measured on an H200 (docs/performance.md): torch's fused rms_norm beat transformers' six-kernel
+# RMSNorm (and batched matmuls beat SDPA's kernel for the one-token decode attention).
 FAST_NORM = True           # torch's fused rms_norm in the engine's forwards
 PREFILL_TOKENS = 16384  # prompt tokens per prefill chunk (bounds the fp32 lora2r activations)
 LOGP_TOKENS = 4096      # tokens per log-prob chunk: [LOGP_TOKENS, vocab] fp32 at most
@@ -88,12 +89,14 @@ def arch(model) -> Arch:
                 attn.head_dim)
 
 
-# -- one decoder layer over a static KV cache ---------------------------------------------------
+# -- one decoder layer over static KV caches ----------------------------------------------------
+# The engine keeps two caches per layer: each prompt slot's K/V [U, Hkv, Tp, Dh], shared by the
+# R = B / U rows sampled from that prompt in the same mode (a group's rollouts), and each row's
+# own completion K/V [B, Hkv, Tc, Dh]. A decode step reads a prompt's K/V once for its R rows, and
+# the cache holds a prompt once per group instead of once per rollout.
 
-def _attend(a: Arch, layer, h, cos, sin, k_cache, v_cache, slots, mask, lin, span=None):
-    """h [B, L, D] -> [B, L, D]. Writes this chunk's K/V at `slots` of the cache [B, Hkv, T, Dh]
-    and attends over its first `span` slots under `mask` [B, 1, G·L or 1, span] (True = may
-    attend)."""
+def _qkv(a: Arch, layer, h, cos, sin, lin):
+    """The attention inputs of h [B, L, D]: q [B, H, L, Dh], k and v [B, Hkv, L, Dh], rotated."""
     attn = layer.self_attn
     B, L, _ = h.shape
     x = _norm(layer.input_layernorm, h)
@@ -104,23 +107,53 @@ def _attend(a: Arch, layer, h, cos, sin, k_cache, v_cache, slots, mask, lin, spa
     if hasattr(attn, "q_norm"):  # Qwen3: RMSNorm per head before the rotation
         q, k = _norm(attn.q_norm, q), _norm(attn.k_norm, k)
     q, k = apply_rotary_pos_emb(q.transpose(1, 2), k.transpose(1, 2), cos, sin)
-    k_cache.index_copy_(2, slots, k)
-    v_cache.index_copy_(2, slots, v)
-    # Grouped-query attention without repeating the cache: the G query heads that share a KV
-    # head become G·L query rows of that head (head h = kv·G + g, as transformers' repeat_kv).
-    G = a.n_heads // a.n_kv
-    q = q.reshape(B, a.n_kv, G * L, a.head_dim)
-    k, v = k_cache[:, :, :span], v_cache[:, :, :span]
-    if L == 1 and DECODE_ATTENTION == "bmm":
-        # two batched matmuls that read K and V once; no query tile padded from G rows to 64+
-        w = torch.matmul(q, k.transpose(-1, -2)).float() * attn.scaling
-        w = w.masked_fill(~mask, float("-inf")).softmax(-1).to(v.dtype)
-        o = torch.matmul(w, v)
-    else:
-        o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=attn.scaling)
-    o = o.reshape(B, a.n_heads, L, a.head_dim).transpose(1, 2).reshape(B, L, -1)
-    h = h + lin(attn.o_proj, o)
+    return q, k, v
+
+
+def _finish(layer, h, o, lin):
+    """The residual stream after attention output o [B, L, H·Dh]: o_proj, then the MLP."""
+    h = h + lin(layer.self_attn.o_proj, o)
     return h + _mlp(layer.mlp, _norm(layer.post_attention_layernorm, h), lin)
+
+
+def _prefill_layer(a: Arch, layer, h, cos, sin, k_out, v_out, mask, lin):
+    """Prompts h [b, P, D] attending to themselves under mask [b, 1, G·P, P]; their K/V go to
+    k_out, v_out [b, Hkv, P, Dh]."""
+    B, P, _ = h.shape
+    q, k, v = _qkv(a, layer, h, cos, sin, lin)
+    k_out.copy_(k)
+    v_out.copy_(v)
+    # grouped-query attention without repeating K/V: the G query heads that share a KV head
+    # become G·P query rows of that head (head h = kv·G + g, as transformers' repeat_kv)
+    G = a.n_heads // a.n_kv
+    q = q.reshape(B, a.n_kv, G * P, a.head_dim)
+    o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=layer.self_attn.scaling)
+    o = o.reshape(B, a.n_heads, P, a.head_dim).transpose(1, 2).reshape(B, P, -1)
+    return _finish(layer, h, o, lin)
+
+
+def _decode_layer(a: Arch, layer, h, cos, sin, kp, vp, kc, vc, slot, mask, span, lin):
+    """One new token per row, h [B, 1, D]. Row b attends its prompt slot's K/V kp, vp[b // R]
+    and the first `span` slots of its own completion K/V kc, vc[b], under mask
+    [B, 1, 1, Tp + span] (True = may attend); this token's K/V is written at completion `slot`."""
+    B, U, Tp = h.shape[0], kp.shape[0], kp.shape[2]
+    R, G, Hkv, Dh = B // U, a.n_heads // a.n_kv, a.n_kv, a.head_dim
+    q, k, v = _qkv(a, layer, h, cos, sin, lin)
+    kc.index_copy_(2, slot, k)
+    vc.index_copy_(2, slot, v)
+    q = q.reshape(B, Hkv, G, Dh)  # head h = kv·G + g
+    # the R rows of a prompt slot are R·G query rows of one matmul against its K: read once
+    qu = q.view(U, R, Hkv, G, Dh).transpose(1, 2).reshape(U, Hkv, R * G, Dh)
+    sp = torch.matmul(qu, kp.transpose(-1, -2)).view(U, Hkv, R, G, Tp).transpose(1, 2).reshape(B, Hkv, G, Tp)
+    sc = torch.matmul(q, kc[:, :, :span].transpose(-1, -2))
+    # one softmax over the prompt's and the row's own positions; batched matmuls, no query
+    # tile padded from G rows to 64+ as a fused attention kernel would
+    w = torch.cat([sp, sc], -1).float() * layer.self_attn.scaling
+    w = w.masked_fill(~mask, float("-inf")).softmax(-1).to(q.dtype)
+    wp = w[..., :Tp].reshape(U, R, Hkv, G, Tp).transpose(1, 2).reshape(U, Hkv, R * G, Tp)
+    o = torch.matmul(wp, vp).view(U, Hkv, R, G, Dh).transpose(1, 2).reshape(B, Hkv, G, Dh)
+    o = o + torch.matmul(w[..., Tp:], vc[:, :, :span])
+    return _finish(layer, h, o.reshape(B, 1, -1), lin)
 
 
 def _norm(mod, x):
@@ -195,32 +228,39 @@ def sample_next(logits: torch.Tensor, temperature: float, top_p: float = 1.0) ->
 # -- the engine: static buffers and the captured decode step ------------------------------------
 
 class Engine:
-    """Static buffers and the decode step for one (batch, cache length) shape."""
+    """Static buffers and the decode step for one shape: B rows in U = B / R prompt slots of R
+    rows each, prompts of up to Tp tokens, up to Tc + 1 new tokens."""
 
-    def __init__(self, model, lora: Lora2r | None, batch: int, cache_len: int, temperature: float,
-                 top_p: float, eos_id: int | None, pad: int, ignore_eos: bool):
+    def __init__(self, model, lora: Lora2r | None, batch: int, group: int, prompt_len: int,
+                 comp_len: int, temperature: float, top_p: float, eos_id: int | None, pad: int,
+                 ignore_eos: bool):
+        if batch % group:
+            raise ValueError(f"engine batch {batch} is not a multiple of its group {group}")
         self.model, self.lora, self.a = model, lora, arch(model)
-        self.B, self.T = batch, cache_len
+        self.B, self.R, self.U = batch, group, batch // group
+        self.Tp, self.Tc = prompt_len, comp_len
         self.temperature, self.top_p = temperature, top_p
         self.eos_id, self.pad_id, self.ignore_eos = eos_id, pad, ignore_eos
         w = self.a.embed.weight
         dev, dt = w.device, w.dtype
-        shape = (len(self.a.layers), batch, self.a.n_kv, cache_len, self.a.head_dim)
-        self.k = torch.zeros(shape, dtype=dt, device=dev)
-        self.v = torch.zeros(shape, dtype=dt, device=dev)
+        L, kv, Dh = len(self.a.layers), self.a.n_kv, self.a.head_dim
+        self.kp = torch.zeros(L, self.U, kv, prompt_len, Dh, dtype=dt, device=dev)
+        self.vp = torch.zeros_like(self.kp)
+        self.kc = torch.zeros(L, batch, kv, comp_len, Dh, dtype=dt, device=dev)
+        self.vc = torch.zeros_like(self.kc)
         z = dict(dtype=torch.long, device=dev)
         self.tok = torch.zeros(batch, 1, **z)       # the token fed at this step
         self.pos = torch.zeros(batch, 1, **z)       # its rotary position (real tokens before it)
-        self.first = torch.zeros(batch, **z)        # first real (non-pad) slot of each row
-        self.slot = torch.zeros(1, **z)             # cache slot written at this step
+        self.prompt_ok = torch.zeros(batch, prompt_len, dtype=torch.bool, device=dev)  # real prompt slots of each row
+        self.slot = torch.zeros(1, **z)             # completion slot written at this step
         self.col = torch.zeros(1, **z)              # output column written at this step
         self.done = torch.zeros(batch, dtype=torch.bool, device=dev)
-        self.out = torch.zeros(batch, cache_len, **z)
-        self.ar = torch.arange(cache_len, device=dev)
+        self.out = torch.zeros(batch, comp_len + 1, **z)
+        self.ar = torch.arange(comp_len, device=dev)
         self.fused = FusedLora(lora, batch, dt) if lora is not None else None
         self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
         # one decode graph per attended span: early steps do not read the empty tail of the cache
-        self.spans = sorted({min(cache_len, SPAN * k) for k in range(1, math.ceil(cache_len / SPAN) + 1)})
+        self.spans = sorted({min(comp_len, SPAN * k) for k in range(1, math.ceil(comp_len / SPAN) + 1)})
 
     def sample(self, logits: torch.Tensor) -> torch.Tensor:
         nxt = sample_next(logits, self.temperature, self.top_p)
@@ -236,11 +276,12 @@ class Engine:
         a = self.a
         h = a.embed(self.tok)
         cos, sin = a.rotary(h, self.pos)
-        ar = self.ar[:span]
-        mask = ((ar >= self.first[:, None]) & (ar <= self.slot))[:, None, None, :]
+        own = (self.ar[:span] <= self.slot)[None, :].expand(self.B, -1)
+        mask = torch.cat([self.prompt_ok, own], 1)[:, None, None, :]
         lin = self.fused.lin if self.fused is not None else _module_lin
         for i, layer in enumerate(a.layers):
-            h = _attend(a, layer, h, cos, sin, self.k[i], self.v[i], self.slot, mask, lin, span)
+            h = _decode_layer(a, layer, h, cos, sin, self.kp[i], self.vp[i], self.kc[i], self.vc[i],
+                              self.slot, mask, span, lin)
         nxt = self.sample(a.lm_head(_norm(a.norm, h[:, -1])))
         self.out.index_copy_(1, self.col, nxt[:, None])
         self.tok.copy_(nxt[:, None])
@@ -269,72 +310,75 @@ class Engine:
             self.graphs[span] = g
 
     @torch.no_grad()
-    def prefill(self, prompts: list[list[int]], m_rows: torch.Tensor) -> int:
-        """Left-pad the prompts into slots [0, P), run them through the same layer code as the
-        decode step (in row chunks), sample the first new token; returns P. Rows with the same
-        prompt and sampling mode (a group's rollouts) share one prefill: its K/V is copied."""
-        a, dev = self.a, self.tok.device
-        P = max(len(p) for p in prompts)
-        ids = torch.full((self.B, P), self.pad_id, dtype=torch.long)
-        first = torch.zeros(self.B, dtype=torch.long)
-        for i, p in enumerate(prompts):
-            ids[i, P - len(p):] = torch.tensor(p, dtype=torch.long)
-            first[i] = P - len(p)
-        ids, first = ids.to(dev), first.to(dev)
-        self.first.copy_(first)
-        self.out.fill_(self.pad_id)
+    def prefill(self, prompts: list[list[int]], m_rows: torch.Tensor) -> None:
+        """Left-pad each prompt slot's prompt into [0, Tp), run it through the layers (in chunks
+        of slots; a slot whose prompt and mode an earlier slot has is copied, not recomputed),
+        and sample every row's first new token."""
+        a, dev, R = self.a, self.tok.device, self.R
+        Tp = self.Tp
+        slot_rows = range(0, self.B, R)  # the first row of each prompt slot
         keys: dict[tuple, int] = {}
-        rep_of_row = [keys.setdefault((tuple(p), float(m)), i) for i, (p, m) in enumerate(zip(prompts, m_rows.tolist()))]
-        reps = torch.tensor(sorted(keys.values()), device=dev)         # one row per distinct prompt
-        rep_of_row = torch.tensor(rep_of_row, device=dev)
-        ar = torch.arange(P, device=dev)
+        src = [keys.setdefault((tuple(prompts[b]), float(m_rows[b])), u) for u, b in enumerate(slot_rows)]
+        comp = sorted(keys.values())  # the slots computed; the others copy one of them
+        ids = torch.full((self.U, Tp), self.pad_id, dtype=torch.long)
+        first = torch.zeros(self.U, dtype=torch.long)
+        for u, b in enumerate(slot_rows):
+            p = prompts[b]
+            ids[u, Tp - len(p):] = torch.tensor(p, dtype=torch.long)
+            first[u] = Tp - len(p)
+        ids, first = ids.to(dev), first.to(dev)
+        ar = torch.arange(Tp, device=dev)
+        self.prompt_ok.copy_((ar[None, :] >= first[:, None]).repeat_interleave(R, 0))
         pos = (ar[None, :] - first[:, None]).clamp(min=0)  # = cumsum(attention_mask) - 1 on real tokens
-        slots = ar
         G = a.n_heads // a.n_kv
-        causal = ar[None, :] <= ar[:, None]                                     # [P(query), P(key)]
-        rows = max(1, PREFILL_TOKENS // P)
-        self.done.zero_()
-        last = torch.empty(self.B, a.embed.weight.shape[1], dtype=a.embed.weight.dtype, device=dev)
-        for c0 in range(0, len(reps), rows):
-            idx = reps[c0:c0 + rows]
-            valid = ar[None, :] >= first[idx, None]                            # [b, P] real keys
-            m = (causal[None] & valid[:, None, :]) | torch.eye(P, dtype=torch.bool, device=dev)[None]
+        causal = ar[None, :] <= ar[:, None]                                     # [Tp(query), Tp(key)]
+        chunk = max(1, PREFILL_TOKENS // Tp)
+        last = torch.empty(self.U, a.embed.weight.shape[1], dtype=a.embed.weight.dtype, device=dev)
+        for c0 in range(0, len(comp), chunk):
+            us = torch.tensor(comp[c0:c0 + chunk], device=dev)
+            valid = ar[None, :] >= first[us, None]                             # [b, Tp] real keys
+            m = (causal[None] & valid[:, None, :]) | torch.eye(Tp, dtype=torch.bool, device=dev)[None]
             # pad queries see only themselves: no fully masked row, so no NaN in pad K/V
-            mask = m[:, None].repeat(1, 1, G, 1)                               # [b, 1, G·P, P]
-            h = a.embed(ids[idx])
-            cos, sin = a.rotary(h, pos[idx])
-            lin = partial(self.fused.lin, rows=idx) if self.fused else _module_lin
-            k_tmp = self.k.new_empty(len(a.layers), len(idx), a.n_kv, P, a.head_dim)
+            mask = m[:, None].repeat(1, 1, G, 1)                               # [b, 1, G·Tp, Tp]
+            h = a.embed(ids[us])
+            cos, sin = a.rotary(h, pos[us])
+            lin = partial(self.fused.lin, rows=us * R) if self.fused else _module_lin
+            k_tmp = self.kp.new_empty(len(a.layers), len(us), a.n_kv, Tp, a.head_dim)
             v_tmp = torch.empty_like(k_tmp)
             for i, layer in enumerate(a.layers):
-                h = _attend(a, layer, h, cos, sin, k_tmp[i], v_tmp[i], slots, mask, lin)
-            last[idx] = h[:, -1]
-            # every row whose representative is in this chunk takes its K/V
-            where = torch.searchsorted(idx, rep_of_row)
-            rows_here = (where < len(idx)) & (idx[where.clamp(max=len(idx) - 1)] == rep_of_row)
-            sel = rows_here.nonzero().squeeze(1)
-            self.k[:, sel, :, :P] = k_tmp[:, where[sel]]
-            self.v[:, sel, :, :P] = v_tmp[:, where[sel]]
-        logits = a.lm_head(_norm(a.norm, last[rep_of_row]))
-        self.tok[:, 0] = self.sample(logits)
-        self.pos.copy_((P - first)[:, None])
-        self.slot.fill_(P)
-        self.col.fill_(0)
+                h = _prefill_layer(a, layer, h, cos, sin, k_tmp[i], v_tmp[i], mask, lin)
+            self.kp[:, us], self.vp[:, us] = k_tmp, v_tmp
+            last[us] = h[:, -1]
+        src_t = torch.tensor(src, device=dev)
+        dup = (src_t != torch.arange(self.U, device=dev)).nonzero().squeeze(1)
+        self.kp[:, dup], self.vp[:, dup] = self.kp[:, src_t[dup]], self.vp[:, src_t[dup]]
+        logits = a.lm_head(_norm(a.norm, last[src_t]))                        # [U, V]
+        self.done.zero_()
+        self.out.fill_(self.pad_id)
+        self.tok[:, 0] = self.sample(logits.repeat_interleave(R, 0))
+        self.pos.copy_((Tp - first).repeat_interleave(R, 0)[:, None])
+        self.slot.fill_(0)
         self.out[:, 0] = self.tok[:, 0]
         self.col.fill_(1)
-        return P
 
     @torch.no_grad()
     def run(self, prompts: list[list[int]], n_new: int, deploy: list[bool],
             timings: list | None = None) -> torch.Tensor:
-        """Completions [B, n_new] (pad after an EOS unless ignore_eos). With `timings`, appends
-        {"prefill_s", "decode_s"} (synchronising the device around each)."""
+        """Completions [B, n_new] (pad after an EOS unless ignore_eos) for B prompts laid out in
+        prompt slots: rows [u·R, (u+1)·R) share their prompt and sampling mode. With `timings`,
+        appends {"prefill_s", "decode_s"} (synchronising the device around each)."""
         if len(prompts) != self.B:
             raise ValueError(f"engine batch is {self.B}, got {len(prompts)} prompts")
-        m_rows = torch.tensor([0.0 if d else 1.0 for d in deploy], device=self.tok.device)
+        for b in range(self.B):
+            u0 = b - b % self.R
+            if prompts[b] != prompts[u0] or deploy[b] != deploy[u0]:
+                raise ValueError(f"engine row {b}: prompt or sampling mode differs from row {u0}, "
+                                 f"the first row of its prompt slot (group {self.R})")
         P = max(len(p) for p in prompts)
-        if P + n_new - 1 > self.T:
-            raise ValueError(f"prompt {P} + {n_new} new tokens exceed the cache length {self.T}")
+        if P > self.Tp or n_new - 1 > self.Tc:
+            raise ValueError(f"prompt {P} and {n_new} new tokens exceed the engine's cache "
+                             f"({self.Tp} prompt, {self.Tc + 1} new)")
+        m_rows = torch.tensor([0.0 if d else 1.0 for d in deploy], device=self.tok.device)
         if not self.graphs and self.tok.is_cuda:
             self.capture()  # before the prefill: its warm-up runs write the buffers
         t0 = _clock(timings is not None)
@@ -345,7 +389,7 @@ class Engine:
         # a GPU step is queued ahead of the host, so asking "all done?" stalls it; a CPU one is not
         check_every = 64 if self.tok.is_cuda else 1
         for step in range(1, n_new):
-            span = self.span_for(P + step - 1)  # the slot this step writes
+            span = self.span_for(step - 1)  # the completion slot this step writes
             if self.graphs:
                 self.graphs[span].replay()
             else:
@@ -366,14 +410,17 @@ def _clock(sync: bool) -> float:
 _ENGINE: dict[tuple, Engine] = {}
 
 
-def engine(model, lora, batch, cache_len, temperature, top_p, eos_id, pad, ignore_eos) -> Engine:
+def engine(model, lora, batch, group, prompt_len, comp_len, temperature, top_p, eos_id, pad,
+           ignore_eos) -> Engine:
     """The engine for this shape and sampler; one is kept alive (its cache is the big buffer)."""
-    key = (id(model), id(lora), batch, cache_len, float(temperature), float(top_p), eos_id, pad, ignore_eos)
+    key = (id(model), id(lora), batch, group, prompt_len, comp_len, float(temperature), float(top_p),
+           eos_id, pad, ignore_eos)
     if key not in _ENGINE:
         _ENGINE.clear()
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
-        _ENGINE[key] = Engine(model, lora, batch, cache_len, temperature, top_p, eos_id, pad, ignore_eos)
+        _ENGINE[key] = Engine(model, lora, batch, group, prompt_len, comp_len, temperature, top_p,
+                              eos_id, pad, ignore_eos)
     return _ENGINE[key]
 
 
@@ -384,26 +431,37 @@ def release() -> None:
         torch.cuda.empty_cache()
 
 
-def cache_length(prompt_len: int, max_new_tokens: int) -> int:
-    return CACHE_ALIGN * math.ceil((prompt_len + max_new_tokens - 1) / CACHE_ALIGN)
+def aligned(n: int) -> int:
+    return CACHE_ALIGN * max(1, math.ceil(n / CACHE_ALIGN))
+
+
+def prompt_slots(prompts: list[list[int]], deploy: list[bool]) -> tuple[list[int], int]:
+    """A row order that puts rows with the same prompt and sampling mode next to each other
+    (first appearance first; already-grouped rows keep their order), and the group R: the
+    largest size that cuts every such run of rows into whole prompt slots."""
+    first: dict[tuple, int] = {}
+    keys = [first.setdefault((tuple(p), d), i) for i, (p, d) in enumerate(zip(prompts, deploy))]
+    order = sorted(range(len(prompts)), key=lambda i: (keys[i], i))
+    return order, math.gcd(*Counter(keys).values())
 
 
 @torch.no_grad()
 def generate_ids(model, prompts: list[list[int]], max_new_tokens: int, temperature: float,
                  top_p: float = 1.0, batch_size: int = 64, lora: Lora2r | None = None,
                  deploy_rows: list[bool] | None = None, eos_id: int | None = None, pad: int = 0,
-                 ignore_eos: bool = False, cache_len: int | None = None,
+                 ignore_eos: bool = False, cache_new_tokens: int | None = None,
                  progress: bool = False, timings: list | None = None) -> torch.Tensor:
     """Completion token ids [N, max_new_tokens] (on the CPU) for token-id prompts, in chunks of
     batch_size rows (a short last chunk is filled with copies of its last prompt). Rows past their
-    EOS hold `pad`; ignore_eos forces every row to max_new_tokens (benchmarks)."""
+    EOS hold `pad`; ignore_eos forces every row to max_new_tokens (benchmarks). cache_new_tokens:
+    size the cache for this many new tokens (one engine for a short warm-up and the real run)."""
     if max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
     deploy_rows = deploy_rows if deploy_rows is not None else [False] * len(prompts)
     if len(deploy_rows) != len(prompts):
         raise ValueError("deploy_rows and prompts differ in length")
-    longest = max(len(p) for p in prompts)
-    T = cache_len or cache_length(longest, max_new_tokens)
+    Tp = aligned(max(len(p) for p in prompts))
+    Tc = aligned(max(max_new_tokens, cache_new_tokens or 0) - 1)
     B = min(batch_size, len(prompts))
     out = []
     starts = range(0, len(prompts), B)
@@ -412,8 +470,12 @@ def generate_ids(model, prompts: list[list[int]], max_new_tokens: int, temperatu
         n = len(chunk)
         chunk = chunk + [chunk[-1]] * (B - n)
         dep = dep + [dep[-1]] * (B - n)
-        eng = engine(model, lora, B, T, temperature, top_p, eos_id, pad, ignore_eos)
-        out.append(eng.run(chunk, max_new_tokens, dep, timings)[:n].cpu())
+        order, R = prompt_slots(chunk, dep)
+        eng = engine(model, lora, B, R, Tp, Tc, temperature, top_p, eos_id, pad, ignore_eos)
+        ids = eng.run([chunk[i] for i in order], max_new_tokens, [dep[i] for i in order], timings)
+        back = torch.empty_like(ids)
+        back[torch.tensor(order, device=ids.device)] = ids  # the caller's row order
+        out.append(back[:n].cpu())
     return torch.cat(out)
 
 
