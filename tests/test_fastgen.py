@@ -71,6 +71,11 @@ def test_greedy_tokens_equal_hf_generate_with_deploy_rows(monkeypatch):
     flipped = fastgen.generate(model, tok, ps, 16, 0.0, batch_size=4, lora=lora,
                                deploy_rows=[not d for d in deploy])
     assert sum(a != b for a, b in zip(fast, flipped)) >= 6
+    # one mode for every row: the engine folds m into its copy of A instead of scaling rows
+    for mode in (True, False):
+        ref = rollout.generate(model, tok, ps, 16, 0.0, batch_size=4, lora=lora, deploy_rows=[mode] * 8)
+        fast = fastgen.generate(model, tok, ps, 16, 0.0, batch_size=4, lora=lora, deploy_rows=[mode] * 8)
+        assert fast == ref and next(iter(fastgen._ENGINE.values())).fused.one_mode
 
 
 def test_group_prompts_prefilled_once_give_hf_generate_tokens(monkeypatch):
@@ -124,9 +129,11 @@ def test_eos_cut_equals_hf_generate():
     assert any(len(r) < 20 and r[-1] == eos for r in ref)
 
 
-@pytest.mark.parametrize("fused_adapter,checkpointed", [(True, True), (True, False), (False, True)])
-def test_chunked_logprobs_and_grads_equal_token_logprobs(fused_adapter, checkpointed, monkeypatch):
+@pytest.mark.parametrize("fused_adapter,checkpointed,keep_layers",
+                         [(True, True, 0), (True, True, 1), (True, False, 0), (False, True, 0)])
+def test_chunked_logprobs_and_grads_equal_token_logprobs(fused_adapter, checkpointed, keep_layers, monkeypatch):
     monkeypatch.setattr(fastgen, "CHECKPOINT_ABOVE_TOKENS", 0 if checkpointed else 10 ** 9)
+    monkeypatch.setattr(fastgen, "KEEP_LAYERS", keep_layers)  # 1: the top layer keeps its activations
     model = spread(tiny_qwen3())
     tok = synthetic_tokenizer(V)
     lora = perturbed_lora(model)

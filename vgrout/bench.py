@@ -166,10 +166,21 @@ def hf_generate_time(model, lora, prompts: list[list[int]], n_new: int, device) 
 
 
 def grpo_step(lora, opt, prompts: list[list[int]], group: int, new_tokens: int, micro_batch: int,
-              gen_batch: int, device, release_cache: bool, seed: int) -> tuple[dict, torch.Tensor]:
+              gen_batch: int, device, release_cache: bool, seed: int,
+              peaks: dict | None = None) -> tuple[dict, torch.Tensor]:
     """One Dr.GRPO step of the fast path, in train.py's order: generate, (grade), logπ_old with
-    pooled activations, masks, train forward+backward per micro-batch, clip, AdamW."""
+    pooled activations, masks, train forward+backward per micro-batch, clip, AdamW. peaks: filled
+    with each phase's peak GPU memory (GB)."""
     model, n = lora.model, len(prompts)
+    cuda = torch.device(device).type == "cuda"
+
+    def peak(phase):
+        if cuda and peaks is not None:
+            got = (torch.cuda.max_memory_allocated(device) / 1e9, torch.cuda.max_memory_reserved(device) / 1e9)
+            peaks[phase] = tuple(map(max, zip(peaks.get(phase, (0.0, 0.0)), got)))
+            torch.cuda.reset_peak_memory_stats(device)
+
+    peak("before")
     t, t0 = {}, time.perf_counter()
     comp = fastgen.generate_ids(model, prompts, new_tokens, temperature=1.0, batch_size=gen_batch,
                                 lora=lora, deploy_rows=[False] * n, eos_id=EOS, pad=PAD,
@@ -178,6 +189,7 @@ def grpo_step(lora, opt, prompts: list[list[int]], group: int, new_tokens: int, 
         fastgen.release()
     _sync(device)
     t["generate"] = time.perf_counter() - t0
+    peak("generate")
 
     g = torch.Generator().manual_seed(seed)
     rewards = torch.randn(n, generator=g)
@@ -196,6 +208,7 @@ def grpo_step(lora, opt, prompts: list[list[int]], group: int, new_tokens: int, 
             pooled_n += len(pooled)
     _sync(device)
     t["old_forward"] = time.perf_counter() - t0
+    peak("old_forward")
 
     t0 = time.perf_counter()
     opt.zero_grad(set_to_none=True)
@@ -207,12 +220,14 @@ def grpo_step(lora, opt, prompts: list[list[int]], group: int, new_tokens: int, 
         grpo.dr_grpo_loss(obj, n, new_tokens).backward()
     _sync(device)
     t["train_fwd_bwd"] = time.perf_counter() - t0
+    peak("train_fwd_bwd")
 
     t0 = time.perf_counter()
     torch.nn.utils.clip_grad_norm_(lora.parameters(), 1.0)
     opt.step()
     _sync(device)
     t["optimizer"] = time.perf_counter() - t0
+    peak("optimizer")
     t["step"] = sum(t.values())
     return t, comp
 
@@ -292,12 +307,13 @@ def bf16_agreement(model, lora, prompts, n_new, device) -> dict:
 
 def bench(model: str = "qwen3-4b-random", batch: int = 64, prompt_len: int = 300,
           new_tokens: int = 256, group: int = 8, micro_batch: int = 8, r: int = 16,
-          gen_batch: int | None = None, steps: int = 2, hf_tokens: tuple[int, int] | None = (8, 40),
+          gen_batch: int | None = None, keep_layers: int = 0, steps: int = 2, hf_tokens: tuple[int, int] | None = (8, 40),
           trl: bool = False, check: bool = True, out_json: str | os.PathLike | None = "bench.json",
           device: str | None = None, seed: int = 0) -> dict:
     """Time the fast path's rollouts and GRPO step at this shape; print a table, write json.
     batch = prompts × group rollouts; r = lora2r block rank (adapter rank 2r); gen_batch rows per
-    generation chunk (default: all); steps GRPO steps (the first warms up when steps > 1);
+    generation chunk (default: all); keep_layers: fastgen.KEEP_LAYERS, the top decoder layers whose
+    activations a checkpointed train micro-batch keeps; steps GRPO steps (the first warms up when steps > 1);
     hf_tokens: the two lengths the HF generate baseline is timed at (None: skip)."""
     if batch % group:
         raise InputError(f"bench: batch {batch} is not a multiple of group {group}")
@@ -309,7 +325,9 @@ def bench(model: str = "qwen3-4b-random", batch: int = 64, prompt_len: int = 300
                  "torch": torch.__version__, "transformers": _version("transformers"),
                  "shape": dict(model=model, batch=batch, prompts=batch // group, group=group,
                                prompt_len=prompt_len, new_tokens=new_tokens, micro_batch=micro_batch,
-                               lora2r_r=r, adapter_rank=2 * r, gen_batch=gen_batch)}
+                               lora2r_r=r, adapter_rank=2 * r, gen_batch=gen_batch,
+                               keep_layers=keep_layers)}
+    fastgen.KEEP_LAYERS = keep_layers
     if check:
         res["check"] = self_check(device)
     res["ceilings"] = ceilings(device)
@@ -386,17 +404,18 @@ def _steps(lora, prompts, group, new_tokens, micro_batch, gen_batch, steps, rele
     mdl, batch = lora.model, len(prompts)
     cuda = torch.device(device).type == "cuda"
     opt = torch.optim.AdamW(lora.parameters(), lr=1e-4)
-    if cuda:
-        torch.cuda.reset_peak_memory_stats(device)
+    peaks: dict = {}
     times = [grpo_step(lora, opt, prompts, group, new_tokens, micro_batch, gen_batch, device,
-                       release, seed + i)[0] for i in range(steps)]
+                       release, seed + i, peaks)[0] for i in range(steps)]
     later = times[1:] or times
     out = {k: sorted(t[k] for t in later)[len(later) // 2] for k in times[0]}  # medians
     out["steps_run"] = steps
     out["step_times_s"] = [t["step"] for t in times]
     if cuda:
-        out["peak_allocated_GB"] = torch.cuda.max_memory_allocated(device) / 1e9
-        out["peak_reserved_GB"] = torch.cuda.max_memory_reserved(device) / 1e9
+        peaks.pop("before")
+        out["peak_allocated_GB"] = max(a for a, _ in peaks.values())
+        out["peak_reserved_GB"] = max(r for _, r in peaks.values())
+        out["peak_allocated_GB_by_phase"] = {k: a for k, (a, _) in peaks.items()}
     return out
 
 
@@ -457,11 +476,20 @@ PRESETS = {
 
 
 def main(argv: list[str] | None = None) -> None:
-    """python -m vgrout.bench PRESET [OUT_JSON]"""
+    """python -m vgrout.bench PRESET [OUT_JSON] [KEY=VALUE ...] (overrides of the preset's arguments)"""
+    import ast
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] not in PRESETS:
-        raise SystemExit(f"usage: python -m vgrout.bench {{{','.join(PRESETS)}}} [out.json]")
-    bench(**PRESETS[argv[0]], out_json=argv[1] if len(argv) > 1 else f"bench_{argv[0]}.json")
+        raise SystemExit(f"usage: python -m vgrout.bench {{{','.join(PRESETS)}}} [out.json] [key=value ...]")
+    kw = dict(PRESETS[argv[0]])
+    rest = argv[1:]
+    out = rest.pop(0) if rest and "=" not in rest[0] else f"bench_{argv[0]}.json"
+    for item in rest:
+        key, _, value = item.partition("=")
+        if key not in bench.__code__.co_varnames[:bench.__code__.co_argcount]:
+            raise SystemExit(f"bench: unknown argument '{key}'")
+        kw[key] = ast.literal_eval(value)
+    bench(**kw, out_json=out)
 
 
 if __name__ == "__main__":

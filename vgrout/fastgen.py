@@ -54,7 +54,8 @@ SPAN = 128             # a decode step attends the first k·SPAN completion slot
 FAST_NORM = True           # torch's fused rms_norm in the engine's forwards
 PREFILL_TOKENS = 16384  # prompt tokens per prefill chunk (bounds the fp32 lora2r activations)
 LOGP_TOKENS = 4096      # tokens per log-prob chunk: [LOGP_TOKENS, vocab] fp32 at most
-CHECKPOINT_ABOVE_TOKENS = 8192  # micro-batches of more tokens checkpoint every decoder layer
+CHECKPOINT_ABOVE_TOKENS = 8192  # micro-batches of more tokens checkpoint their decoder layers,
+KEEP_LAYERS = 0                 # all but the top KEEP_LAYERS (kept activations: memory for less recompute)
 SHARE_ABOVE_TOKENS = 8192       # on a GPU, micro-batches of more tokens compute each prompt once
 
 
@@ -132,24 +133,25 @@ def _prefill_layer(a: Arch, layer, h, cos, sin, k_out, v_out, mask, lin):
     return _finish(layer, h, o, lin)
 
 
-def _decode_layer(a: Arch, layer, h, cos, sin, kp, vp, kc, vc, slot, mask, span, lin):
+def _decode_layer(a: Arch, layer, h, cos, sin, kp, vp, kc, vc, slot, blocked, span, lin):
     """One new token per row, h [B, 1, D]. Row b attends its prompt slot's K/V kp, vp[b // R]
-    and the first `span` slots of its own completion K/V kc, vc[b], under mask
-    [B, 1, 1, Tp + span] (True = may attend); this token's K/V is written at completion `slot`."""
+    and the first `span` slots of its own completion K/V kc, vc[b], except where blocked
+    [B, 1, 1, Tp + span] is True; this token's K/V is written at completion `slot`."""
     B, U, Tp = h.shape[0], kp.shape[0], kp.shape[2]
     R, G, Hkv, Dh = B // U, a.n_heads // a.n_kv, a.n_kv, a.head_dim
     q, k, v = _qkv(a, layer, h, cos, sin, lin)
     kc.index_copy_(2, slot, k)
     vc.index_copy_(2, slot, v)
-    q = q.reshape(B, Hkv, G, Dh)  # head h = kv·G + g
+    q = q.reshape(B, Hkv, G, Dh) * layer.self_attn.scaling  # head h = kv·G + g; scaled here, not the scores
     # the R rows of a prompt slot are R·G query rows of one matmul against its K: read once
     qu = q.view(U, R, Hkv, G, Dh).transpose(1, 2).reshape(U, Hkv, R * G, Dh)
     sp = torch.matmul(qu, kp.transpose(-1, -2)).view(U, Hkv, R, G, Tp).transpose(1, 2).reshape(B, Hkv, G, Tp)
     sc = torch.matmul(q, kc[:, :, :span].transpose(-1, -2))
     # one softmax over the prompt's and the row's own positions; batched matmuls, no query
-    # tile padded from G rows to 64+ as a fused attention kernel would
-    w = torch.cat([sp, sc], -1).float() * layer.self_attn.scaling
-    w = w.masked_fill(~mask, float("-inf")).softmax(-1).to(q.dtype)
+    # tile padded from G rows to 64+ as a fused attention kernel would. The scores are the big
+    # elementwise tensor of the step ([B, H, Tp + span]): three passes in the model's dtype
+    # (softmax accumulates in fp32 inside its kernel)
+    w = torch.cat([sp, sc], -1).masked_fill_(blocked, float("-inf")).softmax(-1)
     wp = w[..., :Tp].reshape(U, R, Hkv, G, Tp).transpose(1, 2).reshape(U, Hkv, R * G, Tp)
     o = torch.matmul(wp, vp).view(U, Hkv, R, G, Dh).transpose(1, 2).reshape(B, Hkv, G, Dh)
     o = o + torch.matmul(w[..., Tp:], vc[:, :, :span])
@@ -173,10 +175,12 @@ def _module_lin(module, x):
 class FusedLora:
     """Static copies [A; A − A0] and [B − B0, B0] of every lora2r module in the model's dtype, and the
     per-row scale s, read by the engine's forwards. `refresh` copies the current adapter in (it
-    changes every optimizer step) and sets each row's quarantine factor m."""
+    changes every optimizer step) and sets each row's quarantine factor m. one_mode: every row
+    has the same m, so m is folded into the copy of A and no row is scaled (a kernel fewer per
+    module in the decode step)."""
 
-    def __init__(self, lora: Lora2r, batch: int, dtype: torch.dtype):
-        self.lora = lora
+    def __init__(self, lora: Lora2r, batch: int, dtype: torch.dtype, one_mode: bool = False):
+        self.lora, self.one_mode = lora, one_mode
         self.cat = {}
         for m in lora.modules.values():
             r2 = 2 * m.r
@@ -194,8 +198,13 @@ class FusedLora:
             B[:, r2:].copy_(mod.B0)
         r = self.lora.r
         m = m_rows.to(self.s.dtype)[:, None]
+        if self.one_mode and not torch.equal(m, m[:1].expand_as(m)):
+            raise ValueError("FusedLora(one_mode=True): the rows' quarantine factors differ")
         for blk in (slice(r, 2 * r), slice(3 * r, 4 * r)):  # the quarantine columns of A and of A − A0
             self.s[:, blk] = m
+            if self.one_mode:
+                for A, _ in self.cat.values():
+                    A[blk] *= m[0]
 
     def lin(self, module, x, rows: slice = slice(None)):
         """module(x) for rows `rows` of the batch: W·x + [B − B0, B0]·(s ⊙ [A; A − A0]·x)."""
@@ -203,8 +212,10 @@ class FusedLora:
             return module(x)
         A, B = self.cat[module]
         y = module.base(x)
-        s = self.s[rows]
-        h = F.linear(x, A) * s.view(s.shape[0], *[1] * (x.dim() - 2), s.shape[1])
+        h = F.linear(x, A)
+        if not self.one_mode:
+            s = self.s[rows]
+            h = h * s.view(s.shape[0], *[1] * (x.dim() - 2), s.shape[1])
         return torch.addmm(y.flatten(0, -2), h.flatten(0, -2), B.t()).view_as(y)
 
 
@@ -229,11 +240,12 @@ def sample_next(logits: torch.Tensor, temperature: float, top_p: float = 1.0) ->
 
 class Engine:
     """Static buffers and the decode step for one shape: B rows in U = B / R prompt slots of R
-    rows each, prompts of up to Tp tokens, up to Tc + 1 new tokens."""
+    rows each, prompts of up to Tp tokens, up to Tc + 1 new tokens; one_mode: all rows sample in
+    the same mode (see FusedLora)."""
 
     def __init__(self, model, lora: Lora2r | None, batch: int, group: int, prompt_len: int,
                  comp_len: int, temperature: float, top_p: float, eos_id: int | None, pad: int,
-                 ignore_eos: bool):
+                 ignore_eos: bool, one_mode: bool = False):
         if batch % group:
             raise ValueError(f"engine batch {batch} is not a multiple of its group {group}")
         self.model, self.lora, self.a = model, lora, arch(model)
@@ -257,7 +269,7 @@ class Engine:
         self.done = torch.zeros(batch, dtype=torch.bool, device=dev)
         self.out = torch.zeros(batch, comp_len + 1, **z)
         self.ar = torch.arange(comp_len, device=dev)
-        self.fused = FusedLora(lora, batch, dt) if lora is not None else None
+        self.fused = FusedLora(lora, batch, dt, one_mode) if lora is not None else None
         self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
         # one decode graph per attended span: early steps do not read the empty tail of the cache
         self.spans = sorted({min(comp_len, SPAN * k) for k in range(1, math.ceil(comp_len / SPAN) + 1)})
@@ -277,11 +289,11 @@ class Engine:
         h = a.embed(self.tok)
         cos, sin = a.rotary(h, self.pos)
         own = (self.ar[:span] <= self.slot)[None, :].expand(self.B, -1)
-        mask = torch.cat([self.prompt_ok, own], 1)[:, None, None, :]
+        blocked = ~torch.cat([self.prompt_ok, own], 1)[:, None, None, :]
         lin = self.fused.lin if self.fused is not None else _module_lin
         for i, layer in enumerate(a.layers):
             h = _decode_layer(a, layer, h, cos, sin, self.kp[i], self.vp[i], self.kc[i], self.vc[i],
-                              self.slot, mask, span, lin)
+                              self.slot, blocked, span, lin)
         nxt = self.sample(a.lm_head(_norm(a.norm, h[:, -1])))
         self.out.index_copy_(1, self.col, nxt[:, None])
         self.tok.copy_(nxt[:, None])
@@ -411,16 +423,16 @@ _ENGINE: dict[tuple, Engine] = {}
 
 
 def engine(model, lora, batch, group, prompt_len, comp_len, temperature, top_p, eos_id, pad,
-           ignore_eos) -> Engine:
+           ignore_eos, one_mode=False) -> Engine:
     """The engine for this shape and sampler; one is kept alive (its cache is the big buffer)."""
     key = (id(model), id(lora), batch, group, prompt_len, comp_len, float(temperature), float(top_p),
-           eos_id, pad, ignore_eos)
+           eos_id, pad, ignore_eos, one_mode)
     if key not in _ENGINE:
         _ENGINE.clear()
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
         _ENGINE[key] = Engine(model, lora, batch, group, prompt_len, comp_len, temperature, top_p,
-                              eos_id, pad, ignore_eos)
+                              eos_id, pad, ignore_eos, one_mode)
     return _ENGINE[key]
 
 
@@ -471,7 +483,8 @@ def generate_ids(model, prompts: list[list[int]], max_new_tokens: int, temperatu
         chunk = chunk + [chunk[-1]] * (B - n)
         dep = dep + [dep[-1]] * (B - n)
         order, R = prompt_slots(chunk, dep)
-        eng = engine(model, lora, B, R, Tp, Tc, temperature, top_p, eos_id, pad, ignore_eos)
+        eng = engine(model, lora, B, R, Tp, Tc, temperature, top_p, eos_id, pad, ignore_eos,
+                     one_mode=len(set(dep)) == 1)
         ids = eng.run([chunk[i] for i in order], max_new_tokens, [dep[i] for i in order], timings)
         back = torch.empty_like(ids)
         back[torch.tensor(order, device=ids.device)] = ids  # the caller's row order
@@ -500,8 +513,9 @@ def generate(model, tokenizer, prompts: list[str], max_new_tokens: int, temperat
 # -- log-prob forwards ------------------------------------------------------------------------
 
 class Lora2rDelta(torch.autograd.Function):
-    """The lora2r delta of `Lora2rLinear` with its keep/absorb/route semantics, as two matmuls in
-    x's dtype (fp32 accumulation) and a hand-written backward. B·A − B0·A0 is a difference of
+    """y + the lora2r delta of `Lora2rLinear` with its keep/absorb/route semantics, for the base
+    output y: two matmuls in x's dtype (fp32 accumulation; the second adds y in its epilogue, so
+    the [tokens, d_out] delta is never written and re-read) and a hand-written backward. B·A − B0·A0 is a difference of
     nearly equal terms, so it is regrouped before rounding to bf16 (the differences are formed
     in fp32, exactly zero at init and after ablation):
 
@@ -513,7 +527,7 @@ class Lora2rDelta(torch.autograd.Function):
     detached (keep_d = 1 − d), the quarantine columns see it scaled by m; A0, B0 get none."""
 
     @staticmethod
-    def forward(ctx, x, A, B, A0, B0, m, keep_d):
+    def forward(ctx, x, y, A, B, A0, B0, m, keep_d):
         r = A.shape[0] // 2
         dt = x.dtype
         dA, dB = A - A0, B - B0
@@ -525,7 +539,7 @@ class Lora2rDelta(torch.autograd.Function):
         HS = F.linear(x, Ac) * S
         ctx.save_for_backward(x, HS, S, Ac, Bc, keep_d)
         ctx.r, ctx.dtypes = r, (A.dtype, B.dtype)
-        return F.linear(HS, Bc)
+        return torch.addmm(y.flatten(0, -2), HS.flatten(0, -2), Bc.t()).view_as(y)
 
     @staticmethod
     def backward(ctx, g):
@@ -543,7 +557,7 @@ class Lora2rDelta(torch.autograd.Function):
         grad_A = torch.cat([(gH2[:, :r] + gH2[:, r:2 * r]).t() @ x2,
                             (gH2[:, 2 * r:3 * r] + gH2[:, 3 * r:]).t() @ x2])
         grad_x = F.linear(gH, Ac.t()) if ctx.needs_input_grad[0] else None
-        return grad_x, grad_A.to(ctx.dtypes[0]), grad_B.to(ctx.dtypes[1]), None, None, None, None
+        return grad_x, g, grad_A.to(ctx.dtypes[0]), grad_B.to(ctx.dtypes[1]), None, None, None, None
 
 
 def _fast_lora2r_forward(mod: Lora2rLinear, x: torch.Tensor) -> torch.Tensor:
@@ -556,7 +570,7 @@ def _fast_lora2r_forward(mod: Lora2rLinear, x: torch.Tensor) -> torch.Tensor:
         st.pooled[mod.name] = F.linear(xp, mod.A[:mod.r].detach())
     m = st.m if st.m is not None else x.new_ones(n, dtype=torch.float32)
     keep_d = (~st.d).float() if st.d is not None else x.new_ones(n, dtype=torch.float32)
-    return mod.base(x) + Lora2rDelta.apply(x, mod.A, mod.B, mod.A0, mod.B0, m, keep_d)
+    return Lora2rDelta.apply(x, mod.base(x), mod.A, mod.B, mod.A0, mod.B0, m, keep_d)
 
 
 def _fast_norm_forward(mod, x):
@@ -739,8 +753,8 @@ def _one_pass_hidden(model, seqs: Seqs, checkpoint_layers: bool, fused_adapter: 
     ctx = _masks_at_forward(routing_state(model))
     # small micro-batches keep their activations: the recompute costs a third of the step
     grad = torch.is_grad_enabled() and checkpoint_layers and B * T > CHECKPOINT_ABOVE_TOKENS
-    for layer in a.layers[depth:]:
-        if grad:
+    for i, layer in enumerate(a.layers[depth:]):
+        if grad and i < len(a.layers) - depth - KEEP_LAYERS:
             h = checkpoint(_layer_forward, layer, h, fused_adapter, use_reentrant=False, context_fn=ctx, **kw)
         else:
             h = _layer_forward(layer, h, fused_adapter, **kw)
@@ -807,9 +821,9 @@ def _two_pass_hidden(model, seqs: Seqs, checkpoint_layers: bool, fused_adapter: 
     grad = torch.is_grad_enabled() and checkpoint_layers and \
         sp.prompt_ids.numel() + sp.comp_ids.numel() > CHECKPOINT_ABOVE_TOKENS
     prompt_rows, comp_rows = (m_keys, d_keys, None), (m_rows, d_rows, pool_rows)
-    for layer in a.layers[depth:]:
+    for i, layer in enumerate(a.layers[depth:]):
         args = (layer, hp, hc, st, prompt_rows, comp_rows, key_of_row, p_kw, c_kw, fused_adapter)
-        if grad:
+        if grad and i < len(a.layers) - depth - KEEP_LAYERS:
             hp, hc = checkpoint(_two_pass_layer, *args, use_reentrant=False)
         else:
             hp, hc = _two_pass_layer(*args)
