@@ -166,7 +166,7 @@ def hf_generate_time(model, lora, prompts: list[list[int]], n_new: int, device) 
 
 
 def grpo_step(lora, opt, prompts: list[list[int]], group: int, new_tokens: int, micro_batch: int,
-              gen_batch: int, device, release_cache: bool, seed: int,
+              gen_batch: int, device, release_cache: bool, seed: int, keep_layers: int = 0,
               peaks: dict | None = None) -> tuple[dict, torch.Tensor]:
     """One Dr.GRPO step of the fast path, in train.py's order: generate, (grade), logπ_old with
     pooled activations, masks, train forward+backward per micro-batch, clip, AdamW. peaks: filled
@@ -215,7 +215,7 @@ def grpo_step(lora, opt, prompts: list[list[int]], group: int, new_tokens: int, 
     for k, s in enumerate(range(0, n, micro_batch)):
         mb = seqs.rows(slice(s, s + micro_batch)).to(device)
         with lora.masked(zones[s:s + micro_batch]):
-            logp, mask = fastgen.token_logprobs(model, mb)
+            logp, mask = fastgen.token_logprobs(model, mb, keep_layers=keep_layers)
         obj, _ = grpo.clipped_surrogate(logp, logps_old[k], adv[s:s + micro_batch].to(device), mask, 0.2)
         grpo.dr_grpo_loss(obj, n, new_tokens).backward()
     _sync(device)
@@ -312,8 +312,8 @@ def bench(model: str = "qwen3-4b-random", batch: int = 64, prompt_len: int = 300
           device: str | None = None, seed: int = 0) -> dict:
     """Time the fast path's rollouts and GRPO step at this shape; print a table, write json.
     batch = prompts × group rollouts; r = lora2r block rank (adapter rank 2r); gen_batch rows per
-    generation chunk (default: all); keep_layers: fastgen.KEEP_LAYERS, the top decoder layers whose
-    activations a checkpointed train micro-batch keeps; steps GRPO steps (the first warms up when steps > 1);
+    generation chunk (default: all); keep_layers: the top decoder layers whose activations a
+    checkpointed train micro-batch keeps (train.keep_layers); steps GRPO steps (the first warms up when steps > 1);
     hf_tokens: the two lengths the HF generate baseline is timed at (None: skip)."""
     if batch % group:
         raise InputError(f"bench: batch {batch} is not a multiple of group {group}")
@@ -327,7 +327,6 @@ def bench(model: str = "qwen3-4b-random", batch: int = 64, prompt_len: int = 300
                                prompt_len=prompt_len, new_tokens=new_tokens, micro_batch=micro_batch,
                                lora2r_r=r, adapter_rank=2 * r, gen_batch=gen_batch,
                                keep_layers=keep_layers)}
-    fastgen.KEEP_LAYERS = keep_layers
     if check:
         res["check"] = self_check(device)
     res["ceilings"] = ceilings(device)
@@ -379,7 +378,7 @@ def bench(model: str = "qwen3-4b-random", batch: int = 64, prompt_len: int = 300
 
     if steps > 0:
         res["step"] = _steps(lora, prompts, group, new_tokens, micro_batch, gen_batch, steps,
-                             gen["kv_cache_GB"] > 16, device, seed)
+                             gen["kv_cache_GB"] > 16, device, seed, keep_layers)
     del a, lora, mdl
     fastgen.release()
     gc.collect()
@@ -396,7 +395,8 @@ def bench(model: str = "qwen3-4b-random", batch: int = 64, prompt_len: int = 300
     return res
 
 
-def _steps(lora, prompts, group, new_tokens, micro_batch, gen_batch, steps, release, device, seed) -> dict:
+def _steps(lora, prompts, group, new_tokens, micro_batch, gen_batch, steps, release, device, seed,
+           keep_layers) -> dict:
     """Whole GRPO steps; per phase, the median over the steps after the first (which warms up;
     a single step is reported as it is). With
     `release`, the KV cache is freed after each generation so the train forward gets the memory;
@@ -406,7 +406,7 @@ def _steps(lora, prompts, group, new_tokens, micro_batch, gen_batch, steps, rele
     opt = torch.optim.AdamW(lora.parameters(), lr=1e-4)
     peaks: dict = {}
     times = [grpo_step(lora, opt, prompts, group, new_tokens, micro_batch, gen_batch, device,
-                       release, seed + i, peaks)[0] for i in range(steps)]
+                       release, seed + i, keep_layers, peaks)[0] for i in range(steps)]
     later = times[1:] or times
     out = {k: sorted(t[k] for t in later)[len(later) // 2] for k in times[0]}  # medians
     out["steps_run"] = steps
@@ -471,7 +471,7 @@ PRESETS = {
     "issue": dict(batch=64, prompt_len=300, new_tokens=256, group=8, micro_batch=8, r=16, steps=3, trl=True),
     "gen256": dict(batch=256, prompt_len=512, new_tokens=256, group=8, r=16, steps=0, check=False),
     "paper": dict(batch=256, prompt_len=512, new_tokens=1536, group=16, micro_batch=16, r=32,
-                  steps=1, hf_tokens=None, check=False),
+                  keep_layers=10, steps=1, hf_tokens=None, check=False),
 }
 
 

@@ -720,19 +720,21 @@ def shares_prompts(seqs: Seqs) -> bool:
 
 
 def hidden_states(model, seqs: Seqs, checkpoint_layers: bool = True, fused_adapter: bool = True,
-                  trunk=None, return_trunk: bool = False):
+                  trunk=None, return_trunk: bool = False, keep_layers: int | None = None):
     """Final-norm hidden states that predict each completion token, [B, Lc, D], right-aligned like
     the completions in `seqs` (rows with fewer tokens start later). Each decoder layer is
     checkpointed when grad is on and the batch is large.
     fused_adapter: lora2r deltas through Lora2rDelta (x's dtype) instead of Lora2rLinear's fp32.
     trunk: the frozen trunk's output for these rows (from an earlier call with return_trunk), so
-    only the adapted layers run; return_trunk: return (h, trunk)."""
+    only the adapted layers run; return_trunk: return (h, trunk). keep_layers: the top layers
+    that keep their activations when the others are checkpointed (default KEEP_LAYERS)."""
     fn = _two_pass_hidden if shares_prompts(seqs) else _one_pass_hidden
-    out, trunk = fn(model, seqs, checkpoint_layers, fused_adapter, trunk)
+    keep = KEEP_LAYERS if keep_layers is None else keep_layers
+    out, trunk = fn(model, seqs, checkpoint_layers, fused_adapter, trunk, keep)
     return (out, trunk) if return_trunk else out
 
 
-def _one_pass_hidden(model, seqs: Seqs, checkpoint_layers: bool, fused_adapter: bool, trunk):
+def _one_pass_hidden(model, seqs: Seqs, checkpoint_layers: bool, fused_adapter: bool, trunk, keep: int):
     """Every row's prompt and completion in one pass. trunk: [B, T, D] at the first adapted layer."""
     a = arch(model)
     ids, attn = seqs.input_ids, seqs.attention_mask
@@ -754,7 +756,7 @@ def _one_pass_hidden(model, seqs: Seqs, checkpoint_layers: bool, fused_adapter: 
     # small micro-batches keep their activations: the recompute costs a third of the step
     grad = torch.is_grad_enabled() and checkpoint_layers and B * T > CHECKPOINT_ABOVE_TOKENS
     for i, layer in enumerate(a.layers[depth:]):
-        if grad and i < len(a.layers) - depth - KEEP_LAYERS:
+        if grad and i < len(a.layers) - depth - keep:
             h = checkpoint(_layer_forward, layer, h, fused_adapter, use_reentrant=False, context_fn=ctx, **kw)
         else:
             h = _layer_forward(layer, h, fused_adapter, **kw)
@@ -773,7 +775,7 @@ def _masks_at_forward(st):
     return fn
 
 
-def _two_pass_hidden(model, seqs: Seqs, checkpoint_layers: bool, fused_adapter: bool, trunk):
+def _two_pass_hidden(model, seqs: Seqs, checkpoint_layers: bool, fused_adapter: bool, trunk, keep: int):
     """Distinct prompts, then completions attending to them. trunk: (prompts, completions) at the
     first adapted layer."""
     a = arch(model)
@@ -823,7 +825,7 @@ def _two_pass_hidden(model, seqs: Seqs, checkpoint_layers: bool, fused_adapter: 
     prompt_rows, comp_rows = (m_keys, d_keys, None), (m_rows, d_rows, pool_rows)
     for i, layer in enumerate(a.layers[depth:]):
         args = (layer, hp, hc, st, prompt_rows, comp_rows, key_of_row, p_kw, c_kw, fused_adapter)
-        if grad and i < len(a.layers) - depth - KEEP_LAYERS:
+        if grad and i < len(a.layers) - depth - keep:
             hp, hc = checkpoint(_two_pass_layer, *args, use_reentrant=False)
         else:
             hp, hc = _two_pass_layer(*args)
@@ -844,13 +846,14 @@ def _chunk_logp(h: torch.Tensor, targets: torch.Tensor, weight: torch.Tensor) ->
 
 
 def token_logprobs(model, seqs: Seqs, chunk_tokens: int = LOGP_TOKENS, fused_adapter: bool = True,
-                   trunk: tuple | None = None, return_trunk: bool = False):
+                   trunk: tuple | None = None, return_trunk: bool = False, keep_layers: int | None = None):
     """Drop-in for `grpo.token_logprobs`: log π(token) on the completion tokens ([B, Lc], mask).
     With fused_adapter the lora2r deltas run in the model's dtype (bf16 on a GPU) with fp32
     accumulation, like a standard bf16 LoRA; fused_adapter=False keeps Lora2rLinear's fp32.
-    trunk / return_trunk: as in `hidden_states` (return_trunk appends the trunk to the result)."""
+    trunk / return_trunk / keep_layers: as in `hidden_states` (return_trunk appends the trunk)."""
     Lc = int(seqs.completion_mask.sum(1).max())
-    h = hidden_states(model, seqs, fused_adapter=fused_adapter, trunk=trunk, return_trunk=return_trunk)
+    h = hidden_states(model, seqs, fused_adapter=fused_adapter, trunk=trunk, return_trunk=return_trunk,
+                      keep_layers=keep_layers)
     if return_trunk:
         h, h_trunk = h
     targets = seqs.input_ids[:, -Lc:]

@@ -20,6 +20,7 @@ import random
 import shutil
 import time
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -58,6 +59,7 @@ class TrainConfig:
     clip_eps: float = 0.2
     max_grad_norm: float = 1.0
     micro_batch: int = 8
+    keep_layers: int = 0           # fast path: top layers that keep activations in a checkpointed micro-batch
     gen_batch: int = 64
     ckpt_every: int = 10
     r: int = 8
@@ -233,7 +235,7 @@ def to_seqs(tok, rollouts: list[Rollout]) -> rollout.Seqs:
 
 def _logprobs(cfg):
     from vgrout import fastgen
-    return fastgen.token_logprobs if cfg.fast else grpo.token_logprobs
+    return partial(fastgen.token_logprobs, keep_layers=cfg.keep_layers) if cfg.fast else grpo.token_logprobs
 
 
 @torch.no_grad()
