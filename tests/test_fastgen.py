@@ -279,3 +279,21 @@ def test_rows_sharing_a_prompt_compute_it_once_and_match_the_plain_forward(fused
     torch.testing.assert_close(old, ref_old, atol=1e-5, rtol=1e-5)
     for k in ref_pooled:
         torch.testing.assert_close(pooled[k], ref_pooled[k], atol=1e-5, rtol=1e-4)
+
+
+def test_bench_command_runs_a_preset_with_overrides_on_the_cpu(tmp_path):
+    """`python -m vgrout.bench PRESET OUT key=value`: the paper preset shrunk to the tiny model
+    runs a whole step (one generation chunk in prompt slots of 4 rows), the json records the
+    overrides, and an unknown key is refused by name."""
+    import json
+
+    from vgrout import bench
+    out = tmp_path / "paper_tiny.json"
+    bench.main(["paper", str(out), "model='qwen3-tiny-random'", "batch=8", "group=4", "prompt_len=20",
+                "new_tokens=12", "micro_batch=4", "r=2", "keep_layers=1"])
+    res = json.loads(out.read_text())
+    assert res["shape"]["keep_layers"] == 1 and res["shape"]["gen_batch"] == 8
+    assert res["generation"]["decode_floor_shared_prompt_s"] < res["generation"]["decode_floor_s"]
+    assert res["step"]["steps_run"] == 1 and res["step"]["step"] > 0
+    with pytest.raises(SystemExit, match="keep_layerz"):
+        bench.main(["paper", str(out), "keep_layerz=3"])
