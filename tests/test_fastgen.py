@@ -297,3 +297,47 @@ def test_bench_command_runs_a_preset_with_overrides_on_the_cpu(tmp_path):
     assert res["step"]["steps_run"] == 1 and res["step"]["step"] > 0
     with pytest.raises(SystemExit, match="keep_layerz"):
         bench.main(["paper", str(out), "keep_layerz=3"])
+
+
+def test_rows_of_a_prompt_slot_sample_their_own_tokens():
+    """At temperature 1 the R rows of a prompt slot share the prompt's K/V but not their draws:
+    each row samples its own first token and its own continuation (one draw per slot, repeated,
+    would make every row of a group the same rollout)."""
+    model = tiny_qwen3()  # default init: nearly flat logits over 97 tokens
+    tok = synthetic_tokenizer(V)
+    ps = [p for p in prompts(2, seed=7) for _ in range(8)]
+    torch.manual_seed(0)
+    out = fastgen.generate(model, tok, ps, 6, 1.0, batch_size=16)
+    assert next(iter(fastgen._ENGINE.values())).R == 8
+    for g in (out[:8], out[8:]):
+        assert len({row[0] for row in g}) > 1
+        assert len({tuple(row) for row in g}) == 8
+
+
+@pytest.mark.parametrize("share", [True, False])
+def test_keep_layers_checkpoints_all_but_the_top_layers(share, monkeypatch):
+    """In a checkpointed micro-batch, keep_layers = k leaves the top k adapted layers out of the
+    checkpoint (their activations kept) and checkpoints the others, on both forwards."""
+    monkeypatch.setattr(fastgen, "shares_prompts", lambda seqs: share)
+    monkeypatch.setattr(fastgen, "CHECKPOINT_ABOVE_TOKENS", 0)
+    calls = []
+    real = fastgen.checkpoint
+
+    def counting(fn, *args, **kw):
+        if fn in (fastgen._layer_forward, fastgen._two_pass_layer):
+            calls.append(args[0])  # the decoder layer
+        return real(fn, *args, **kw)
+
+    monkeypatch.setattr(fastgen, "checkpoint", counting)
+    model = spread(make_tiny_llama(vocab=V))
+    tok = synthetic_tokenizer(V)
+    lora = perturbed_lora(model)
+    layers = list(fastgen.arch(model).layers)
+    ps = prompts(3)
+    comps = rollout.generate(model, tok, ps, 6, 1.0, batch_size=3, lora=lora)
+    seqs = rollout.pack([tok(p, add_special_tokens=False)["input_ids"] for p in ps], comps, 0)
+    for keep in range(len(layers) + 1):
+        calls.clear()
+        with lora.masked(["keep", "absorb", "route"]):
+            fastgen.token_logprobs(model, seqs, keep_layers=keep)
+        assert calls == layers[:len(layers) - keep]

@@ -184,8 +184,10 @@ class FusedLora:
         self.cat = {}
         for m in lora.modules.values():
             r2 = 2 * m.r
-            self.cat[m] = (m.A.new_empty(2 * r2, m.A.shape[1], dtype=dtype),
-                           m.B.new_empty(m.B.shape[0], 2 * r2, dtype=dtype))
+            # zeros, not empty: no buffer a decode step reads is ever uninitialised (a NaN left in
+            # a masked cache slot still poisons the step: its weight is 0, and 0 · NaN = NaN)
+            self.cat[m] = (m.A.new_zeros(2 * r2, m.A.shape[1], dtype=dtype),
+                           m.B.new_zeros(m.B.shape[0], 2 * r2, dtype=dtype))
         self.s = torch.ones(batch, 4 * lora.r, dtype=dtype, device=next(iter(self.cat.values()))[0].device)
 
     @torch.no_grad()
@@ -391,11 +393,13 @@ class Engine:
             raise ValueError(f"prompt {P} and {n_new} new tokens exceed the engine's cache "
                              f"({self.Tp} prompt, {self.Tc + 1} new)")
         m_rows = torch.tensor([0.0 if d else 1.0 for d in deploy], device=self.tok.device)
-        if not self.graphs and self.tok.is_cuda:
-            self.capture()  # before the prefill: its warm-up runs write the buffers
-        t0 = _clock(timings is not None)
         if self.fused is not None:
             self.fused.refresh(m_rows)
+        if not self.graphs and self.tok.is_cuda:
+            # before the prefill (the warm-up runs write the step's buffers), after the refresh (so
+            # the K/V they leave in unwritten cache slots is finite: 0 · NaN would poison the step)
+            self.capture()
+        t0 = _clock(timings is not None)
         self.prefill(prompts, m_rows)
         t1 = _clock(timings is not None)
         # a GPU step is queued ahead of the host, so asking "all done?" stalls it; a CPU one is not
