@@ -136,3 +136,31 @@ def test_changed_direction_never_resumes_a_finished_run(setup):
     train.train(_cfg(root, model_dir, "newdir", steps=1, ckpt_every=1, direction=str(other)), progress=False)
     second = [json.loads(line)["score"] for line in open(root / "newdir" / "rollouts.jsonl")]
     assert len(second) == len(first) and second != first
+
+
+def test_one_old_forward_over_several_micro_batches_gives_the_same_step(setup):
+    """train.old_micro_batch: logπ_old from one larger no-grad forward, read back per train
+    micro-batch (its rows, its right-aligned completion columns), gives the default's step; the
+    train forward then recomputes the frozen trunk below the adapted layer."""
+    from vgrout.io import InputError
+
+    root, model_dir = setup
+    model, _ = load(model_dir)
+    top = ad.attach(model, r=2, seed=0, last_layers=1)
+    vact.save_direction(root / "v_top.safetensors",
+                        vact.haar_direction({m: torch.zeros(2) for m in top.modules}, 5))
+    kw = dict(arm="none", steps=1, ckpt_every=1, micro_batch=2, last_layers=1,
+              direction=str(root / "v_top.safetensors"))
+    a = train.train(_cfg(root, model_dir, "old_rows_2", **kw), progress=False)
+    b = train.train(_cfg(root, model_dir, "old_rows_8", old_micro_batch=8, **kw), progress=False)
+    ra, rb = _rows(a / "steps.jsonl")[0], _rows(b / "steps.jsonl")[0]
+    # rows of one step's policy: a misread row or column would move rho off 1
+    assert rb["n_keep"] == 8
+    assert rb["rho_mean_keep"] == pytest.approx(1.0, abs=1e-4)
+    assert rb["rho_max_keep"] == pytest.approx(1.0, abs=1e-4)
+    for k in ("loss", "gradnorm_deployed", "reward_mean"):
+        assert rb[k] == pytest.approx(ra[k], rel=1e-4, abs=1e-7), k
+    wa, wb = load_file(str(a / "adapter.safetensors")), load_file(str(b / "adapter.safetensors"))
+    assert max((wa[k] - wb[k]).abs().max().item() for k in wa) <= 1e-5
+    with pytest.raises(InputError, match="train.old_micro_batch 3 .* train.micro_batch 2"):
+        train.train(_cfg(root, model_dir, "old_rows_3", old_micro_batch=3, **kw), progress=False)

@@ -166,8 +166,8 @@ def hf_generate_time(model, lora, prompts: list[list[int]], n_new: int, device) 
 
 
 def grpo_step(lora, opt, prompts: list[list[int]], group: int, new_tokens: int, micro_batch: int,
-              gen_batch: int, device, release_cache: bool, seed: int, keep_layers: int = 0,
-              peaks: dict | None = None) -> tuple[dict, torch.Tensor]:
+              gen_batch: int, device, seed: int, keep_layers: int = 0,
+              peaks: dict | None = None, old_micro_batch: int | None = None) -> tuple[dict, torch.Tensor]:
     """One Dr.GRPO step of the fast path, in train.py's order: generate, (grade), logπ_old with
     pooled activations, masks, train forward+backward per micro-batch, clip, AdamW. peaks: filled
     with each phase's peak GPU memory (GB)."""
@@ -181,14 +181,14 @@ def grpo_step(lora, opt, prompts: list[list[int]], group: int, new_tokens: int, 
             torch.cuda.reset_peak_memory_stats(device)
 
     peak("before")
-    t, t0 = {}, time.perf_counter()
+    t, t0, chunks = {}, time.perf_counter(), []
     comp = fastgen.generate_ids(model, prompts, new_tokens, temperature=1.0, batch_size=gen_batch,
                                 lora=lora, deploy_rows=[False] * n, eos_id=EOS, pad=PAD,
-                                ignore_eos=True)
-    if release_cache:
-        fastgen.release()
+                                ignore_eos=True, timings=chunks)
+    fastgen.release()  # as train.py does: the train forward gets the cache's memory
     _sync(device)
     t["generate"] = time.perf_counter() - t0
+    t["generate_capture"] = sum(c["capture_s"] for c in chunks)  # part of generate
     peak("generate")
 
     g = torch.Generator().manual_seed(seed)
@@ -199,13 +199,15 @@ def grpo_step(lora, opt, prompts: list[list[int]], group: int, new_tokens: int, 
 
     t0 = time.perf_counter()
     logps_old, pooled_n = [], 0
+    old_mb = old_micro_batch or micro_batch
     with torch.no_grad():
-        for s in range(0, n, micro_batch):
-            mb = seqs.rows(slice(s, s + micro_batch)).to(device)
+        for s in range(0, n, old_mb):
+            mb = seqs.rows(slice(s, s + old_mb)).to(device)
             with lora.sampling([False] * len(mb)), lora.capture(mb.pool_weights()) as pooled:
                 logp, _ = fastgen.token_logprobs(model, mb)
             logps_old.append(logp)
             pooled_n += len(pooled)
+    logps_old = torch.cat(logps_old)
     _sync(device)
     t["old_forward"] = time.perf_counter() - t0
     peak("old_forward")
@@ -216,7 +218,8 @@ def grpo_step(lora, opt, prompts: list[list[int]], group: int, new_tokens: int, 
         mb = seqs.rows(slice(s, s + micro_batch)).to(device)
         with lora.masked(zones[s:s + micro_batch]):
             logp, mask = fastgen.token_logprobs(model, mb, keep_layers=keep_layers)
-        obj, _ = grpo.clipped_surrogate(logp, logps_old[k], adv[s:s + micro_batch].to(device), mask, 0.2)
+        obj, _ = grpo.clipped_surrogate(logp, logps_old[s:s + micro_batch], adv[s:s + micro_batch].to(device),
+                                        mask, 0.2)
         grpo.dr_grpo_loss(obj, n, new_tokens).backward()
     _sync(device)
     t["train_fwd_bwd"] = time.perf_counter() - t0
@@ -228,7 +231,7 @@ def grpo_step(lora, opt, prompts: list[list[int]], group: int, new_tokens: int, 
     _sync(device)
     t["optimizer"] = time.perf_counter() - t0
     peak("optimizer")
-    t["step"] = sum(t.values())
+    t["step"] = sum(v for k, v in t.items() if k != "generate_capture")
     return t, comp
 
 
@@ -251,8 +254,9 @@ def self_check(device) -> dict:
     texts = [" ".join(f"t{int(i)}" for i in torch.randint(2, 512, (n,), generator=g)) for n in lens]
     texts = [t for t in texts[:6] for _ in range(2)]  # groups of two: a shared prefill
     deploy = [i % 3 == 0 for i in range(len(texts))]
-    ref = rollout.generate(model, tok, texts, 48, 0.0, batch_size=8, lora=lora, deploy_rows=deploy)
-    fast = fastgen.generate(model, tok, texts, 48, 0.0, batch_size=8, lora=lora, deploy_rows=deploy)
+    n_new = 2 * fastgen.SPAN - 64  # two decode graphs (spans 128 and 192)
+    ref = rollout.generate(model, tok, texts, n_new, 0.0, batch_size=8, lora=lora, deploy_rows=deploy)
+    fast = fastgen.generate(model, tok, texts, n_new, 0.0, batch_size=8, lora=lora, deploy_rows=deploy)
     fastgen.release()
     out = {"greedy_rows_equal": sum(a == b for a, b in zip(ref, fast)), "rows": len(ref)}
     if torch.device(device).type == "cuda":
@@ -307,13 +311,15 @@ def bf16_agreement(model, lora, prompts, n_new, device) -> dict:
 
 def bench(model: str = "qwen3-4b-random", batch: int = 64, prompt_len: int = 300,
           new_tokens: int = 256, group: int = 8, micro_batch: int = 8, r: int = 16,
-          gen_batch: int | None = None, keep_layers: int = 0, steps: int = 2, hf_tokens: tuple[int, int] | None = (8, 40),
+          gen_batch: int | None = None, keep_layers: int = 0, old_micro_batch: int | None = None,
+          steps: int = 2, hf_tokens: tuple[int, int] | None = (8, 40),
           trl: bool = False, check: bool = True, out_json: str | os.PathLike | None = "bench.json",
           device: str | None = None, seed: int = 0) -> dict:
     """Time the fast path's rollouts and GRPO step at this shape; print a table, write json.
     batch = prompts × group rollouts; r = lora2r block rank (adapter rank 2r); gen_batch rows per
     generation chunk (default: all); keep_layers: the top decoder layers whose activations a
-    checkpointed train micro-batch keeps (train.keep_layers); steps GRPO steps (the first warms up when steps > 1);
+    checkpointed train micro-batch keeps (train.keep_layers); old_micro_batch rows per no-grad
+    logπ_old forward (default: micro_batch; train.old_micro_batch); steps GRPO steps (the first warms up when steps > 1);
     hf_tokens: the two lengths the HF generate baseline is timed at (None: skip)."""
     if batch % group:
         raise InputError(f"bench: batch {batch} is not a multiple of group {group}")
@@ -326,7 +332,7 @@ def bench(model: str = "qwen3-4b-random", batch: int = 64, prompt_len: int = 300
                  "shape": dict(model=model, batch=batch, prompts=batch // group, group=group,
                                prompt_len=prompt_len, new_tokens=new_tokens, micro_batch=micro_batch,
                                lora2r_r=r, adapter_rank=2 * r, gen_batch=gen_batch,
-                               keep_layers=keep_layers)}
+                               keep_layers=keep_layers, old_micro_batch=old_micro_batch or micro_batch)}
     if check:
         res["check"] = self_check(device)
     res["ceilings"] = ceilings(device)
@@ -341,7 +347,8 @@ def bench(model: str = "qwen3-4b-random", batch: int = 64, prompt_len: int = 300
 
     # rollouts: fast path (a short warm-up run captures the graphs at the full cache length)
     kw = dict(temperature=1.0, batch_size=gen_batch, lora=lora, eos_id=EOS, pad=PAD, ignore_eos=True)
-    fastgen.generate_ids(mdl, prompts, 4, cache_new_tokens=new_tokens, **kw)
+    warm: list[dict] = []
+    fastgen.generate_ids(mdl, prompts, 4, cache_new_tokens=new_tokens, timings=warm, **kw)
     eng = next(iter(fastgen._ENGINE.values()))
     kv_gb = (eng.kp.numel() + eng.vp.numel() + eng.kc.numel() + eng.vc.numel()) * eng.kp.element_size() / 1e9
     del eng
@@ -360,6 +367,7 @@ def bench(model: str = "qwen3-4b-random", batch: int = 64, prompt_len: int = 300
     floor = sum(decode_floor(w, kv, n, prompt_len, new_tokens, bps) for n in rows)
     floor_shared = sum(decode_floor(w, kv, n, prompt_len, new_tokens, bps, group) for n in rows)
     gen = {"fastgen_s": gen_s, "prefill_s": prefill_s, "decode_s": decode_s,
+           "capture_s": sum(c["capture_s"] for c in warm),  # once per engine: the warm-up's
            "tokens_per_s": batch * new_tokens / gen_s,
            "decode_ms_per_step": 1e3 * decode_s / (new_tokens - 1) / len(chunks),
            "decode_floor_s": floor, "decode_vs_floor": decode_s / floor, "total_vs_floor": gen_s / floor,
@@ -378,35 +386,37 @@ def bench(model: str = "qwen3-4b-random", batch: int = 64, prompt_len: int = 300
 
     if steps > 0:
         res["step"] = _steps(lora, prompts, group, new_tokens, micro_batch, gen_batch, steps,
-                             gen["kv_cache_GB"] > 16, device, seed, keep_layers)
+                             device, seed, keep_layers, old_micro_batch)
     del a, lora, mdl
     fastgen.release()
     gc.collect()
     if cuda:
         torch.cuda.empty_cache()
 
-    if trl:
-        res["trl"] = run_trl(model, batch, prompt_len, new_tokens, group, micro_batch, 2 * r, seed)
-        if "step_s" in res["trl"] and "step" in res:
-            res["ratio_vs_trl"] = res["step"]["step"] / res["trl"]["step_s"]
+    if trl:  # TRL with its default gradient checkpointing, and without (faster, more memory)
+        for name, ckpt in (("trl", True), ("trl_no_checkpointing", False)):
+            res[name] = run_trl(model, batch, prompt_len, new_tokens, group, micro_batch, 2 * r, seed, ckpt)
+        done = [res[k]["step_s"] for k in ("trl", "trl_no_checkpointing") if "step_s" in res[k]]
+        if done and "step" in res:
+            res["ratio_vs_trl"] = res["step"]["step"] / min(done)  # against TRL's faster setting
     _print(res)
     if out_json:
         write_json(out_json, res)
     return res
 
 
-def _steps(lora, prompts, group, new_tokens, micro_batch, gen_batch, steps, release, device, seed,
-           keep_layers) -> dict:
+def _steps(lora, prompts, group, new_tokens, micro_batch, gen_batch, steps, device, seed,
+           keep_layers, old_micro_batch=None) -> dict:
     """Whole GRPO steps; per phase, the median over the steps after the first (which warms up;
-    a single step is reported as it is). With
-    `release`, the KV cache is freed after each generation so the train forward gets the memory;
-    without, one engine (graphs, cache) serves every step, as a training run would keep it."""
+    a single step is reported as it is). As in train.py, each generation builds its engine
+    (cache and CUDA graphs) and frees it before the logπ forwards."""
     mdl, batch = lora.model, len(prompts)
     cuda = torch.device(device).type == "cuda"
     opt = torch.optim.AdamW(lora.parameters(), lr=1e-4)
     peaks: dict = {}
+    fastgen.release()  # each step builds its engine and captures its graphs, as in training
     times = [grpo_step(lora, opt, prompts, group, new_tokens, micro_batch, gen_batch, device,
-                       release, seed + i, keep_layers, peaks)[0] for i in range(steps)]
+                       seed + i, keep_layers, peaks, old_micro_batch)[0] for i in range(steps)]
     later = times[1:] or times
     out = {k: sorted(t[k] for t in later)[len(later) // 2] for k in times[0]}  # medians
     out["steps_run"] = steps
@@ -420,7 +430,7 @@ def _steps(lora, prompts, group, new_tokens, micro_batch, gen_batch, steps, rele
 
 
 def run_trl(model: str, batch: int, prompt_len: int, new_tokens: int, group: int, micro_batch: int,
-            rank: int, seed: int, steps: int = 4) -> dict:
+            rank: int, seed: int, checkpointing: bool = True, steps: int = 4) -> dict:
     """TRL's GRPOTrainer on the same shape, in its own process (its memory is its own)."""
     script = Path(__file__).resolve().parents[1] / "bench" / "trl_grpo.py"
     with tempfile.TemporaryDirectory() as tmp:
@@ -428,7 +438,8 @@ def run_trl(model: str, batch: int, prompt_len: int, new_tokens: int, group: int
         cmd = [sys.executable, str(script), "--model", model, "--batch", str(batch), "--group", str(group),
                "--prompt-len", str(prompt_len), "--new-tokens", str(new_tokens),
                "--micro-batch", str(micro_batch), "--rank", str(rank), "--steps", str(steps),
-               "--seed", str(seed), "--out", str(out)]
+               "--seed", str(seed), "--out", str(out),
+               "--gradient-checkpointing" if checkpointing else "--no-gradient-checkpointing"]
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode != 0 or not out.exists():
             return {"error": (done.stderr or done.stdout)[-3000:]}
@@ -448,11 +459,11 @@ def _print(res: dict) -> None:
     table.add_column("section")
     table.add_column("metric")
     table.add_column("value", justify="right")
-    for section in ("shape", "check", "ceilings", "generation", "step", "trl"):
+    for section in ("shape", "check", "ceilings", "generation", "step", "trl", "trl_no_checkpointing"):
         for k, v in res.get(section, {}).items():
             table.add_row(section, k, _fmt(v))
     if "ratio_vs_trl" in res:
-        table.add_row("", "our step / TRL step", _fmt(res["ratio_vs_trl"]))
+        table.add_row("", "our step / TRL's faster step", _fmt(res["ratio_vs_trl"]))
     Console().print(table)
 
 
@@ -465,10 +476,12 @@ def _fmt(v) -> str:
 
 
 # The shapes docs/performance.md reports: the issue's side-by-side shape (8 prompts x G=8, ~300-token
-# prompts, 256 new tokens, micro-batch 8, adapter rank 32 = TRL's LoRA r), generation at batch 256,
+# prompts, 256 new tokens, train micro-batch 8 as TRL's, logπ_old in one no-grad forward of all 64
+# rollouts (TRL at beta 0 and one iteration has no such forward), adapter rank 32 = TRL's LoRA r), generation at batch 256,
 # and the paper preset (16 prompts x 16 rollouts, 1,536 new tokens, r=32).
 PRESETS = {
-    "issue": dict(batch=64, prompt_len=300, new_tokens=256, group=8, micro_batch=8, r=16, steps=3, trl=True),
+    "issue": dict(batch=64, prompt_len=300, new_tokens=256, group=8, micro_batch=8, old_micro_batch=64, r=16,
+                  steps=3, trl=True),
     "gen256": dict(batch=256, prompt_len=512, new_tokens=256, group=8, r=16, steps=0, check=False),
     "paper": dict(batch=256, prompt_len=512, new_tokens=1536, group=16, micro_batch=16, r=32,
                   keep_layers=10, steps=1, hf_tokens=None, check=False),
@@ -488,7 +501,10 @@ def main(argv: list[str] | None = None) -> None:
         key, _, value = item.partition("=")
         if key not in bench.__code__.co_varnames[:bench.__code__.co_argcount]:
             raise SystemExit(f"bench: unknown argument '{key}'")
-        kw[key] = ast.literal_eval(value)
+        try:
+            kw[key] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            kw[key] = value  # a bare word: model=qwen3-tiny-random
     bench(**kw, out_json=out)
 
 

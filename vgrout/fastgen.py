@@ -304,18 +304,18 @@ class Engine:
         self.col += 1
 
     def capture(self) -> None:
-        """Record the decode step of every span as a CUDA graph (after warm-up runs on a side
-        stream); the graphs share one memory pool, as they never run at once."""
+        """Record the decode step of every span as a CUDA graph; the graphs share one memory
+        pool, as they never run at once. One eager warm-up step on a side stream first does the
+        libraries' lazy set-up (a training run captures every step, so warm-ups are paid often)."""
         pool = torch.cuda.graph_pool_handle()
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            self.slot.fill_(self.spans[-1] - 1)
+            self.col.fill_(0)
+            self.decode_step(self.spans[-1])
+        torch.cuda.current_stream().wait_stream(s)
         for span in self.spans:
-            s = torch.cuda.Stream()
-            s.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(s):
-                for _ in range(2):
-                    self.slot.fill_(span - 1)
-                    self.col.fill_(0)
-                    self.decode_step(span)
-            torch.cuda.current_stream().wait_stream(s)
             self.slot.fill_(span - 1)
             self.col.fill_(0)
             g = torch.cuda.CUDAGraph()
@@ -380,7 +380,8 @@ class Engine:
             timings: list | None = None) -> torch.Tensor:
         """Completions [B, n_new] (pad after an EOS unless ignore_eos) for B prompts laid out in
         prompt slots: rows [u·R, (u+1)·R) share their prompt and sampling mode. With `timings`,
-        appends {"prefill_s", "decode_s"} (synchronising the device around each)."""
+        appends {"capture_s", "prefill_s", "decode_s"} (synchronising the device around each;
+        capture_s is 0 once the engine holds its graphs)."""
         if len(prompts) != self.B:
             raise ValueError(f"engine batch is {self.B}, got {len(prompts)} prompts")
         for b in range(self.B):
@@ -395,6 +396,7 @@ class Engine:
         m_rows = torch.tensor([0.0 if d else 1.0 for d in deploy], device=self.tok.device)
         if self.fused is not None:
             self.fused.refresh(m_rows)
+        tc = _clock(timings is not None)
         if not self.graphs and self.tok.is_cuda:
             # before the prefill (the warm-up runs write the step's buffers), after the refresh (so
             # the K/V they leave in unwritten cache slots is finite: 0 · NaN would poison the step)
@@ -413,7 +415,7 @@ class Engine:
             if not self.ignore_eos and step % check_every == 0 and bool(self.done.all()):
                 break
         if timings is not None:
-            timings.append({"prefill_s": t1 - t0, "decode_s": _clock(True) - t1})
+            timings.append({"capture_s": t0 - tc, "prefill_s": t1 - t0, "decode_s": _clock(True) - t1})
         return self.out[:, :n_new].clone()
 
 

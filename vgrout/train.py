@@ -60,6 +60,7 @@ class TrainConfig:
     max_grad_norm: float = 1.0
     micro_batch: int = 8
     keep_layers: int = 0           # fast path: top layers that keep activations in a checkpointed micro-batch
+    old_micro_batch: int = 0       # rows per no-grad logπ_old forward (0: micro_batch); see old_forward
     gen_batch: int = 64
     ckpt_every: int = 10
     r: int = 8
@@ -243,14 +244,17 @@ def old_forward(cfg, lora, seqs, rollouts, direction):
     """logπ_old in each rollout's own sampling mode (teacher rows: full model), plus the
     pooled bottleneck activations read in the same forward, and the gate scores. On the fast
     path it also keeps the frozen trunk's output (the layers below the adapter), which no
-    update changes, so the train forward starts above it."""
+    update changes, so the train forward starts above it. With old_micro_batch above micro_batch
+    (launch-bound GPUs: fewer, larger forwards; above fastgen.SHARE_ABOVE_TOKENS a group's prompt
+    is computed once) the trunk is not kept, as it would not match the train micro-batches."""
     device = next(lora.model.parameters()).device
     logps, trunks, acts = [], [], {m: [] for m in lora.modules}
-    for s in range(0, len(seqs), cfg.micro_batch):
-        mb = seqs.rows(slice(s, s + cfg.micro_batch)).to(device)
-        deploy = [r.deploy for r in rollouts[s:s + cfg.micro_batch]]
+    rows = old_rows(cfg)
+    for s in range(0, len(seqs), rows):
+        mb = seqs.rows(slice(s, s + rows)).to(device)
+        deploy = [r.deploy for r in rollouts[s:s + rows]]
         with lora.sampling(deploy), lora.capture(mb.pool_weights()) as pooled:
-            if cfg.fast:
+            if cfg.fast and rows == cfg.micro_batch:
                 logp, _, trunk = _logprobs(cfg)(lora.model, mb, return_trunk=True)
                 trunks.append(trunk)
             else:
@@ -262,16 +266,27 @@ def old_forward(cfg, lora, seqs, rollouts, direction):
     return logps, trunks or None, acts, vact.score(acts, direction)
 
 
+def old_rows(cfg) -> int:
+    rows = cfg.old_micro_batch or cfg.micro_batch
+    if rows % cfg.micro_batch:
+        raise InputError(f"train.old_micro_batch {cfg.old_micro_batch} is not a multiple of "
+                         f"train.micro_batch {cfg.micro_batch}")
+    return rows
+
+
 def train_forward_backward(cfg, lora, seqs, logps_old, trunks, adv, zones, n_rollouts):
-    """The single grad-carrying forward per micro-batch, under the routing masks."""
+    """The single grad-carrying forward per micro-batch, under the routing masks. logps_old holds
+    one tensor per old_forward micro-batch; completions are right-aligned, so a train micro-batch
+    reads its rows and its own last columns."""
     device = next(lora.model.parameters()).device
     loss_total, rho_rows = 0.0, []
     for k, s in enumerate(range(0, len(seqs), cfg.micro_batch)):
         mb = seqs.rows(slice(s, s + cfg.micro_batch)).to(device)
         with lora.masked(zones[s:s + cfg.micro_batch]):
             logp, mask = _logprobs(cfg)(lora.model, mb, **({"trunk": trunks[k]} if trunks else {}))
-        obj, rho = grpo.clipped_surrogate(logp, logps_old[k], adv[s:s + cfg.micro_batch].to(device),
-                                          mask, cfg.clip_eps)
+        j, off = divmod(s, old_rows(cfg))
+        old = logps_old[j][off:off + len(mb), -logp.shape[1]:]
+        obj, rho = grpo.clipped_surrogate(logp, old, adv[s:s + cfg.micro_batch].to(device), mask, cfg.clip_eps)
         loss = grpo.dr_grpo_loss(obj, n_rollouts, cfg.max_new_tokens)
         loss.backward()
         loss_total += float(loss.detach())
@@ -309,6 +324,7 @@ def step_row(step, rollouts, zones, rho_rows, loss, gnorm, upd, cuts, times) -> 
 def train(cfg: TrainConfig, progress: bool = True) -> Path:
     if cfg.arm not in ARM_POLICY:
         raise InputError(f"train.arm '{cfg.arm}' unknown; valid: {sorted(ARM_POLICY)}")
+    old_rows(cfg)
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "acts").mkdir(exist_ok=True)
