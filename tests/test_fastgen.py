@@ -56,6 +56,29 @@ def test_greedy_tokens_equal_hf_generate(family):
     assert len({tuple(r) for r in ref}) > 1
 
 
+@pytest.mark.parametrize("targets", [("q_proj", "v_proj", "down_proj"), ("k_proj",)])
+def test_a_partly_adapted_qkv_group_equals_hf_generate(targets):
+    """q, k and v run as one projection: a block-diagonal adapter over the adapted ones only,
+    with zero rows for the plain ones, in both modes."""
+    model = spread(tiny_qwen3())
+    tok = synthetic_tokenizer(V)
+    lora = ad.attach(model, r=2, seed=0, targets=list(targets))
+    with torch.no_grad():
+        for m in lora.modules.values():
+            m.B.add_(0.5 * torch.randn_like(m.B))
+    ps = [p for p in prompts(4) for _ in range(2)]
+    deploy = [i % 3 == 0 for i in range(8)]
+    ref = rollout.generate(model, tok, ps, 16, 0.0, batch_size=8, lora=lora, deploy_rows=deploy)
+    fast = fastgen.generate(model, tok, ps, 16, 0.0, batch_size=8, lora=lora, deploy_rows=deploy)
+    assert fast == ref
+    eng = next(iter(fastgen._ENGINE.values()))
+    qkv = [g for g in eng.proj.delta if len(g) == 3]
+    assert len(qkv) == len(eng.a.layers) and not eng.proj.one_mode
+    A, B, parts = eng.proj.delta[qkv[0]]
+    assert len(parts) == sum(t in targets for t in ("q_proj", "k_proj", "v_proj"))
+    assert B.shape[0] == sum(fastgen._base(m).out_features for m in qkv[0])  # plain ones: zero rows
+
+
 def test_greedy_tokens_equal_hf_generate_with_deploy_rows(monkeypatch):
     monkeypatch.setattr(fastgen, "SPAN", 8)  # several attended spans within one generation
     model = spread(tiny_qwen3())
@@ -75,7 +98,7 @@ def test_greedy_tokens_equal_hf_generate_with_deploy_rows(monkeypatch):
     for mode in (True, False):
         ref = rollout.generate(model, tok, ps, 16, 0.0, batch_size=4, lora=lora, deploy_rows=[mode] * 8)
         fast = fastgen.generate(model, tok, ps, 16, 0.0, batch_size=4, lora=lora, deploy_rows=[mode] * 8)
-        assert fast == ref and next(iter(fastgen._ENGINE.values())).fused.one_mode
+        assert fast == ref and next(iter(fastgen._ENGINE.values())).proj.one_mode
 
 
 def test_group_prompts_prefilled_once_give_hf_generate_tokens(monkeypatch):

@@ -41,7 +41,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 from tqdm import tqdm
-from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+from transformers.models.llama.modeling_llama import rotate_half
 
 from vgrout.adapter import Lora2r, Lora2rLinear
 from vgrout.grpo import position_ids
@@ -97,23 +97,24 @@ def arch(model) -> Arch:
 # the cache holds a prompt once per group instead of once per rollout.
 
 def _qkv(a: Arch, layer, h, cos, sin, lin):
-    """The attention inputs of h [B, L, D]: q [B, H, L, Dh], k and v [B, Hkv, L, Dh], rotated."""
+    """The attention inputs of h [B, L, D]: q [B, H, L, Dh], k and v [B, Hkv, L, Dh], rotated.
+    q, k and v come out of one projection, and q and k are rotated in one pass (fewer kernels:
+    a decode step is bound by their count)."""
     attn = layer.self_attn
     B, L, _ = h.shape
+    H, Hkv = a.n_heads, a.n_kv
     x = _norm(layer.input_layernorm, h)
-    shape = (B, L, -1, a.head_dim)
-    q = lin(attn.q_proj, x).view(shape)
-    k = lin(attn.k_proj, x).view(shape)
-    v = lin(attn.v_proj, x).view(shape).transpose(1, 2)
+    y = lin((attn.q_proj, attn.k_proj, attn.v_proj), x).view(B, L, H + 2 * Hkv, a.head_dim)
+    qk, v = y[:, :, :H + Hkv], y[:, :, H + Hkv:]
     if hasattr(attn, "q_norm"):  # Qwen3: RMSNorm per head before the rotation
-        q, k = _norm(attn.q_norm, q), _norm(attn.k_norm, k)
-    q, k = apply_rotary_pos_emb(q.transpose(1, 2), k.transpose(1, 2), cos, sin)
-    return q, k, v
+        qk = torch.cat([_norm(attn.q_norm, qk[:, :, :H]), _norm(attn.k_norm, qk[:, :, H:])], 2)
+    qk = qk * cos[:, :, None] + rotate_half(qk) * sin[:, :, None]  # transformers' rotation, heads on dim 2
+    return qk[:, :, :H].transpose(1, 2), qk[:, :, H:].transpose(1, 2), v.transpose(1, 2)
 
 
 def _finish(layer, h, o, lin):
     """The residual stream after attention output o [B, L, H·Dh]: o_proj, then the MLP."""
-    h = h + lin(layer.self_attn.o_proj, o)
+    h = h + lin((layer.self_attn.o_proj,), o)
     return h + _mlp(layer.mlp, _norm(layer.post_attention_layernorm, h), lin)
 
 
@@ -165,58 +166,90 @@ def _norm(mod, x):
 
 
 def _mlp(mlp, x, lin):
-    return lin(mlp.down_proj, mlp.act_fn(lin(mlp.gate_proj, x)) * lin(mlp.up_proj, x))
+    return lin((mlp.down_proj,), mlp.act_fn(lin((mlp.gate_proj,), x)) * lin((mlp.up_proj,), x))
 
 
-def _module_lin(module, x):
-    return module(x)
+def _base(module) -> torch.nn.Linear:
+    return module.base if isinstance(module, Lora2rLinear) else module
 
 
-class FusedLora:
-    """Static copies [A; A − A0] and [B − B0, B0] of every lora2r module in the model's dtype, and the
-    per-row scale s, read by the engine's forwards. `refresh` copies the current adapter in (it
-    changes every optimizer step) and sets each row's quarantine factor m. one_mode: every row
-    has the same m, so m is folded into the copy of A and no row is scaled (a kernel fewer per
-    module in the decode step)."""
+class Projections:
+    """The engine's linear maps, called on a group of projections that read the same input: a
+    layer's (q, k, v), or one projection alone. A group of several runs as one GEMM on a
+    concatenated copy of their base weights (the engine's own, freed with it: 1.1 GB at Qwen3-4B's
+    shape). Its lora2r modules run as one GEMM into the static copy [A; A − A0] of all of them and
+    one into a block-diagonal [B − B0, B0], scaled per row by s. `refresh` copies the current
+    adapter in (it changes every optimizer step) and sets each row's quarantine factor m.
+    one_mode: every row has the same m, so m is folded into the copy of A and no row is scaled
+    (a kernel fewer per group in the decode step)."""
 
-    def __init__(self, lora: Lora2r, batch: int, dtype: torch.dtype, one_mode: bool = False):
+    def __init__(self, layers, lora: Lora2r | None, batch: int, dtype: torch.dtype, one_mode: bool = False):
         self.lora, self.one_mode = lora, one_mode
-        self.cat = {}
-        for m in lora.modules.values():
-            r2 = 2 * m.r
-            # zeros, not empty: no buffer a decode step reads is ever uninitialised (a NaN left in
-            # a masked cache slot still poisons the step: its weight is 0, and 0 · NaN = NaN)
-            self.cat[m] = (m.A.new_zeros(2 * r2, m.A.shape[1], dtype=dtype),
-                           m.B.new_zeros(m.B.shape[0], 2 * r2, dtype=dtype))
-        self.s = torch.ones(batch, 4 * lora.r, dtype=dtype, device=next(iter(self.cat.values()))[0].device)
+        self.base: dict[tuple, tuple] = {}     # group -> (W, bias) concatenated
+        self.delta: dict[tuple, tuple] = {}    # group -> (A, B, [(module, first output row, first column)])
+        self.s: dict[int, torch.Tensor] = {}   # modules in a group -> per-row scale [batch, n · 4r]
+        for layer in layers:
+            at, mlp = layer.self_attn, layer.mlp
+            for group in [(at.q_proj, at.k_proj, at.v_proj), (at.o_proj,), (mlp.gate_proj,),
+                          (mlp.up_proj,), (mlp.down_proj,)]:
+                self._add(group, batch, dtype)
+
+    @torch.no_grad()
+    def _add(self, group: tuple, batch: int, dtype: torch.dtype) -> None:
+        lins = [_base(m) for m in group]
+        if len(group) > 1:
+            bias = None
+            if any(b.bias is not None for b in lins):
+                bias = torch.cat([b.bias if b.bias is not None else b.weight.new_zeros(b.out_features)
+                                  for b in lins])
+            self.base[group] = (torch.cat([b.weight for b in lins]), bias)
+        adapted, parts, row, col = [m for m in group if isinstance(m, Lora2rLinear)], [], 0, 0
+        for m in group:
+            if isinstance(m, Lora2rLinear):
+                parts.append((m, row, col))
+                col += 4 * m.r
+            row += _base(m).out_features
+        if not adapted:
+            return
+        w = lins[0].weight
+        # zeros, not empty: no buffer a decode step reads is ever uninitialised (a NaN left in
+        # a masked cache slot still poisons the step: its weight is 0, and 0 · NaN = NaN)
+        self.delta[group] = (w.new_zeros(col, w.shape[1], dtype=dtype), w.new_zeros(row, col, dtype=dtype), parts)
+        if len(adapted) not in self.s:
+            self.s[len(adapted)] = w.new_ones(batch, col, dtype=dtype)
 
     @torch.no_grad()
     def refresh(self, m_rows: torch.Tensor) -> None:
-        for mod, (A, B) in self.cat.items():
-            r2 = 2 * mod.r
-            A[:r2].copy_(mod.A)
-            A[r2:].copy_(mod.A - mod.A0)  # differences in fp32, then rounded: see Lora2rDelta
-            B[:, :r2].copy_(mod.B - mod.B0)
-            B[:, r2:].copy_(mod.B0)
-        r = self.lora.r
-        m = m_rows.to(self.s.dtype)[:, None]
+        if self.lora is None:
+            return
+        m = m_rows[:, None]
         if self.one_mode and not torch.equal(m, m[:1].expand_as(m)):
-            raise ValueError("FusedLora(one_mode=True): the rows' quarantine factors differ")
-        for blk in (slice(r, 2 * r), slice(3 * r, 4 * r)):  # the quarantine columns of A and of A − A0
-            self.s[:, blk] = m
-            if self.one_mode:
-                for A, _ in self.cat.values():
-                    A[blk] *= m[0]
+            raise ValueError("Projections(one_mode=True): the rows' quarantine factors differ")
+        for A, B, parts in self.delta.values():
+            for mod, o, c in parts:
+                r, n = mod.r, mod.B.shape[0]
+                A[c:c + 2 * r].copy_(mod.A)
+                A[c + 2 * r:c + 4 * r].copy_(mod.A - mod.A0)  # differences in fp32, then rounded: see Lora2rDelta
+                B[o:o + n, c:c + 2 * r].copy_(mod.B - mod.B0)
+                B[o:o + n, c + 2 * r:c + 4 * r].copy_(mod.B0)
+                if self.one_mode:  # the quarantine rows of A and of A − A0
+                    A[c + r:c + 2 * r] *= m[0, 0]
+                    A[c + 3 * r:c + 4 * r] *= m[0, 0]
+        r = self.lora.r
+        for s in self.s.values():
+            for c in range(0, s.shape[1], 4 * r):
+                s[:, c + r:c + 2 * r] = m
+                s[:, c + 3 * r:c + 4 * r] = m
 
-    def lin(self, module, x, rows: slice = slice(None)):
-        """module(x) for rows `rows` of the batch: W·x + [B − B0, B0]·(s ⊙ [A; A − A0]·x)."""
-        if not isinstance(module, Lora2rLinear):
-            return module(x)
-        A, B = self.cat[module]
-        y = module.base(x)
+    def __call__(self, group: tuple, x: torch.Tensor, rows: slice = slice(None)) -> torch.Tensor:
+        """The group's outputs side by side for rows `rows` of the batch: W·x + [B − B0, B0]·(s ⊙ [A; A − A0]·x)."""
+        y = F.linear(x, *self.base[group]) if group in self.base else _base(group[0])(x)
+        if group not in self.delta:
+            return y
+        A, B, parts = self.delta[group]
         h = F.linear(x, A)
         if not self.one_mode:
-            s = self.s[rows]
+            s = self.s[len(parts)][rows]
             h = h * s.view(s.shape[0], *[1] * (x.dim() - 2), s.shape[1])
         return torch.addmm(y.flatten(0, -2), h.flatten(0, -2), B.t()).view_as(y)
 
@@ -243,7 +276,7 @@ def sample_next(logits: torch.Tensor, temperature: float, top_p: float = 1.0) ->
 class Engine:
     """Static buffers and the decode step for one shape: B rows in U = B / R prompt slots of R
     rows each, prompts of up to Tp tokens, up to Tc + 1 new tokens; one_mode: all rows sample in
-    the same mode (see FusedLora)."""
+    the same mode (see Projections)."""
 
     def __init__(self, model, lora: Lora2r | None, batch: int, group: int, prompt_len: int,
                  comp_len: int, temperature: float, top_p: float, eos_id: int | None, pad: int,
@@ -271,7 +304,7 @@ class Engine:
         self.done = torch.zeros(batch, dtype=torch.bool, device=dev)
         self.out = torch.zeros(batch, comp_len + 1, **z)
         self.ar = torch.arange(comp_len, device=dev)
-        self.fused = FusedLora(lora, batch, dt, one_mode) if lora is not None else None
+        self.proj = Projections(self.a.layers, lora, batch, dt, one_mode)
         self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
         # one decode graph per attended span: early steps do not read the empty tail of the cache
         self.spans = sorted({min(comp_len, SPAN * k) for k in range(1, math.ceil(comp_len / SPAN) + 1)})
@@ -292,7 +325,7 @@ class Engine:
         cos, sin = a.rotary(h, self.pos)
         own = (self.ar[:span] <= self.slot)[None, :].expand(self.B, -1)
         blocked = ~torch.cat([self.prompt_ok, own], 1)[:, None, None, :]
-        lin = self.fused.lin if self.fused is not None else _module_lin
+        lin = self.proj
         for i, layer in enumerate(a.layers):
             h = _decode_layer(a, layer, h, cos, sin, self.kp[i], self.vp[i], self.kc[i], self.vc[i],
                               self.slot, blocked, span, lin)
@@ -356,7 +389,7 @@ class Engine:
             mask = m[:, None].repeat(1, 1, G, 1)                               # [b, 1, G·Tp, Tp]
             h = a.embed(ids[us])
             cos, sin = a.rotary(h, pos[us])
-            lin = partial(self.fused.lin, rows=us * R) if self.fused else _module_lin
+            lin = partial(self.proj, rows=us * R)
             k_tmp = self.kp.new_empty(len(a.layers), len(us), a.n_kv, Tp, a.head_dim)
             v_tmp = torch.empty_like(k_tmp)
             for i, layer in enumerate(a.layers):
@@ -394,8 +427,7 @@ class Engine:
             raise ValueError(f"prompt {P} and {n_new} new tokens exceed the engine's cache "
                              f"({self.Tp} prompt, {self.Tc + 1} new)")
         m_rows = torch.tensor([0.0 if d else 1.0 for d in deploy], device=self.tok.device)
-        if self.fused is not None:
-            self.fused.refresh(m_rows)
+        self.proj.refresh(m_rows.to(self.a.embed.weight.dtype))
         tc = _clock(timings is not None)
         if not self.graphs and self.tok.is_cuda:
             # before the prefill (the warm-up runs write the step's buffers), after the refresh (so
