@@ -203,20 +203,20 @@ class Projections:
                 bias = torch.cat([b.bias if b.bias is not None else b.weight.new_zeros(b.out_features)
                                   for b in lins])
             self.base[group] = (torch.cat([b.weight for b in lins]), bias)
-        adapted, parts, row, col = [m for m in group if isinstance(m, Lora2rLinear)], [], 0, 0
+        parts, row, col = [], 0, 0
         for m in group:
             if isinstance(m, Lora2rLinear):
                 parts.append((m, row, col))
                 col += 4 * m.r
             row += _base(m).out_features
-        if not adapted:
+        if not parts:
             return
         w = lins[0].weight
         # zeros, not empty: no buffer a decode step reads is ever uninitialised (a NaN left in
         # a masked cache slot still poisons the step: its weight is 0, and 0 · NaN = NaN)
         self.delta[group] = (w.new_zeros(col, w.shape[1], dtype=dtype), w.new_zeros(row, col, dtype=dtype), parts)
-        if len(adapted) not in self.s:
-            self.s[len(adapted)] = w.new_ones(batch, col, dtype=dtype)
+        if len(parts) not in self.s:
+            self.s[len(parts)] = w.new_ones(batch, col, dtype=dtype)
 
     @torch.no_grad()
     def refresh(self, m_rows: torch.Tensor) -> None:

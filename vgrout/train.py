@@ -280,11 +280,12 @@ def train_forward_backward(cfg, lora, seqs, logps_old, trunks, adv, zones, n_rol
     reads its rows and its own last columns."""
     device = next(lora.model.parameters()).device
     loss_total, rho_rows = 0.0, []
+    rows = old_rows(cfg)
     for k, s in enumerate(range(0, len(seqs), cfg.micro_batch)):
         mb = seqs.rows(slice(s, s + cfg.micro_batch)).to(device)
         with lora.masked(zones[s:s + cfg.micro_batch]):
             logp, mask = _logprobs(cfg)(lora.model, mb, **({"trunk": trunks[k]} if trunks else {}))
-        j, off = divmod(s, old_rows(cfg))
+        j, off = divmod(s, rows)
         old = logps_old[j][off:off + len(mb), -logp.shape[1]:]
         obj, rho = grpo.clipped_surrogate(logp, old, adv[s:s + cfg.micro_batch].to(device), mask, cfg.clip_eps)
         loss = grpo.dr_grpo_loss(obj, n_rollouts, cfg.max_new_tokens)
