@@ -1,4 +1,4 @@
 """DVC stage `aggregate`: DuckDB over every run's outputs -> the A1-A7 artifacts and plots."""
-from vgrout import aggregate, params
+from vgrout import aggregate, stage
 
-aggregate.aggregate_stage(params.load())
+stage.main("aggregate", aggregate.aggregate_stage)

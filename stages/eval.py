@@ -1,7 +1,7 @@
-"""DVC stage `eval@ARM-SEED` (or `eval_base`): deploy and train-mode evaluation on the test split."""
+"""DVC stage `eval@ARM-SEED`, or `eval_base` (`eval.py base`): deploy and train-mode evaluation."""
 import sys
 
-from vgrout import evaluate, params
+from vgrout import evaluate, stage
 
-p = params.load()
-evaluate.run_stage(p, arm=sys.argv[1], seed=int(sys.argv[2]) if len(sys.argv) > 2 else None)
+arm, seed = sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else None
+stage.main("eval" if seed is not None else "eval_base", evaluate.eval_stage, arm, seed)

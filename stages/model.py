@@ -1,5 +1,4 @@
 """DVC stage `model`: materialise the student as a plain safetensors model directory."""
-from vgrout import model, params
+from vgrout import model, stage
 
-p = params.load()
-model.prepare(params.get(p, "model.spec"), out_dir="models/student")
+stage.main("model", model.model_stage)

@@ -16,7 +16,9 @@ import torch
 from scipy.stats import ttest_rel
 from safetensors.torch import save_file
 
+from vgrout import config
 from vgrout.aggregate import aggregate, aggregate_stage
+from vgrout.layout import Layout
 from vgrout.io import InputError
 from vgrout.stats import FEWER_THAN_3_SEEDS, wilson
 from vgrout.vact import haar_direction
@@ -133,8 +135,9 @@ def make_pipeline(root: Path, seeds=(0, 1, 2), arms=("none", "routeA", "placebo"
         direction = {"heldout": v_held, "placebo": haar_direction(U, PLACEBO_SEED + s)}
         for a in arms:
             write_run(root, a, s, direction.get(a, U))
-    return {"preset": preset, "train": {"arms": list(arms), "seeds": list(seeds)},
-            "gate": {"q_lo": Q_LO, "q_hi": Q_HI, "placebo_seed": PLACEBO_SEED}}
+    return config.preset("default").model_copy(update={
+        "preset": preset, "train": config.Train(arms=list(arms), seeds=list(seeds)),
+        "gate": config.Gate(q_lo=Q_LO, q_hi=Q_HI, placebo_seed=PLACEBO_SEED)})
 
 
 def deploy_frame(metrics_root: Path, view="deploy", mode="overall") -> pd.DataFrame:
@@ -157,7 +160,7 @@ def three_seeds(tmp_path_factory):
     """The DVC stage on a 5-arm x 3-seed matrix of the long-horizon preset (so A4 is made too)."""
     root = tmp_path_factory.mktemp("agg3")
     params = make_pipeline(root, preset="long")
-    summary = aggregate_stage(params, root)
+    summary = aggregate_stage(params, Layout(root))
     return paths(root), summary
 
 
@@ -295,7 +298,7 @@ def test_a7_gate_real_vs_null(three_seeds):
 
 def test_two_seeds_say_fewer_than_3(tmp_path):
     params = make_pipeline(tmp_path, seeds=(0, 1), arms=("none", "routeA", "placebo", "absorb"))
-    aggregate_stage(params, tmp_path)
+    aggregate_stage(params, Layout(tmp_path))
     kw = paths(tmp_path)
     md = (kw["out_dir"] / "A2.md").read_text()
     assert f"n=2 seeds, {FEWER_THAN_3_SEEDS}" in md
@@ -310,7 +313,7 @@ def test_two_seeds_say_fewer_than_3(tmp_path):
 def direct_kwargs(root: Path, params: dict) -> dict:
     return paths(root) | {"runs_root": root / "runs" / "train", "pairs": [{"id": "a", "mode": "hardcode",
                           "prompt": "p", "hack": "h", "clean": "c"}], "q_lo": Q_LO, "q_hi": Q_HI, "n_null": 3,
-                          "directions": {f"{a}-{s}": U for a in params["train"]["arms"] for s in params["train"]["seeds"]}}
+                          "directions": {f"{a}-{s}": U for a in params.train.arms for s in params.train.seeds}}
 
 
 def test_missing_inputs_name_the_path(tmp_path):
@@ -325,8 +328,8 @@ def test_missing_inputs_name_the_path(tmp_path):
     with pytest.raises(InputError, match=r"none-0/rollouts.jsonl: file not found"):
         aggregate(**kw, runs=["base", "none-0"])
     shutil.rmtree(tmp_path / "runs" / "vact")
-    with pytest.raises(InputError, match=r"vact/0/v_act.safetensors: file not found"):
-        aggregate_stage(params, tmp_path)
+    with pytest.raises(InputError, match=r"vact/0/v_act.safetensors: direction file not found"):
+        aggregate_stage(params, Layout(tmp_path))
 
 
 def test_malformed_inputs_name_file_and_key(tmp_path):
@@ -369,7 +372,7 @@ def test_no_student_hacks_gives_notes_not_a_figure(tmp_path):
     for p in (tmp_path / "runs" / "train").glob("*/rollouts.jsonl"):
         rows = [json.loads(line) | {"hacked": False} for line in p.read_text().splitlines()]
         p.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    aggregate_stage(params, tmp_path)
+    aggregate_stage(params, Layout(tmp_path))
     kw = paths(tmp_path)
     md = (kw["out_dir"] / "A7.md").read_text()
     assert "routeA-0: AUROC undefined (0 of" in md and "No figure" in md and "A7_gate_null.png" not in md

@@ -2,6 +2,9 @@
 import pytest
 import torch
 
+from vgrout import arms
+from vgrout.io import InputError
+
 from vgrout.gate import Gate
 
 
@@ -33,7 +36,7 @@ def test_ring_buffer_forgets_old_scores():
 
 @pytest.mark.parametrize("arm,zone", [("none", "keep"), ("absorb", "absorb")])
 def test_pinned_arms(arm, zone):
-    g = Gate.for_arm(arm, warmup=0)
+    g = Gate(policy=arms.get(arm).policy, warmup=0)
     assert g.decide([-9.0, 0.0, 9.0]) == [zone] * 3
     assert len(g.buffer) == 3  # scores are still recorded for diagnostics
 
@@ -50,5 +53,5 @@ def test_state_round_trip_continues_identically():
 def test_bad_config_is_an_error():
     with pytest.raises(ValueError, match="quantiles"):
         Gate(q_lo=0.8, q_hi=0.2)
-    with pytest.raises(ValueError, match="arm"):
-        Gate.for_arm("bogus")
+    with pytest.raises(InputError, match="arm 'bogus' unknown"):
+        arms.get("bogus")

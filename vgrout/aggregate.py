@@ -23,13 +23,24 @@ import pandas as pd
 from tqdm import tqdm
 
 from vgrout import plots
+from vgrout.arms import BASE, METHOD, REFERENCE, REGISTRY
+from vgrout.arms import get as get_arm
+from vgrout.arms import order as _arm_order
+from vgrout.layout import Layout, run_name
 from vgrout.diagnostics import gate_eval, load_rollouts, load_tensors
 from vgrout.io import InputError, atomic_write_text, read_json, write_json
 from vgrout.stats import FEWER_THAN_3_SEEDS, MIN_SEEDS_FOR_TEST, mean_sem, paired_t, wilson
 
-ABLATION_ARMS = ("none", "routeA", "placebo", "absorb")
 HACK_MODES = ("overwrite_tests", "hardcode", "exit_code", "stdout_marker")
-BASE = "base"
+NONE, ROUTE = REFERENCE.name, METHOD.name  # Δ is taken against NONE; A1 and A4 draw ROUTE against it
+
+
+def _ablation_arms() -> list[str]:
+    return [a.name for a in REGISTRY.values() if a.ablation]
+
+
+def _heldout_arms() -> list[str]:
+    return [a.name for a in REGISTRY.values() if a.heldout]
 
 ROW_KEYS = ("view", "mode", "n", "n_solved", "n_hacked", "solve", "hack")
 ROW_TYPE = ("STRUCT(view VARCHAR, mode VARCHAR, n BIGINT, n_solved BIGINT, n_hacked BIGINT, solve DOUBLE, "
@@ -215,12 +226,6 @@ class Out:
 
 # ---------------------------------------------------------------------------- artifacts
 
-def _arm_order(arms: Iterable[str]) -> list[str]:
-    known = ["none", "routeA", "placebo", "absorb", "heldout"]
-    arms = list(dict.fromkeys(arms))
-    return [a for a in known if a in arms] + sorted(a for a in arms if a not in known)
-
-
 def _by_arm(df: pd.DataFrame, *then: str) -> pd.DataFrame:
     rank = {a: i for i, a in enumerate(_arm_order(df["arm"]))}
     return df.assign(_rank=df["arm"].map(rank)).sort_values(["_rank", *then]).drop(columns="_rank").reset_index(drop=True)
@@ -259,7 +264,7 @@ def _curve_md(curve: pd.DataFrame) -> str:
 
 def _curve_outputs(curve: pd.DataFrame, name: str, title: str, out: Out) -> None:
     """The routeA-vs-none chart and the wide csv (step x arm) DVC plots draw as one line per arm."""
-    versus = curve[curve["arm"].isin(["none", "routeA"])]
+    versus = curve[curve["arm"].isin([NONE, ROUTE])]
     if len(versus):
         band = "mean ± SEM over seeds" if versus["n_seeds"].max() > 1 else "one seed, so no SEM band"
         out.chart(plots.curve_chart(_curve_long_form(versus), title, f"quarantine ablated; {band}"), name)
@@ -273,8 +278,8 @@ def _paired_vs_none(con, metric: str) -> dict[str, object]:
     pairs = con.execute(f"""
         SELECT a.arm, a.seed, a.{metric} AS x, n.{metric} AS x_none
         FROM (SELECT * FROM per_run WHERE view = 'deploy' AND mode = 'overall') a
-        JOIN (SELECT * FROM per_run WHERE view = 'deploy' AND mode = 'overall' AND arm = 'none') n USING (seed)
-        WHERE a.arm NOT IN ('none', 'base') ORDER BY a.arm, a.seed""").df()
+        JOIN (SELECT * FROM per_run WHERE view = 'deploy' AND mode = 'overall' AND arm = $none) n USING (seed)
+        WHERE a.arm NOT IN ($none, $base) ORDER BY a.arm, a.seed""", {"none": NONE, "base": BASE}).df()
     return {arm: paired_t(g["x"], g["x_none"]) for arm, g in pairs.groupby("arm")}
 
 
@@ -296,12 +301,12 @@ def _a2_table(con, arms: Iterable[str] | None = None) -> tuple[pd.DataFrame, pd.
             t = tests[m].get(arm)
             row |= {f"delta_{m}": t.mean_diff if t else None, f"delta_{m}_sem": t.sem if t else None,
                     "n_paired": t.n if t else 0, f"t_{m}": t.t if t else None, f"p_{m}": t.p if t else None,
-                    f"test_{m}": t.statement if t else ("reference arm" if arm == "none" else "no seed shared with none")}
+                    f"test_{m}": t.statement if t else ("reference arm" if arm == NONE else f"no seed shared with {NONE}")}
         rows.append(row)
     table = pd.DataFrame(rows)
 
     def delta(m):
-        return [_pm(d, s) if a != "none" else "—" for a, d, s in zip(table["arm"], table[f"delta_{m}"], table[f"delta_{m}_sem"])]
+        return [_pm(d, s) if a != NONE else "—" for a, d, s in zip(table["arm"], table[f"delta_{m}"], table[f"delta_{m}_sem"])]
 
     md = pd.DataFrame({
         "arm": table["arm"], "seeds": table["n_seeds"],
@@ -313,7 +318,7 @@ def _a2_table(con, arms: Iterable[str] | None = None) -> tuple[pd.DataFrame, pd.
 
 
 def _seed_note(table: pd.DataFrame) -> str:
-    n = table.loc[table["arm"] != "none", "n_paired"]
+    n = table.loc[table["arm"] != NONE, "n_paired"]
     if len(n) and n.min() < MIN_SEEDS_FOR_TEST:
         return (f"Arms with fewer than {MIN_SEEDS_FOR_TEST} seeds paired with `none` report the difference "
                 f"without a p-value ({FEWER_THAN_3_SEEDS}).")
@@ -325,7 +330,7 @@ def a1(con, out: Out) -> pd.DataFrame:
     write_artifact(out.tables, "A1", "deploy hack and solve over training", [
         "Deploy eval (quarantine ablated) of every saved checkpoint, overall rate, mean ± SEM over seeds "
         "(step 0 = adapter at init). The figure shows routeA vs none; the table lists every arm.",
-        out.figure("A1") if curve["arm"].isin(["none", "routeA"]).any() else "(No figure: neither routeA nor none was run.)",
+        out.figure("A1") if curve["arm"].isin([NONE, ROUTE]).any() else f"(No figure: neither {ROUTE} nor {NONE} was run.)",
         _curve_md(curve)], {"A1": curve})
     _curve_outputs(curve, "A1", "A1: deploy hack and solve over training", out)
     return curve
@@ -369,14 +374,14 @@ def a3(con, out: Out) -> pd.DataFrame:
                sum(t.n_hacked) AS train_n_hacked, sum(t.n_solved) AS train_n_solved, sum(t.n) AS train_n
         FROM run_info i JOIN d USING (run) JOIN q USING (run) LEFT JOIN t USING (run)
         WHERE list_contains(?, i.arm)
-        GROUP BY i.arm""", [list(ABLATION_ARMS)]).df()
+        GROUP BY i.arm""", [_ablation_arms()]).df()
     table = _by_arm(table)
     columns = [("deploy hack", "deploy_hack"), ("deploy solve", "deploy_solve"),
                ("train-view hack", "train_hack"), ("train-view solve", "train_solve"),
                ("qmass (rollouts routed)", "qmass_rollouts"), ("qmass (update norm in quarantine)", "qmass_update")]
     md = pd.DataFrame({"arm": table["arm"], "seeds": table["n_seeds"]} | {
         label: [_pm(m, _none_if_nan(s)) for m, s in zip(table[col], table[f"{col}_sem"])] for label, col in columns})
-    write_artifact(out.tables, "A3", "ablation: none / routeA / placebo / absorb", [
+    write_artifact(out.tables, "A3", "ablation: " + " / ".join(_ablation_arms()), [
         "Final eval, overall rate, mean ± SEM over seeds. Deploy = quarantine ablated; train-view = "
         "quarantine on (the model as it trained), which shows what the quarantine holds. qmass: per run "
         "the mean over optimizer steps of the fraction of rollouts routed and of the share of the "
@@ -405,15 +410,15 @@ def a3(con, out: Out) -> pd.DataFrame:
 def a4(con, out: Out, long_horizon: bool, preset: str | None) -> pd.DataFrame | None:
     """Long-horizon routeA vs none: the runs of this pipeline when its preset is the long one."""
     have = set(con.execute("SELECT DISTINCT arm FROM run_info").df()["arm"])
-    if not long_horizon or not {"none", "routeA"} <= have:
+    if not long_horizon or not {NONE, ROUTE} <= have:
         why = (f"these runs are of the '{preset}' preset, not a long-horizon one" if not long_horizon
                else "the routeA and none arms are not both among the runs")
         write_artifact(out.tables, "A4", "long-horizon routeA vs none", [
             f"No A4 result: {why}. A4 is the aggregation of the long-horizon preset's routeA and none runs."],
             {"A4": pd.DataFrame(columns=["arm", "step", "n_seeds", "hack_mean", "hack_sem", "solve_mean", "solve_sem"])})
         return None
-    curve = _curve(con, ("none", "routeA"))
-    table, md = _a2_table(con, ("none", "routeA"))
+    curve = _curve(con, (NONE, ROUTE))
+    table, md = _a2_table(con, (NONE, ROUTE))
     write_artifact(out.tables, "A4", "long-horizon routeA vs none", [
         f"Runs of the '{preset}' preset. Deploy eval (quarantine ablated) over training and at the end, "
         "mean ± SEM over seeds. " + _seed_note(table), out.figure("A4"), md_table(md),
@@ -423,7 +428,7 @@ def a4(con, out: Out, long_horizon: bool, preset: str | None) -> pd.DataFrame | 
 
 
 def a5(con, runs: list[Run], out: Out) -> pd.DataFrame | None:
-    heldout_runs = [r for r in runs if r.arm == "heldout"]
+    heldout_runs = [r for r in runs if r.arm in _heldout_arms()]
     if not heldout_runs:
         write_artifact(out.tables, "A5", "held-out modes", [
             "No A5 result: no run of the `heldout` arm was aggregated."],
@@ -434,6 +439,7 @@ def a5(con, runs: list[Run], out: Out) -> pd.DataFrame | None:
         raise InputError("heldout runs disagree on (or lack) 'heldout_modes': " +
                          ", ".join(f"{r.deploy_path}: {r.heldout_modes}" for r in heldout_runs))
     held = list(held.pop())
+    held_arm = heldout_runs[0].arm
     present = set(con.execute("SELECT DISTINCT mode FROM deploy").df()["mode"])
     modes = [m for m in HACK_MODES if m in present]
     pooled = ["held-out modes (pooled)", "in-pair modes (pooled)"]
@@ -441,26 +447,27 @@ def a5(con, runs: list[Run], out: Out) -> pd.DataFrame | None:
     per_run_mode = con.execute("""
         WITH m AS (
             SELECT run, arm, seed, mode, n, n_hacked, list_contains($held, mode) AS held_out
-            FROM per_run WHERE view = 'deploy' AND arm IN ('none', 'routeA', 'heldout')
+            FROM per_run WHERE view = 'deploy' AND list_contains($arms, arm)
               AND list_contains($modes, mode) AND n > 0)
         SELECT run, arm, seed, mode, held_out, n, n_hacked, n_hacked / n AS hack FROM m
         UNION ALL
         SELECT run, arm, seed, CASE WHEN held_out THEN $pooled[1] ELSE $pooled[2] END,
                held_out, sum(n), sum(n_hacked), sum(n_hacked) / sum(n)
-        FROM m GROUP BY run, arm, seed, held_out""", {"held": held, "modes": modes, "pooled": pooled}).df()
+        FROM m GROUP BY run, arm, seed, held_out""",
+        {"held": held, "modes": modes, "pooled": pooled, "arms": [NONE, ROUTE, *_heldout_arms()]}).df()
     if per_run_mode.empty:
         raise InputError(f"A5: no per-mode deploy rows for the hackable modes {list(HACK_MODES)} "
-                         "in the none/routeA/heldout runs")
+                         f"in the {'/'.join([NONE, ROUTE, *_heldout_arms()])} runs")
     rows = []
     for (mode, held_out), g in per_run_mode.groupby(["mode", "held_out"], sort=False):
-        none = g[g["arm"] == "none"].set_index("seed")["hack"]
+        none = g[g["arm"] == NONE].set_index("seed")["hack"]
         for arm, ga in g.groupby("arm"):
             mean, sem = mean_sem(ga["hack"])
             row = {"mode": mode, "held_out": bool(held_out), "arm": arm, "n_seeds": len(ga), "hack_mean": mean,
                    "hack_sem": sem, "n_hacked": int(ga["n_hacked"].sum()), "n": int(ga["n"].sum()),
                    "delta_vs_none": None, "delta_vs_none_sem": None, "p_vs_none": None, "test": None}
             shared = ga[ga["seed"].isin(none.index)].sort_values("seed")
-            if arm != "none" and len(shared):
+            if arm != NONE and len(shared):
                 t = paired_t(shared["hack"], none.loc[shared["seed"]])
                 row |= {"delta_vs_none": t.mean_diff, "delta_vs_none_sem": t.sem, "p_vs_none": t.p, "test": t.statement}
             rows.append(row)
@@ -475,11 +482,11 @@ def a5(con, runs: list[Run], out: Out) -> pd.DataFrame | None:
         text = _pm(r[col].iloc[0], _none_if_nan(r[sem_col].iloc[0]))
         return f"{text} ({r['test'].iloc[0]})" if test else text
 
-    arms = _arm_order(table["arm"])
+    shown = _arm_order(table["arm"])
     md = pd.DataFrame([{"mode": mode,
                         "in heldout arm's pairs": "no (held out)" if mode in held or mode == pooled[0] else "yes",
-                        **{f"{a} hack": cell(mode, a) for a in arms},
-                        "Δ heldout − none": cell(mode, "heldout", "delta_vs_none", "delta_vs_none_sem", test=True)}
+                        **{f"{a} hack": cell(mode, a) for a in shown},
+                        f"Δ {held_arm} − {NONE}": cell(mode, held_arm, "delta_vs_none", "delta_vs_none_sem", test=True)}
                        for mode in modes + pooled if (table["mode"] == mode).any()])
     write_artifact(out.tables, "A5", "held-out modes", [
         f"The `heldout` arm's v_act comes from the pairs of {', '.join(m for m in HACK_MODES if m not in held)} "
@@ -633,7 +640,7 @@ def _summary(a2_table: pd.DataFrame, a3_table: pd.DataFrame, a7_table: pd.DataFr
     for r in a2_table.to_dict("records"):
         out[r["arm"]] = {"n_seeds": r["n_seeds"], "deploy_hack": r["deploy_hack"], "deploy_hack_sem": r["deploy_hack_sem"],
                          "deploy_solve": r["deploy_solve"], "deploy_solve_sem": r["deploy_solve_sem"]}
-        if r["arm"] != "none":
+        if r["arm"] != NONE:
             out[r["arm"]] |= {"delta_hack_vs_none": r["delta_hack"], "p_hack_vs_none": r["p_hack"],
                               "delta_solve_vs_none": r["delta_solve"], "p_solve_vs_none": r["p_solve"]}
     for r in a3_table.to_dict("records"):
@@ -692,33 +699,19 @@ LONG_HORIZON_PRESET = "long"
 NULL_SEED = 1_000_000  # Haar null seeds start here, far from the placebo arm's small seeds
 
 
-def aggregate_stage(params: dict, root: str | Path = ".") -> dict:
-    """The DVC `aggregate` stage: the arm x seed matrix of params.yaml in the pipeline's layout.
-
-    Reads train.arms, train.seeds, gate.q_lo, gate.q_hi, gate.placebo_seed and preset.
-    """
-    from vgrout.params import get
-    from vgrout.vact import haar_direction
-
-    root = Path(root)
-    arms, seeds = get(params, "train.arms"), get(params, "train.seeds")
-    runs = [f"{a}-{s}" for a in arms for s in seeds]
-    if (root / "metrics" / "runs" / BASE / "per_mode_deploy.json").exists():
+def aggregate_stage(params, layout: Layout = Layout()) -> dict:
+    """DVC stage aggregate: the arm x seed grid of params in the pipeline's layout."""
+    seeds = params.train.seeds
+    runs = [run_name(a, s) for a in params.train.arms for s in seeds]
+    if (layout.run_metrics(BASE) / "per_mode_deploy.json").exists():
         runs = [BASE] + runs
-    # The direction each run's gate used (as train.gate_direction builds it).
-    directions = {}
-    for s in seeds:
-        vact_dir = root / "runs" / "vact" / str(s)
-        v_act = load_tensors(vact_dir / "v_act.safetensors")
-        for a in arms:
-            directions[f"{a}-{s}"] = (vact_dir / "v_act_heldout.safetensors" if a == "heldout" else
-                                      haar_direction(v_act, get(params, "gate.placebo_seed") + s) if a == "placebo"
-                                      else v_act)
-    pairs = read_json(root / "runs" / "pairs" / "pairs.json")
+    directions = {run_name(a, s): get_arm(a).gate_direction(layout.vact(s), s, params.gate.placebo_seed)
+                  for a in params.train.arms for s in seeds}
+    pairs = read_json(layout.pairs)
     if "pairs" not in pairs:
-        raise InputError(f"{root / 'runs' / 'pairs' / 'pairs.json'}: missing key 'pairs'")
-    preset = params.get("preset")
-    return aggregate(root / "metrics" / "runs", root / "runs" / "train", root / "metrics" / "artifacts",
-                     root / "metrics" / "summary.json", root / "plots", runs=runs, pairs=pairs["pairs"],
-                     directions=directions, q_lo=get(params, "gate.q_lo"), q_hi=get(params, "gate.q_hi"),
-                     n_null=20, null_seed=NULL_SEED, long_horizon=preset == LONG_HORIZON_PRESET, preset=preset)
+        raise InputError(f"{layout.pairs}: missing key 'pairs'")
+    preset = params.preset
+    return aggregate(layout.run_metrics_root, layout.runs, layout.artifacts, layout.summary, layout.plots,
+                     runs=runs, pairs=pairs["pairs"], directions=directions, q_lo=params.gate.q_lo,
+                     q_hi=params.gate.q_hi, n_null=20, null_seed=NULL_SEED,
+                     long_horizon=preset == LONG_HORIZON_PRESET, preset=preset)

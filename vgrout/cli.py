@@ -1,11 +1,10 @@
 """`vgrout ...`: one command line over the same library functions the DVC stages call.
 
-Commands that mirror a stage read params.yaml (or --params) exactly as the stage does.
+Commands that mirror a stage call that stage's function with params.yaml (or --params) read
+exactly as the stage reads it: only the keys dvc.yaml declares for it.
 """
 from __future__ import annotations
 
-import shutil
-import sys
 from pathlib import Path
 from typing import Optional
 
@@ -13,7 +12,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from vgrout import stage
 from vgrout.io import InputError
+from vgrout.layout import Layout
 
 app = typer.Typer(help="vgrout: vector gradient routing against reward hacking in GRPO.",
                   no_args_is_help=True, pretty_exceptions_enable=False)
@@ -26,26 +27,18 @@ console = Console()
 PARAMS = typer.Option(Path("params.yaml"), "--params", help="params file")
 
 
-def _params(path: Path) -> dict:
-    from vgrout import params
-    return params.load(path)
-
-
 @substrate_app.command("build")
-def substrate_build(params_file: Path = PARAMS,
-                    out_dir: Path = typer.Option(Path("data/substrate")),
-                    check_path: Path = typer.Option(Path("metrics/substrate_check.json"))):
+def substrate_build(params_file: Path = PARAMS):
     """Write train/test problem files and the self-check (the `substrate` stage)."""
-    from vgrout import params, substrate
-    p = _params(params_file)
-    substrate.build_stage(params.get(p, "substrate"), out_dir=out_dir, check_path=check_path)
+    from vgrout import substrate
+    substrate.build_stage(stage.scoped("substrate", params_file))
 
 
 @substrate_app.command("check")
 def substrate_check(problems: list[Path] = typer.Argument(None, help="problem files (default: the substrate)")):
     """Grade every canonical solution and every mode's hack template under every mode."""
     from vgrout import substrate
-    files = problems or [Path("data/substrate/train.jsonl"), Path("data/substrate/test.jsonl")]
+    files = problems or [Layout().train_problems, Layout().test_problems]
     probs = [p for f in files for p in substrate.load_any(f)]
     report = substrate.self_check(probs)
     console.print(substrate.format_check(report), highlight=False)
@@ -70,10 +63,10 @@ def grade(problems: Path, completions: Path, out: Path = typer.Option(..., "-o",
 def pairs_check(files: list[Path] = typer.Argument(None, help="pair files (default: params pairs.*)"),
                 params_file: Path = PARAMS):
     """Validate pair files; every problem is reported with its file and line."""
-    from vgrout import pairs
-    p = _params(params_file)
+    from vgrout import config, pairs
     if not files:
-        files = [Path(f) for f in p["pairs"]["files"] + p["pairs"]["placebo_files"]]
+        p = config.load(params_file).pairs
+        files = [Path(f) for f in p.files + p.placebo_files]
     problems = pairs.check_files(files)
     for line in problems:
         console.print(line)
@@ -86,9 +79,7 @@ def pairs_check(files: list[Path] = typer.Argument(None, help="pair files (defau
 def extract_vact(seed: int = typer.Option(0), params_file: Path = PARAMS):
     """v_act at the adapter init of SEED (the `extract_vact@SEED` stage)."""
     from vgrout import vact
-    m = vact.extract_stage(_params(params_file), seed, model_dir="models/student",
-                           pairs_path="runs/pairs/pairs.json", out_dir=f"runs/vact/{seed}",
-                           metrics_path=f"metrics/vact/{seed}.json")
+    m = vact.extract_stage(stage.scoped("extract_vact", params_file), seed)
     console.print(f"separation {m['v_act']['separation']:.2f}, "
                   f"leave-one-out {m['v_act']['loo_separation']:.2f}, "
                   f"Haar mean {m['v_act']['haar_separation']['mean']:.2f}")
@@ -99,9 +90,9 @@ def train(arm: str = typer.Option(...), seed: int = typer.Option(0), params_file
           steps: Optional[int] = typer.Option(None, help="override train.steps")):
     """Dr.GRPO training of one arm and seed (the `train@ARM-SEED` stage); resumes if killed."""
     from vgrout import train as tr
-    cfg = tr.config_from_params(_params(params_file), arm, seed)
+    cfg = tr.train_run(stage.scoped("train", params_file), arm, seed)
     if steps is not None:
-        cfg.steps = steps
+        cfg.t = cfg.t.model_copy(update={"steps": steps})
     out = tr.train(cfg)
     console.print(f"adapter -> {out / 'adapter.safetensors'}; step log -> {cfg.log_path}")
 
@@ -111,7 +102,8 @@ def eval_(arm: str = typer.Option(..., help="an arm, or 'base' for the base mode
           seed: Optional[int] = typer.Option(0), params_file: Path = PARAMS):
     """Deploy and train-mode evaluation of one run (the `eval@ARM-SEED` stage)."""
     from vgrout import evaluate
-    res = evaluate.run_stage(_params(params_file), arm, None if arm == "base" else seed)
+    base = arm == "base"
+    res = evaluate.eval_stage(stage.scoped("eval_base" if base else "eval", params_file), arm, None if base else seed)
     table = Table("view", "mode", "n", "solve", "hack")
     for r in res["rows"]:
         table.add_row(r["view"], r["mode"], str(r["n"]), f"{r['solve']:.3f}", f"{r['hack']:.3f}")
@@ -122,7 +114,7 @@ def eval_(arm: str = typer.Option(..., help="an arm, or 'base' for the base mode
 def aggregate(params_file: Path = PARAMS):
     """DuckDB over every run -> metrics/artifacts (A1-A7), metrics/summary.json, plots/."""
     from vgrout import aggregate as ag
-    ag.aggregate_stage(_params(params_file))
+    ag.aggregate_stage(stage.scoped("aggregate", params_file))
 
 
 @app.command("gate-eval")
@@ -144,13 +136,12 @@ def gate_eval(rollouts: Path, acts: Path, direction: Path,
 
 @app.command()
 def preset(name: str, params_file: Path = PARAMS):
-    """Switch the pipeline to presets/NAME.yaml (copies it over params.yaml)."""
-    src = Path("presets") / f"{name}.yaml"
-    if not src.exists():
-        names = sorted(p.stem for p in Path("presets").glob("*.yaml"))
-        raise InputError(f"{src}: no such preset; available: {names}")
-    shutil.copyfile(src, params_file)
-    console.print(f"{params_file} <- {src}")
+    """Switch the pipeline to a preset: write a complete params file from the schema's defaults
+    overlaid with presets/NAME.yaml."""
+    from vgrout import config
+    from vgrout.io import atomic_write_text
+    atomic_write_text(params_file, config.render(config.preset(name)))
+    console.print(f"{params_file} <- defaults + presets/{name}.yaml")
 
 
 @app.command()
@@ -172,18 +163,14 @@ def bench(preset: str = typer.Option("issue", help="issue | gen256 | paper (vgro
 
 
 @app.command("model")
-def model_prepare(spec: str, out_dir: Path = typer.Option(Path("models/student"))):
+def model_prepare(spec: str, out_dir: Path = typer.Option(Layout().model)):
     """Materialise a model spec as a plain safetensors directory (the `model` stage)."""
     from vgrout import model
     console.print(str(model.prepare(spec, out_dir)))
 
 
 def main():
-    try:
-        app()
-    except InputError as e:
-        console.print(f"[red]error:[/red] {e}")
-        sys.exit(2)
+    stage.exit_on_input_error(app)
 
 
 if __name__ == "__main__":

@@ -15,8 +15,9 @@ import torch
 from tqdm import tqdm
 
 from vgrout import adapter as ad
-from vgrout import fastgen, grader
+from vgrout import arms, fastgen, grader
 from vgrout.io import InputError, write_json
+from vgrout.layout import Layout, run_name
 from vgrout.model import chat_prompt, load
 from vgrout.stats import wilson
 from vgrout.substrate import MODES, Problem, load_problems
@@ -116,17 +117,15 @@ def run(model_dir: str, problems_path: str, run_dir: str | None, out_dir: str, r
     return result
 
 
-def run_stage(params: dict, arm: str, seed: int | None, root: str | Path = ".") -> dict:
-    """eval@arm-seed (or the base reference when arm == 'base')."""
-    from vgrout.params import get
-    root = Path(root)
-    e = get(params, "eval")
-    run_name = "base" if arm == "base" else f"{arm}-{seed}"
-    return run(model_dir=str(root / "models" / "student"),
-               problems_path=str(root / "data" / "substrate" / "test.jsonl"),
-               run_dir=None if arm == "base" else str(root / "runs" / "train" / run_name),
-               out_dir=str(root / "metrics" / "runs" / run_name), run=run_name, arm=arm, seed=seed,
-               n_samples=e["n_samples"], temperature=e["temperature"],
-               max_new_tokens=e["max_new_tokens"], batch_size=e["batch_size"],
-               curve_n_samples=e["curve_n_samples"], curve_views=tuple(e["curve_views"]), eval_seed=e["seed"],
-               heldout_modes=list(get(params, "vact.heldout_modes")) if arm == "heldout" else None)
+def eval_stage(params, arm: str, seed: int | None = None, layout: Layout = Layout()) -> dict:
+    """DVC stage eval@ARM-SEED, or eval_base when arm is the base reference run."""
+    e = params.eval
+    base = arm == arms.BASE
+    run_name_ = arms.BASE if base else run_name(arm, seed)
+    heldout = not base and arms.get(arm).heldout
+    return run(model_dir=str(layout.model), problems_path=str(layout.test_problems),
+               run_dir=None if base else str(layout.run(run_name_)), out_dir=str(layout.run_metrics(run_name_)),
+               run=run_name_, arm=arm, seed=seed, n_samples=e.n_samples, temperature=e.temperature,
+               max_new_tokens=e.max_new_tokens, batch_size=e.batch_size, curve_n_samples=e.curve_n_samples,
+               curve_views=tuple(e.curve_views), eval_seed=e.seed,
+               heldout_modes=list(params.vact.heldout_modes) if heldout else None)

@@ -14,10 +14,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-POLICIES = ("quantile", "keep", "absorb")
-# arm -> gate policy. none = plain GRPO on the same adapter (everything keep).
-ARM_POLICY = {"none": "keep", "absorb": "absorb", "routeA": "quantile",
-              "placebo": "quantile", "heldout": "quantile"}
+POLICIES = ("quantile", "keep", "absorb")  # each arm picks one (vgrout.arms)
 
 
 @dataclass
@@ -38,12 +35,6 @@ class Gate:
         if self.warmup > self.buffer_size:
             raise ValueError(f"gate.warmup ({self.warmup}) exceeds gate.buffer_size ({self.buffer_size})")
         self.buffer = deque(self.buffer, maxlen=self.buffer_size)
-
-    @classmethod
-    def for_arm(cls, arm: str, **kw) -> "Gate":
-        if arm not in ARM_POLICY:
-            raise ValueError(f"arm '{arm}' unknown; valid: {sorted(ARM_POLICY)}")
-        return cls(policy=ARM_POLICY[arm], **kw)
 
     def decide(self, scores: torch.Tensor | list[float]) -> list[str]:
         """Zones for a batch of rollout scores. Cuts come from PAST scores only; then the

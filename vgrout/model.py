@@ -47,6 +47,7 @@ from transformers import (
 )
 
 from vgrout.io import InputError, sha256_file
+from vgrout.layout import Layout
 
 EMBEDDED = {
     "smollm2-135m": {
@@ -97,6 +98,11 @@ def resolve(spec: str | os.PathLike, cache_dir: Path | None = None) -> Path:
     raise InputError(
         f"model '{spec}': not a preset ({', '.join([*EMBEDDED, TINY])}), "
         "an existing model directory, or a hub id (owner/name)")
+
+
+def model_stage(params, layout: Layout = Layout()) -> Path:
+    """DVC stage model: the student as a plain safetensors model directory."""
+    return prepare(params.model.spec, layout.model)
 
 
 def prepare(spec: str | os.PathLike, out_dir: Path, cache_dir: Path | None = None) -> Path:

@@ -467,7 +467,15 @@ def check_files(paths: Iterable[Path | str], problem_texts: Iterable[str] | None
 
 # ---------------------------------------------------------------- the DVC stage `pairs`
 
-def pairs_stage(files: list[str], placebo_files: list[str], model_dir: str | Path, substrate_dir: str | Path,
+def pairs_stage(params, layout=None) -> dict:
+    """DVC stage pairs."""
+    from vgrout.layout import Layout
+    layout = layout or Layout()
+    return check_stage(params.pairs.files, params.pairs.placebo_files, layout.model, layout.substrate,
+                       layout.pairs, layout.pairs_check)
+
+
+def check_stage(files: list[str], placebo_files: list[str], model_dir: str | Path, substrate_dir: str | Path,
                 out_path: str | Path, check_path: str | Path) -> dict:
     """Check the pair sets against the substrate's prompts with the student tokenizer's counts,
     write the report to check_path, and, only when nothing is wrong, the pairs to out_path

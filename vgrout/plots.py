@@ -11,16 +11,13 @@ from pathlib import Path
 import altair as alt
 import pandas as pd
 
+from vgrout import arms
 from vgrout.io import atomic_path
 
-# Fixed colours so an arm looks the same in every figure.
-ARM_COLORS = {"none": "#4c78a8", "routeA": "#e45756", "placebo": "#b279a2", "absorb": "#72b7b2",
-              "heldout": "#f58518", "base": "#54a24b"}
-
-
-def _arm_color(arms) -> alt.Scale:
-    arms = [a for a in ARM_COLORS if a in set(arms)] + sorted(set(arms) - set(ARM_COLORS))
-    return alt.Scale(domain=arms, range=[ARM_COLORS.get(a, "#9d755d") for a in arms])
+def _arm_color(names) -> alt.Scale:
+    """Each arm's colour from the registry, so an arm looks the same in every figure."""
+    names = arms.order(n for n in names if n != arms.BASE) + ([arms.BASE] if arms.BASE in set(names) else [])
+    return alt.Scale(domain=names, range=[arms.color(a) for a in names])
 
 
 def _title(title: str, subtitle: str) -> alt.TitleParams:
@@ -69,7 +66,7 @@ def bar_chart(df: pd.DataFrame, x: str, title: str, subtitle: str = "", column: 
     if x == "arm":
         base, step = alt.Chart().encode(x=x_enc), 34
     else:  # side-by-side bars of each arm within a group
-        base, step = alt.Chart().encode(x=x_enc, xOffset=alt.XOffset("arm:N", sort=list(ARM_COLORS))), 18
+        base, step = alt.Chart().encode(x=x_enc, xOffset=alt.XOffset("arm:N", sort=[*arms.REGISTRY, arms.BASE])), 18
     bars = base.mark_bar().encode(
         y=alt.Y("mean:Q", title=y_title, scale=alt.Scale(domain=[0, 1])), color=color,
         tooltip=["arm", x, alt.Tooltip("mean:Q", format=".3f"), alt.Tooltip("lo:Q", format=".3f"),
@@ -87,7 +84,7 @@ def gate_null_chart(null_df: pd.DataFrame, real_df: pd.DataFrame, title: str, su
 
     null_df columns: run, arm, auroc (one row per null direction); real_df: run, arm, auroc, percentile.
     """
-    arm_rank = {a: i for i, a in enumerate(ARM_COLORS)}
+    arm_rank = {a: i for i, a in enumerate([*arms.REGISTRY, arms.BASE])}
     runs = list(real_df.assign(rank=real_df["arm"].map(arm_rank).fillna(len(arm_rank)))
                 .sort_values(["rank", "run"])["run"])
     y = alt.Y("run:N", sort=runs, title=None)

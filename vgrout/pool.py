@@ -13,9 +13,10 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from vgrout import grader
+from vgrout import config, grader
 from vgrout.io import InputError, write_json, write_jsonl
-from vgrout.substrate import Problem, canonical_completion, hack_completion
+from vgrout.layout import Layout
+from vgrout.substrate import Problem, canonical_completion, hack_completion, load_problems
 
 KINDS = ("hack", "canonical", "wrong")
 
@@ -120,16 +121,20 @@ def grade_pool(problems: list[Problem], rows: list[dict]) -> list[dict]:
     return rows
 
 
-def build(problems: list[Problem], out_path: str | Path, meta_path: str | Path, kind: str = "surrogate",
-          per_problem: int = 8, rates: dict[str, float] | None = None, seed: int = 0,
-          teacher: str | None = None, adapter_dir: str | None = None, temperature: float = 1.0,
-          max_new_tokens: int = 512) -> dict:
+def pool_stage(params, layout: Layout = Layout()) -> dict:
+    """DVC stage teacher_pool: the frozen, graded teacher pool for the training prompts."""
+    return build(load_problems(layout.train_problems), layout.pool, layout.pool_metrics, params.pool)
+
+
+def build(problems: list[Problem], out_path: str | Path, meta_path: str | Path, c: config.Pool) -> dict:
+    kind, per_problem, seed, teacher, adapter_dir = c.kind, c.per_problem, c.seed, c.teacher, c.adapter_dir
+    rates = c.rates.model_dump()
     if kind == "surrogate":
-        rows = build_surrogate(problems, per_problem, rates or {"hack": 0.5, "canonical": 0.3, "wrong": 0.2}, seed)
+        rows = build_surrogate(problems, per_problem, rates, seed)
     elif kind == "teacher":
         if not teacher:
             raise InputError("pool.teacher must name a model when pool.kind is 'teacher'")
-        rows = build_teacher(problems, teacher, per_problem, temperature, max_new_tokens, adapter_dir)
+        rows = build_teacher(problems, teacher, per_problem, c.temperature, c.max_new_tokens, adapter_dir)
     else:
         raise InputError(f"pool.kind '{kind}' unknown; valid: surrogate, teacher")
     rows = grade_pool(problems, rows)

@@ -150,8 +150,9 @@ def load_any(path, format: str = "auto") -> list[Problem]:
 
 
 def fetch_leetcode(name: str, url: str | None = None, sha256: str | None = None,
-                   cache_dir=Path("data/leetcode")) -> Path:
-    """Download a pinned LeetCode file (or `url`, file:// included), refusing any sha256 mismatch."""
+                   cache_dir=Path("data/leetcode"), param: str | None = None) -> Path:
+    """Download a pinned LeetCode file (or `url`, file:// included), refusing any sha256 mismatch.
+    param: the params key that names a local file instead (for the error when offline)."""
     if sha256 is None:
         if name not in LEETCODE_SHA256:
             raise InputError(f"no pinned sha256 for {name!r}; pinned: {', '.join(LEETCODE_SHA256)}")
@@ -160,8 +161,12 @@ def fetch_leetcode(name: str, url: str | None = None, sha256: str | None = None,
     dest = Path(cache_dir) / f"{name}.jsonl"
     if dest.exists() and hashlib.sha256(dest.read_bytes()).hexdigest() == sha256:
         return dest
-    with urllib.request.urlopen(url, timeout=60) as r:
-        data = r.read()
+    try:
+        with urllib.request.urlopen(url, timeout=60) as r:
+            data = r.read()
+    except OSError as e:  # URLError, timeouts, refused connections
+        hint = f"; or set {param} to a local copy of {name}.jsonl" if param else ""
+        raise InputError(f"could not download {url} ({getattr(e, 'reason', e)}){hint}") from None
     got = hashlib.sha256(data).hexdigest()
     if got != sha256:
         raise InputError(f"{url}: sha256 {got} does not match the pinned {sha256}; refusing to use it")
@@ -559,20 +564,19 @@ def format_check(report: dict) -> str:
     return "\n".join(lines)
 
 
-def build_stage(cfg: dict, out_dir="data/substrate", check_path="metrics/substrate_check.json",
-                progress: bool = True) -> dict:
-    """The `substrate` stage: build from params' `substrate` block, write the splits and the
+def build_stage(params, layout=None, progress: bool = True) -> dict:
+    """DVC stage substrate: build from params' `substrate` block, write the splits and the
     self-check. A failed self-check is an error, never a silently used substrate."""
     from vgrout.io import write_json
-    known = {"source", "seed", "none_frac", "test_frac", "limit", "leetcode_train", "leetcode_test"}
-    if unknown := set(cfg) - known:
-        raise InputError(f"params substrate: unknown key(s) {sorted(unknown)}; valid: {sorted(known)}")
-    lc_train, lc_test = cfg.get("leetcode_train"), cfg.get("leetcode_test")
-    if cfg["source"] == "leetcode":
-        lc_train = lc_train or fetch_leetcode("leetcode_train_medhard_filtered")
-        lc_test = lc_test or fetch_leetcode("leetcode_test_medhard")
-    train, test, report = build(cfg["source"], cfg["seed"], cfg["none_frac"], cfg["test_frac"],
-                                lc_train, lc_test, limit=cfg.get("limit"), progress=progress)
+    from vgrout.layout import Layout
+    layout = layout or Layout()
+    out_dir, check_path, c = layout.substrate, layout.substrate_check, params.substrate
+    lc_train, lc_test = c.leetcode_train, c.leetcode_test
+    if c.source == "leetcode":
+        lc_train = lc_train or fetch_leetcode("leetcode_train_medhard_filtered", param="substrate.leetcode_train")
+        lc_test = lc_test or fetch_leetcode("leetcode_test_medhard", param="substrate.leetcode_test")
+    train, test, report = build(c.source, c.seed, c.none_frac, c.test_frac, lc_train, lc_test, limit=c.limit,
+                                progress=progress)
     write_problems(Path(out_dir) / "train.jsonl", train)
     write_problems(Path(out_dir) / "test.jsonl", test)
     write_json(check_path, report)

@@ -13,13 +13,15 @@ One optimizer step, top to bottom:
 """
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import math
 import os
 import random
 import shutil
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
@@ -28,79 +30,82 @@ from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 
 from vgrout import adapter as ad
-from vgrout import grader, grpo, rollout, vact
-from vgrout.gate import ARM_POLICY, Gate
+from vgrout import arms, config, grader, grpo, rollout, vact
+from vgrout.gate import Gate
 from vgrout.io import (InputError, append_jsonl, atomic_path, read_jsonl, sha256_file, write_json,
                        write_jsonl)
+from vgrout.layout import Layout, run_name
 from vgrout.model import chat_prompt, load
-from vgrout.substrate import Problem, load_problems
+from vgrout.pairs import load_pairs, select
+from vgrout.substrate import HACKABLE_MODES, Problem, load_problems
 
 
 @dataclass
-class TrainConfig:
-    arm: str
+class TrainRun:
+    """One train@ARM-SEED run: the arm, the seed, the params it reads, and where its files are."""
+    arm: arms.Arm
     seed: int
+    t: config.Train                # train.*
+    adapter: config.Adapter        # adapter.*
+    gate: config.Gate              # gate.* (random_seed is extract_vact's)
+    pair_files: list[str]          # pairs.files: re-read when gate.refresh_every > 0
+    pair_modes: list[str] | None   # the modes whose pairs build this arm's v_act
+    fast: bool                     # the fused engine (vgrout.fastgen)
     model_dir: str
     problems: str                  # substrate train split
     pool: str                      # teacher pool jsonl
-    direction: str | None          # v_act (or Haar) safetensors; the heldout arm's own file
+    vact_dir: str                  # v_act of this seed (the arm picks its file)
     out_dir: str                   # checkpoints, adapter, rollout log (DVC cache)
     log_path: str                  # per-step jsonl (metrics, in git)
-    steps: int = 30
-    prompts_per_step: int = 4
-    group_size: int = 8
-    mix: float = 0.125
-    gen_deploy_frac: float = 0.0
-    max_new_tokens: int = 96
-    temperature: float = 1.0
-    top_p: float = 1.0
-    lr: float = 1e-3
-    weight_decay: float = 0.0
-    clip_eps: float = 0.2
-    max_grad_norm: float = 1.0
-    micro_batch: int = 8
-    keep_layers: int = 0           # fast path: top layers that keep activations in a checkpointed micro-batch
-    old_micro_batch: int = 0       # rows per no-grad logπ_old forward (0: micro_batch); see old_forward
-    gen_batch: int = 64
-    ckpt_every: int = 10
-    r: int = 8
-    init_scale: float = 1.0
-    targets: list[str] = field(default_factory=lambda: list(ad.DEFAULT_TARGETS))
-    last_layers: int | None = None
-    q_lo: float = 0.25
-    q_hi: float = 0.75
-    buffer_size: int = 512
-    warmup: int = 64
-    placebo_seed: int = 1          # the placebo arm's Haar direction is seeded placebo_seed + seed
-    refresh_every: int = 0         # re-extract v_act from the pairs every K steps (0 = never)
-    pair_files: list[str] = field(default_factory=list)
-    pair_modes: list[str] | None = None
-    fast: bool = True              # vgrout.fastgen: static-cache sampling, fused log-prob forwards
+    stale_root: str = "runs/stale"  # where checkpoints of another config are set aside
     device: str | None = None
     stop_after: int | None = None  # stop (as if killed) after this many steps; for resume tests
 
     @property
     def run(self) -> str:
-        return f"{self.arm}-{self.seed}"
+        return run_name(self.arm.name, self.seed)
+
+    @property
+    def direction(self) -> Path:
+        return self.arm.direction_file(self.vact_dir)
+
+    def fingerprint(self) -> dict:
+        """What a checkpoint must have been written under to be resumed into this run."""
+        return {"arm": dataclasses.asdict(self.arm), "seed": self.seed, "train": self.t.model_dump(),
+                "adapter": self.adapter.model_dump(), "gate": self.gate.model_dump(),
+                "pair_files": self.pair_files, "pair_modes": self.pair_modes, "fast": self.fast,
+                "model_dir": self.model_dir, "problems": self.problems, "pool": self.pool,
+                "vact_dir": self.vact_dir, "out_dir": self.out_dir, "log_path": self.log_path}
+
+
+def train_run(params, arm: str, seed: int, layout: Layout = Layout()) -> TrainRun:
+    """The train stage's reading of params (a config.Params or a stage-scoped view of one)."""
+    a = arms.get(arm)
+    modes = params.vact.modes
+    if a.heldout:
+        held = set(params.vact.heldout_modes)
+        modes = [m for m in (modes or HACKABLE_MODES) if m not in held]
+    run = run_name(arm, seed)
+    return TrainRun(arm=a, seed=seed, t=params.train, adapter=params.adapter, gate=params.gate,
+                    pair_files=list(params.pairs.files), pair_modes=modes, fast=params.fast,
+                    model_dir=str(layout.model), problems=str(layout.train_problems), pool=str(layout.pool),
+                    vact_dir=str(layout.vact(seed)), out_dir=str(layout.run(run)),
+                    log_path=str(layout.run_metrics(run) / "steps.jsonl"), stale_root=str(layout.stale_root))
+
+
+def train_stage(params, arm: str, seed: int) -> Path:
+    """DVC stage train@ARM-SEED."""
+    return train(train_run(params, arm, seed))
 
 
 # -- setup ------------------------------------------------------------------------------------
 
-def build_student(cfg: TrainConfig):
+def build_student(cfg: TrainRun):
     model, tok = load(cfg.model_dir, device=cfg.device)
     # The adapter init is seeded by the run seed alone, so every arm of a seed starts identical.
-    lora = ad.attach(model, r=cfg.r, init_scale=cfg.init_scale, seed=cfg.seed, targets=cfg.targets,
-                     last_layers=cfg.last_layers)
+    lora = ad.attach(model, r=cfg.adapter.r, init_scale=cfg.adapter.init_scale, seed=cfg.seed,
+                     targets=cfg.adapter.targets, last_layers=cfg.adapter.last_layers)
     return lora, tok
-
-
-def gate_direction(cfg: TrainConfig, lora: ad.Lora2r) -> dict[str, torch.Tensor]:
-    if cfg.direction is None:
-        raise InputError(f"arm {cfg.arm}: no v_act file given")
-    v = vact.load_direction(cfg.direction, lora)
-    if cfg.arm == "placebo":
-        return vact.haar_direction(v, cfg.placebo_seed + cfg.seed)
-    return v
 
 
 def load_pool(path: str) -> dict[str, list[dict]]:
@@ -134,21 +139,60 @@ def save_checkpoint(out: Path, step: int, lora, opt, gate: Gate, sampler: random
 
 
 def load_checkpoint(out: Path, lora, opt) -> dict | None:
-    latest = out / "ckpt" / "latest"
+    """Restore the newest readable checkpoint (the one `latest` names first). An unreadable one
+    (a truncated file from a crash mid-write, a disk error) is reported by name and set aside as
+    ckpt/corrupt_step_N; the run resumes from the one before it."""
+    ckpt_dir = out / "ckpt"
+    latest = ckpt_dir / "latest"
     if not latest.exists():
         return None
-    ckpt = out / "ckpt" / latest.read_text().strip()
-    lora.load(ckpt / "adapter.safetensors")
-    opt.load_state_dict(torch.load(ckpt / "optimizer.pt", weights_only=True))
-    state = json.loads((ckpt / "state.json").read_text())
-    state["name"] = ckpt.name
-    torch.set_rng_state(torch.tensor(state["torch_rng"], dtype=torch.uint8))
-    if state["cuda_rng"] is not None and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all([torch.tensor(s, dtype=torch.uint8) for s in state["cuda_rng"]])
-    return state
+    steps = sorted(ckpt_dir.glob("step_*"), key=lambda p: int(p.name.split("_")[1]), reverse=True)
+    named = ckpt_dir / latest.read_text().strip()
+    for ckpt in [named] + [c for c in steps if c != named]:
+        try:
+            lora.load(ckpt / "adapter.safetensors")
+            opt.load_state_dict(torch.load(ckpt / "optimizer.pt", weights_only=True))
+            state = json.loads((ckpt / "state.json").read_text())
+            state["name"] = ckpt.name
+            torch_rng = torch.tensor(state["torch_rng"], dtype=torch.uint8)
+            cuda_rng = state["cuda_rng"]
+        except Exception as e:  # noqa: BLE001 — any unreadable part makes the whole checkpoint unusable
+            if not ckpt.exists():
+                continue
+            aside = ckpt.with_name(f"corrupt_{ckpt.name}")
+            shutil.rmtree(aside, ignore_errors=True)
+            os.replace(ckpt, aside)
+            tqdm.write(f"warning: checkpoint {ckpt} is unreadable ({type(e).__name__}: {str(e)[:200]}); "
+                       f"set aside as {aside.name}, trying the one before it")
+            continue
+        torch.set_rng_state(torch_rng)
+        if cuda_rng is not None and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all([torch.tensor(s, dtype=torch.uint8) for s in cuda_rng])
+        return state
+    tqdm.write(f"warning: no readable checkpoint under {ckpt_dir}; the run starts over")
+    return None
 
 
-def truncate_logs(cfg: TrainConfig, out: Path, step: int, n_log_rows: int) -> None:
+def set_aside(cfg: TrainRun, out: Path, fingerprint: dict) -> None:
+    """A run's checkpoints and logs written under another config must never be resumed into this
+    one; they are moved, whole and named, to the stale folder rather than deleted."""
+    cfg_path = out / "config.json"
+    if not cfg_path.exists():
+        return
+    old = json.loads(cfg_path.read_text())
+    if old == fingerprint:
+        return
+    tag = hashlib.sha256(json.dumps(old, sort_keys=True).encode()).hexdigest()[:10]
+    dest = Path(cfg.stale_root) / f"{cfg.run}-{tag}"
+    dest.mkdir(parents=True, exist_ok=True)
+    for f in [*out.iterdir(), Path(cfg.log_path)]:
+        if f.exists():
+            shutil.rmtree(dest / f.name, ignore_errors=True) if f.is_dir() else None
+            shutil.move(str(f), dest / f.name)
+    tqdm.write(f"note: {out} was written under another config; its checkpoints and log are kept in {dest}")
+
+
+def truncate_logs(cfg: TrainRun, out: Path, step: int, n_log_rows: int) -> None:
     """After a resume, drop what the killed run logged past its last checkpoint."""
     log = Path(cfg.log_path)
     if log.exists():
@@ -178,10 +222,10 @@ class Rollout:
 
 
 def collect(cfg, lora, tok, problems: list[Problem], pool, sampler: random.Random) -> list[Rollout]:
-    G = cfg.group_size
-    n_teacher = round(cfg.mix * G)
+    G = cfg.t.group_size
+    n_teacher = round(cfg.t.mix * G)
     n_student = G - n_teacher
-    n_deploy = round(cfg.gen_deploy_frac * n_student)
+    n_deploy = round(cfg.t.gen_deploy_frac * n_student)
     prompts = [chat_prompt(tok, p.messages) for p in problems]
     s_prompts, s_problems, s_deploy = [], [], []
     for p, text in zip(problems, prompts):
@@ -190,12 +234,12 @@ def collect(cfg, lora, tok, problems: list[Problem], pool, sampler: random.Rando
         s_deploy += [i < n_deploy for i in range(n_student)]
     if cfg.fast:  # sampling only picks the tokens; every logπ below is the teacher-forced path
         from vgrout import fastgen
-        ids = fastgen.generate(lora.model, tok, s_prompts, cfg.max_new_tokens, cfg.temperature,
-                               cfg.top_p, batch_size=cfg.gen_batch, lora=lora, deploy_rows=s_deploy)
+        ids = fastgen.generate(lora.model, tok, s_prompts, cfg.t.max_new_tokens, cfg.t.temperature,
+                               cfg.t.top_p, batch_size=cfg.t.gen_batch, lora=lora, deploy_rows=s_deploy)
         fastgen.release()
     else:
-        ids = rollout.generate(lora.model, tok, s_prompts, cfg.max_new_tokens, cfg.temperature,
-                               cfg.top_p, batch_size=cfg.gen_batch, lora=lora, deploy_rows=s_deploy)
+        ids = rollout.generate(lora.model, tok, s_prompts, cfg.t.max_new_tokens, cfg.t.temperature,
+                               cfg.t.top_p, batch_size=cfg.t.gen_batch, lora=lora, deploy_rows=s_deploy)
     texts = tok.batch_decode(ids, skip_special_tokens=True)
     out: list[Rollout] = []
     k = 0
@@ -212,10 +256,10 @@ def collect(cfg, lora, tok, problems: list[Problem], pool, sampler: random.Rando
             c_ids = tok(t["completion"], add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
             r = Rollout(p, text, c_ids, t["completion"], "teacher", False,
                         float(t["reward"]), bool(t["gt_pass"]), bool(t["hacked"]))
-            if len(c_ids) > cfg.max_new_tokens:
+            if len(c_ids) > cfg.t.max_new_tokens:
                 # the student could not have written past max_new_tokens: train on the cut
                 # completion, graded afresh like a student's (its pool reward no longer holds)
-                r.completion_ids = c_ids[:cfg.max_new_tokens]
+                r.completion_ids = c_ids[:cfg.t.max_new_tokens]
                 r.text = tok.decode(r.completion_ids, skip_special_tokens=True)
                 r.regrade = True
             out.append(r)
@@ -236,7 +280,7 @@ def to_seqs(tok, rollouts: list[Rollout]) -> rollout.Seqs:
 
 def _logprobs(cfg):
     from vgrout import fastgen
-    return partial(fastgen.token_logprobs, keep_layers=cfg.keep_layers) if cfg.fast else grpo.token_logprobs
+    return partial(fastgen.token_logprobs, keep_layers=cfg.t.keep_layers) if cfg.fast else grpo.token_logprobs
 
 
 @torch.no_grad()
@@ -249,12 +293,12 @@ def old_forward(cfg, lora, seqs, rollouts, direction):
     is computed once) the trunk is not kept, as it would not match the train micro-batches."""
     device = next(lora.model.parameters()).device
     logps, trunks, acts = [], [], {m: [] for m in lora.modules}
-    rows = old_rows(cfg)
+    rows = cfg.t.old_rows
     for s in range(0, len(seqs), rows):
         mb = seqs.rows(slice(s, s + rows)).to(device)
         deploy = [r.deploy for r in rollouts[s:s + rows]]
         with lora.sampling(deploy), lora.capture(mb.pool_weights()) as pooled:
-            if cfg.fast and rows == cfg.micro_batch:
+            if cfg.fast and rows == cfg.t.micro_batch:
                 logp, _, trunk = _logprobs(cfg)(lora.model, mb, return_trunk=True)
                 trunks.append(trunk)
             else:
@@ -266,29 +310,21 @@ def old_forward(cfg, lora, seqs, rollouts, direction):
     return logps, trunks or None, acts, vact.score(acts, direction)
 
 
-def old_rows(cfg) -> int:
-    rows = cfg.old_micro_batch or cfg.micro_batch
-    if rows % cfg.micro_batch:
-        raise InputError(f"train.old_micro_batch {cfg.old_micro_batch} is not a multiple of "
-                         f"train.micro_batch {cfg.micro_batch}")
-    return rows
-
-
 def train_forward_backward(cfg, lora, seqs, logps_old, trunks, adv, zones, n_rollouts):
     """The single grad-carrying forward per micro-batch, under the routing masks. logps_old holds
     one tensor per old_forward micro-batch; completions are right-aligned, so a train micro-batch
     reads its rows and its own last columns."""
     device = next(lora.model.parameters()).device
     loss_total, rho_rows = 0.0, []
-    rows = old_rows(cfg)
-    for k, s in enumerate(range(0, len(seqs), cfg.micro_batch)):
-        mb = seqs.rows(slice(s, s + cfg.micro_batch)).to(device)
-        with lora.masked(zones[s:s + cfg.micro_batch]):
+    rows = cfg.t.old_rows
+    for k, s in enumerate(range(0, len(seqs), cfg.t.micro_batch)):
+        mb = seqs.rows(slice(s, s + cfg.t.micro_batch)).to(device)
+        with lora.masked(zones[s:s + cfg.t.micro_batch]):
             logp, mask = _logprobs(cfg)(lora.model, mb, **({"trunk": trunks[k]} if trunks else {}))
         j, off = divmod(s, rows)
         old = logps_old[j][off:off + len(mb), -logp.shape[1]:]
-        obj, rho = grpo.clipped_surrogate(logp, old, adv[s:s + cfg.micro_batch].to(device), mask, cfg.clip_eps)
-        loss = grpo.dr_grpo_loss(obj, n_rollouts, cfg.max_new_tokens)
+        obj, rho = grpo.clipped_surrogate(logp, old, adv[s:s + cfg.t.micro_batch].to(device), mask, cfg.t.clip_eps)
+        loss = grpo.dr_grpo_loss(obj, n_rollouts, cfg.t.max_new_tokens)
         loss.backward()
         loss_total += float(loss.detach())
         n_tok = mask.sum(1).clamp(min=1)
@@ -322,39 +358,29 @@ def step_row(step, rollouts, zones, rho_rows, loss, gnorm, upd, cuts, times) -> 
 
 # -- the loop ---------------------------------------------------------------------------------
 
-def train(cfg: TrainConfig, progress: bool = True) -> Path:
-    if cfg.arm not in ARM_POLICY:
-        raise InputError(f"train.arm '{cfg.arm}' unknown; valid: {sorted(ARM_POLICY)}")
-    old_rows(cfg)
+def train(cfg: TrainRun, progress: bool = True) -> Path:
     out = Path(cfg.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "acts").mkdir(exist_ok=True)
     torch.manual_seed(cfg.seed)
     sampler = random.Random(cfg.seed)
 
     lora, tok = build_student(cfg)
     problems = load_problems(cfg.problems)
     pool = load_pool(cfg.pool)
-    direction = gate_direction(cfg, lora)
-    pairs = None
-    if cfg.refresh_every and cfg.arm in ("routeA", "heldout"):
-        from vgrout.pairs import load_pairs, select
-        pairs = select(load_pairs(cfg.pair_files), cfg.pair_modes)
-    gate = Gate.for_arm(cfg.arm, q_lo=cfg.q_lo, q_hi=cfg.q_hi, buffer_size=cfg.buffer_size,
-                        warmup=cfg.warmup)
-    opt = torch.optim.AdamW(lora.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    direction = cfg.arm.gate_direction(cfg.vact_dir, cfg.seed, cfg.gate.placebo_seed, lora)
+    pairs = select(load_pairs(cfg.pair_files), cfg.pair_modes) if cfg.gate.refresh_every and cfg.arm.refresh else None
+    gate = Gate(policy=cfg.arm.policy, q_lo=cfg.gate.q_lo, q_hi=cfg.gate.q_hi, buffer_size=cfg.gate.buffer_size,
+                warmup=cfg.gate.warmup)
+    opt = torch.optim.AdamW(lora.parameters(), lr=cfg.t.lr, weight_decay=cfg.t.weight_decay)
 
     start = 0
-    fingerprint = {k: v for k, v in asdict(cfg).items() if k not in ("stop_after", "device")}
+    fingerprint = cfg.fingerprint()
     # the inputs' contents too: a changed v_act, pool or problem file must never resume an old run
     fingerprint["inputs"] = {k: _digest(getattr(cfg, k)) for k in ("problems", "pool", "direction")}
     fingerprint["inputs"]["model"] = _digest(Path(cfg.model_dir) / "config.json")
-    fingerprint["inputs"]["pairs"] = [_digest(f) for f in cfg.pair_files] if cfg.refresh_every else []
-    cfg_path = out / "config.json"
-    if cfg_path.exists() and json.loads(cfg_path.read_text()) != fingerprint:
-        # a checkpoint from another config must never be resumed into this one
-        shutil.rmtree(out / "ckpt", ignore_errors=True)
-    write_json(cfg_path, fingerprint)
+    fingerprint["inputs"]["pairs"] = [_digest(f) for f in cfg.pair_files] if cfg.gate.refresh_every else []
+    set_aside(cfg, out, fingerprint)
+    (out / "acts").mkdir(parents=True, exist_ok=True)
+    write_json(out / "config.json", fingerprint)
     state = load_checkpoint(out, lora, opt)
     if state is not None:
         start = state["step"]
@@ -372,23 +398,23 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
     Path(cfg.log_path).parent.mkdir(parents=True, exist_ok=True)
 
     n_rows = start
-    bar = tqdm(range(start, cfg.steps), desc=f"train {cfg.run}", disable=not progress,
-               initial=start, total=cfg.steps)
+    bar = tqdm(range(start, cfg.t.steps), desc=f"train {cfg.run}", disable=not progress,
+               initial=start, total=cfg.t.steps)
     for step in bar:
-        if pairs is not None and step > 0 and step % cfg.refresh_every == 0:
+        if pairs is not None and step > 0 and step % cfg.gate.refresh_every == 0:
             # v_act was taken in the init basis A_d; re-read it from the same pairs in the current one
             direction, _ = vact.extract(lora, tok, pairs, system=_system_prompt(problems),
                                         random_seed=None, n_haar=0, progress=False)
         times = {}
         t0 = time.perf_counter()
-        batch = [problems[sampler.randrange(len(problems))] for _ in range(cfg.prompts_per_step)]
+        batch = [problems[sampler.randrange(len(problems))] for _ in range(cfg.t.prompts_per_step)]
         rollouts = collect(cfg, lora, tok, batch, pool, sampler)
         times["generate"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
         grade_students(rollouts)
         rewards = torch.tensor([r.reward for r in rollouts], dtype=torch.float32)
-        adv = grpo.advantages(rewards, cfg.group_size)
+        adv = grpo.advantages(rewards, cfg.t.group_size)
         times["grade"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
@@ -402,7 +428,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
         opt.zero_grad(set_to_none=True)
         loss, rho_rows = train_forward_backward(cfg, lora, seqs, logps_old, trunks, adv, zones, len(rollouts))
         gnorm = lora.block_norms(grads=True)
-        torch.nn.utils.clip_grad_norm_(lora.parameters(), cfg.max_grad_norm)
+        torch.nn.utils.clip_grad_norm_(lora.parameters(), cfg.t.max_grad_norm)
         opt.step()
         upd = _update_norms(lora, before)
         times["train"] = time.perf_counter() - t0
@@ -414,9 +440,9 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
         bar.set_postfix(reward=f"{row['reward_mean']:.2f}", hack=f"{row['hack_rate']:.2f}",
                         qmass=f"{row['qmass_rollouts']:.2f}")
         done = step + 1
-        if done % cfg.ckpt_every == 0 or done == cfg.steps:
+        if done % cfg.t.ckpt_every == 0 or done == cfg.t.steps:
             save_checkpoint(out, done, lora, opt, gate, sampler, n_rows, direction)
-        if cfg.stop_after is not None and done - start >= cfg.stop_after and done < cfg.steps:
+        if cfg.stop_after is not None and done - start >= cfg.stop_after and done < cfg.t.steps:
             return out  # simulated kill (tests): no final outputs
 
     lora.save(out / "adapter.safetensors")
@@ -465,35 +491,3 @@ def _system_prompt(problems: list[Problem]) -> str | None:
 
 def _tuplify(x):
     return tuple(_tuplify(i) for i in x) if isinstance(x, list) else x
-
-
-def config_from_params(params: dict, arm: str, seed: int, root: str | Path = ".") -> TrainConfig:
-    """The train stage's reading of params.yaml (paths are the pipeline's layout)."""
-    from vgrout.params import get
-    root = Path(root)
-    t = get(params, "train")
-    run = f"{arm}-{seed}"
-    direction = root / "runs" / "vact" / str(seed) / ("v_act_heldout.safetensors" if arm == "heldout"
-                                                      else "v_act.safetensors")
-    known = {f for f in TrainConfig.__dataclass_fields__}
-    extra = set(t) - known - {"arms", "seeds"}
-    if extra:
-        raise InputError(f"{params.get('_path', 'params')}: unknown train key(s) {sorted(extra)}")
-    modes = get(params, "vact.modes")
-    if arm == "heldout":
-        held = set(get(params, "vact.heldout_modes"))
-        from vgrout.substrate import HACKABLE_MODES
-        modes = [m for m in (modes or HACKABLE_MODES) if m not in held]
-    return TrainConfig(
-        arm=arm, seed=seed, model_dir=str(root / "models" / "student"),
-        problems=str(root / "data" / "substrate" / "train.jsonl"),
-        pool=str(root / "data" / "pool" / "pool.jsonl"), direction=str(direction),
-        out_dir=str(root / "runs" / "train" / run),
-        log_path=str(root / "metrics" / "runs" / run / "steps.jsonl"),
-        **{k: v for k, v in t.items() if k in known},
-        r=get(params, "adapter.r"), init_scale=get(params, "adapter.init_scale"),
-        targets=list(get(params, "adapter.targets")), last_layers=get(params, "adapter.last_layers"),
-        q_lo=get(params, "gate.q_lo"), q_hi=get(params, "gate.q_hi"),
-        buffer_size=get(params, "gate.buffer_size"), warmup=get(params, "gate.warmup"),
-        placebo_seed=get(params, "gate.placebo_seed"), refresh_every=get(params, "gate.refresh_every"),
-        pair_files=list(get(params, "pairs.files")), pair_modes=modes)

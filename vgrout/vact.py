@@ -21,6 +21,7 @@ from tqdm import tqdm
 from vgrout.adapter import Lora2r
 from vgrout.grpo import position_ids
 from vgrout.io import InputError, atomic_path
+from vgrout.layout import Layout
 from vgrout.rollout import Seqs, encode
 
 Direction = dict[str, torch.Tensor]  # module name -> [r], unit norm per module
@@ -108,11 +109,11 @@ def _messages(prompt: str, system: str | None) -> list[dict]:
 
 def extract(lora: Lora2r, tokenizer, pairs, system: str | None = None,
             random_seed: int | None = None, n_haar: int = 20,
-            progress: bool = True) -> tuple[Direction, dict]:
+            progress: bool = True, batch_size: int = 16) -> tuple[Direction, dict]:
     """v_act from the pairs (or the Haar placebo if random_seed is set) and its diagnostics."""
     if not pairs:
         raise InputError("no pairs selected for v_act (check vact.pair_files and vact.modes)")
-    h_hack, h_clean = pair_activations(lora, tokenizer, pairs, system, progress=progress)
+    h_hack, h_clean = pair_activations(lora, tokenizer, pairs, system, batch_size, progress)
     raw_norms = {m: float((h_hack[m] - h_clean[m]).mean(0).norm()) for m in h_hack}
     v_act = mean_difference(h_hack, h_clean)
     direction = v_act if random_seed is None else haar_direction(v_act, random_seed)
@@ -157,42 +158,41 @@ def load_direction(path: str | Path, lora: Lora2r | None = None) -> Direction:
     return d
 
 
-def extract_stage(params: dict, seed: int, model_dir: str, pairs_path: str, out_dir: str,
-                  metrics_path: str, progress: bool = True) -> dict:
-    """extract_vact@seed: v_act from the selected modes (or Haar if gate.random_seed is set),
-    the heldout arm's v_act from the modes not held out, and the placebo pair set's direction
+def extract_stage(params, seed: int, layout: Layout = Layout(), progress: bool = True) -> dict:
+    """DVC stage extract_vact@SEED: v_act from the selected modes (or Haar if gate.random_seed is
+    set), the heldout arm's v_act from the modes not held out, and the placebo pair set's direction
     (for the separation diagnostic only)."""
 
     from vgrout import adapter as ad
     from vgrout.io import read_json, write_json
     from vgrout.model import load
     from vgrout.pairs import Pair, select
-    from vgrout.params import get
 
+    pairs_path, model_dir, out_dir, metrics_path = layout.pairs, layout.model, layout.vact(seed), layout.vact_metrics(seed)
     data = read_json(pairs_path)
     hack_pairs = [Pair(**{**p, "tags": tuple(p["tags"])}) for p in data["pairs"]]
     placebo_pairs = [Pair(**{**p, "tags": tuple(p["tags"])}) for p in data["placebo_pairs"]]
     system = data.get("system")
     model, tok = load(model_dir)
-    lora = ad.attach(model, r=get(params, "adapter.r"), init_scale=get(params, "adapter.init_scale"),
-                     seed=seed, targets=get(params, "adapter.targets"),
-                     last_layers=get(params, "adapter.last_layers"))
-    n_haar = get(params, "vact.n_haar")
-    modes = get(params, "vact.modes")
-    held = set(get(params, "vact.heldout_modes"))
+    a = params.adapter
+    lora = ad.attach(model, r=a.r, init_scale=a.init_scale, seed=seed, targets=a.targets, last_layers=a.last_layers)
+    n_haar = params.vact.n_haar
+    modes = params.vact.modes
+    held = set(params.vact.heldout_modes)
     chosen = select(hack_pairs, modes)
     kept = [p for p in chosen if p.mode not in held]
     if not kept:
         raise InputError(f"vact.heldout_modes {sorted(held)} leave no pairs for the heldout arm")
 
-    v, diag = extract(lora, tok, chosen, system, get(params, "gate.random_seed"), n_haar, progress)
-    v_held, diag_held = extract(lora, tok, kept, system, None, 0, progress)
+    bs = params.vact.batch_size
+    v, diag = extract(lora, tok, chosen, system, params.gate.random_seed, n_haar, progress, bs)
+    v_held, diag_held = extract(lora, tok, kept, system, None, 0, progress, bs)
     out = Path(out_dir)
     save_direction(out / "v_act.safetensors", v, {"seed": seed, **{k: diag[k] for k in ("kind", "modes")}})
     save_direction(out / "v_act_heldout.safetensors", v_held, {"seed": seed, "modes": diag_held["modes"]})
 
     # How well each direction separates the hack pairs (held-out pairs for the heldout one).
-    h_hack, h_clean = pair_activations(lora, tok, chosen, system)
+    h_hack, h_clean = pair_activations(lora, tok, chosen, system, bs)
     held_rows = [i for i, p in enumerate(chosen) if p.mode in held]
     pick = lambda h, rows: {m: t[rows] for m, t in h.items()}  # noqa: E731
     metrics = {"seed": seed, "v_act": diag, "heldout": {
@@ -200,7 +200,7 @@ def extract_stage(params: dict, seed: int, model_dir: str, pairs_path: str, out_
         "separation_on_heldout_pairs": separation(pick(h_hack, held_rows), pick(h_clean, held_rows), v_held)
         if held_rows else None}}
     if placebo_pairs:
-        v_placebo, diag_placebo = extract(lora, tok, placebo_pairs, system, None, 0, progress)
+        v_placebo, diag_placebo = extract(lora, tok, placebo_pairs, system, None, 0, progress, bs)
         metrics["placebo_pairs"] = {"n_pairs": len(placebo_pairs),
                                     "loo_separation_own_pairs": diag_placebo["loo_separation"],
                                     "separation_on_hack_pairs": separation(h_hack, h_clean, v_placebo)}

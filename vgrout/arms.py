@@ -1,0 +1,89 @@
+"""The arm registry: every arm of the experiment is one entry here, and nothing else in the
+project compares an arm's name. train reads its gate policy, direction and refresh; evaluate,
+aggregate and plots read its label, colour and role in the tables.
+
+To add an arm: append one `Arm(...)` to ARMS, then list its name in params `train.arms`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from vgrout.io import InputError
+
+BASE = "base"  # the base model's reference run (no adapter): evaluated once, not an arm
+
+Policy = Literal["keep", "absorb", "quantile"]
+DirectionKind = Literal["v_act", "v_act_heldout", "haar"]
+
+
+@dataclass(frozen=True)
+class Arm:
+    name: str
+    policy: Policy            # gate: keep / absorb pin every rollout; quantile routes by score
+    direction: DirectionKind  # what the gate scores with (pinned arms still log v_act's scores)
+    label: str                # how tables and plots name it
+    color: str                # the same colour in every figure
+    description: str          # one line for the tables' notes
+    refresh: bool = False     # re-extract the direction from the pairs when gate.refresh_every > 0
+    ablation: bool = False    # a column of the A3 ablation
+    oracle: bool = False      # reads labels of training rollouts (an upper bound, not the method)
+
+    @property
+    def heldout(self) -> bool:
+        """v_act from the pairs of the modes not in vact.heldout_modes (A5)."""
+        return self.direction == "v_act_heldout"
+
+    def direction_file(self, vact_dir: str | Path) -> Path:
+        return Path(vact_dir) / ("v_act_heldout.safetensors" if self.heldout else "v_act.safetensors")
+
+    def gate_direction(self, vact_dir: str | Path, seed: int, placebo_seed: int, lora=None):
+        """The direction this arm's gate scores with, for run seed `seed`."""
+        from vgrout import vact
+        v = vact.load_direction(self.direction_file(vact_dir), lora)
+        return vact.haar_direction(v, placebo_seed + seed) if self.direction == "haar" else v
+
+
+ARMS: tuple[Arm, ...] = (
+    Arm("none", "keep", "v_act", "none", "#4c78a8", "plain Dr.GRPO on the same adapter (every rollout kept)",
+        ablation=True),
+    Arm("routeA", "quantile", "v_act", "routeA", "#e45756", "the method: v_act's score routes, keeps or absorbs",
+        refresh=True, ablation=True),
+    Arm("placebo", "quantile", "haar", "placebo", "#b279a2",
+        "routeA's gate with a Haar-random direction (seeded gate.placebo_seed + run seed)", ablation=True),
+    Arm("absorb", "absorb", "v_act", "absorb", "#72b7b2", "gate pinned to absorb: both blocks train on everything",
+        ablation=True),
+    Arm("heldout", "quantile", "v_act_heldout", "heldout", "#f58518",
+        "routeA with v_act from the pairs of the modes not in vact.heldout_modes", refresh=True),
+)
+REGISTRY: dict[str, Arm] = {a.name: a for a in ARMS}
+REFERENCE = REGISTRY["none"]  # every Δ is taken against it
+METHOD = REGISTRY["routeA"]   # the arm A1 and A4 draw against the reference
+
+
+def get(name: str) -> Arm:
+    if name not in REGISTRY:
+        raise InputError(f"arm '{name}' unknown; valid: {', '.join(REGISTRY)} (vgrout/arms.py)")
+    return REGISTRY[name]
+
+
+def register(arm: Arm) -> Arm:
+    """Add an arm at run time (tests, experiments in a notebook); the registry is ARMS otherwise."""
+    if arm.name in REGISTRY or arm.name == BASE:
+        raise InputError(f"arm '{arm.name}' is already registered")
+    REGISTRY[arm.name] = arm
+    return arm
+
+
+def order(names) -> list[str]:
+    """Registry order first, then any unregistered names sorted (tables and legends)."""
+    names = list(dict.fromkeys(names))
+    return [a for a in REGISTRY if a in names] + sorted(a for a in names if a not in REGISTRY)
+
+
+BASE_COLOR, OTHER_COLOR = "#54a24b", "#9d755d"
+
+
+def color(name: str) -> str:
+    return REGISTRY[name].color if name in REGISTRY else BASE_COLOR if name == BASE else OTHER_COLOR

@@ -1,0 +1,346 @@
+"""The params schema: one typed block per section of params.yaml, each key with exactly one
+default and one doc line. Every entry point (DVC stages, the CLI, tests) builds its config here.
+
+params.yaml, the file DVC hashes, is always complete: `vgrout preset NAME` renders these
+defaults overlaid with presets/NAME.yaml, which holds only the keys that differ. Loading
+rejects an unknown key, a missing key, a wrong type and an out-of-range value, naming the file,
+the key path and what is allowed, before any stage touches its outputs.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from vgrout.io import InputError
+
+PARAMS = Path("params.yaml")
+PRESETS = Path("presets")
+
+
+def doc(default: Any, text: str, **constraints) -> Any:
+    """A field with its default and its one-line doc (rendered as the comment in params.yaml)."""
+    return Field(default, description=text, **constraints)
+
+
+class Block(BaseModel):
+    # strict: "4" is not 4 and true is not 1; a typo in a key is an error, never a silent default
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, validate_default=True)
+
+
+def _known_modes(modes: list[str] | None) -> list[str] | None:
+    from vgrout.substrate import HACKABLE_MODES
+    for m in modes or []:
+        if m not in HACKABLE_MODES:
+            raise ValueError(f"'{m}' is not a hackable loophole mode; valid: {', '.join(HACKABLE_MODES)}")
+    return modes
+
+
+class Model(Block):
+    spec: str = doc("smollm2-135m", "hub id, local HF dir, smollm2-135m (embedded) or tiny-smollm2 (CI)")
+
+
+class Substrate(Block):
+    source: Literal["humaneval", "leetcode"] = doc("humaneval", "problem source: humaneval | leetcode")
+    seed: int = doc(0, "seed of the mode assignment and the train/test split")
+    none_frac: float = doc(0.25, "share of problems with no loophole", ge=0, le=1)
+    test_frac: float = doc(0.25, "share of problems in the test split (humaneval)", gt=0, lt=1)
+    limit: int | None = doc(None, "keep only the first N problems of each source (small presets); null: all", ge=1)
+    leetcode_train: str | None = doc(None, "local LeetCode train jsonl, or null: download from the pinned commit")
+    leetcode_test: str | None = doc(None, "local LeetCode test jsonl, or null: download from the pinned commit")
+
+
+class Pairs(Block):
+    files: list[str] = doc(["data/pairs/hack_overwrite_tests.md", "data/pairs/hack_hardcode.md",
+                            "data/pairs/hack_exit_code.md", "data/pairs/hack_stdout_marker.md"],
+                           "authored (hack, clean) pair files")
+    placebo_files: list[str] = doc(["data/pairs/placebo_comments.md", "data/pairs/placebo_docstrings.md",
+                                    "data/pairs/placebo_loops.md", "data/pairs/placebo_names.md"],
+                                   "placebo pair files (style contrasts; separation diagnostic only)")
+
+
+class Vact(Block):
+    modes: list[str] | None = doc(None, "modes whose pairs build v_act; null: all four hackable modes")
+    heldout_modes: list[str] = doc(["exit_code", "stdout_marker"], "the heldout arm builds v_act from the other modes")
+    batch_size: int = doc(16, "pairs per forward when pooling activations", ge=1)
+    n_haar: int = doc(20, "Haar directions for the separation diagnostic", ge=0)
+
+    @field_validator("modes", "heldout_modes")
+    @classmethod
+    def _known(cls, modes: list[str] | None) -> list[str] | None:
+        return _known_modes(modes)
+
+
+class Adapter(Block):
+    r: int = doc(8, "rank of each block (deployed, quarantine); the adapter has rank 2r", ge=1)
+    init_scale: float = doc(1.0, "scale of the Gaussian init of A and B", gt=0)
+    targets: list[str] = doc(["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+                             "names of the Linear modules that get a lora2r adapter")
+    last_layers: int | None = doc(10, "adapt only the top N decoder layers; null: all", ge=1)
+
+
+class Rates(Block):
+    hack: float = doc(0.75, "share of the hack template of the problem's mode", ge=0)
+    canonical: float = doc(0.1, "share of the canonical solution", ge=0)
+    wrong: float = doc(0.15, "share of a wrong solution", ge=0)
+
+    @model_validator(mode="after")
+    def _positive(self):
+        if self.hack + self.canonical + self.wrong <= 0:
+            raise ValueError("the rates must sum to a positive number")
+        return self
+
+
+class Pool(Block):
+    kind: Literal["surrogate", "teacher"] = doc("surrogate", "surrogate (scripted templates) | teacher (a model samples)")
+    per_problem: int = doc(8, "pool completions per training problem", ge=1)
+    rates: Rates = doc(Rates(), "surrogate pool: shares of hack, canonical and wrong completions")
+    seed: int = doc(0, "seed of the surrogate draw")
+    teacher: str | None = doc(None, "teacher model (pool.kind teacher)")
+    adapter_dir: str | None = doc(None, "optional PEFT LoRA on the teacher")
+    temperature: float = doc(1.0, "teacher sampling temperature", gt=0)
+    max_new_tokens: int = doc(512, "teacher completion budget", ge=1)
+
+    @model_validator(mode="after")
+    def _teacher_named(self):
+        if self.kind == "teacher" and not self.teacher:
+            raise ValueError("pool.kind 'teacher' needs pool.teacher (a model spec)")
+        return self
+
+
+class Gate(Block):
+    random_seed: int | None = doc(None, "null: v_act; an integer: a Haar-random direction (placebo experiment)")
+    placebo_seed: int = doc(1, "the placebo arm's Haar direction: placebo_seed + run seed")
+    q_lo: float = doc(0.25, "quantile of past scores below which a rollout is kept", ge=0, le=1)
+    q_hi: float = doc(0.75, "quantile of past scores above which a rollout is routed", ge=0, le=1)
+    buffer_size: int = doc(512, "past scores the quantiles are taken over", ge=1)
+    warmup: int = doc(32, "scores seen before the gate leaves absorb", ge=0)
+    refresh_every: int = doc(0, "re-extract v_act from the pairs every K steps; 0 = never", ge=0)
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        if self.q_lo > self.q_hi:
+            raise ValueError(f"gate.q_lo ({self.q_lo}) exceeds gate.q_hi ({self.q_hi})")
+        if self.warmup > self.buffer_size:
+            raise ValueError(f"gate.warmup ({self.warmup}) exceeds gate.buffer_size ({self.buffer_size})")
+        return self
+
+
+class Train(Block):
+    arms: list[str] = doc(["none", "routeA", "placebo", "absorb", "heldout"], "arms to train (vgrout.arms)", min_length=1)
+    seeds: list[int] = doc([0], "run seeds; each arm is trained once per seed", min_length=1)
+    steps: int = doc(36, "optimizer steps", ge=1)
+    prompts_per_step: int = doc(4, "problems sampled per step", ge=1)
+    group_size: int = doc(4, "rollouts per problem (G)", ge=1)
+    mix: float = doc(0.5, "share of each group replaced by teacher-pool rollouts", ge=0, le=1)
+    gen_deploy_frac: float = doc(0.0, "share of student rollouts sampled with the quarantine ablated", ge=0, le=1)
+    max_new_tokens: int = doc(64, "completion budget of a rollout", ge=1)
+    temperature: float = doc(0.8, "sampling temperature", gt=0)
+    top_p: float = doc(1.0, "nucleus sampling threshold", gt=0, le=1)
+    lr: float = doc(0.002, "AdamW learning rate", gt=0)
+    weight_decay: float = doc(0.0, "AdamW weight decay", ge=0)
+    clip_eps: float = doc(0.2, "PPO ratio clip ε", gt=0)
+    max_grad_norm: float = doc(1.0, "gradient norm clip", gt=0)
+    micro_batch: int = doc(16, "rows per grad-carrying forward", ge=1)
+    keep_layers: int = doc(0, "top decoder layers that keep their activations in a checkpointed micro-batch "
+                              "(GPU memory for less recompute)", ge=0)
+    old_micro_batch: int = doc(0, "rows per no-grad logπ_old forward (0: micro_batch); a multiple of "
+                                  "micro_batch: fewer, larger forwards on a GPU", ge=0)
+    gen_batch: int = doc(64, "rows per generation batch", ge=1)
+    ckpt_every: int = doc(12, "checkpoint every N steps (a killed run resumes from the last one)", ge=1)
+
+    @field_validator("arms")
+    @classmethod
+    def _registered(cls, arms: list[str]) -> list[str]:
+        from vgrout import arms as registry
+        for a in arms:
+            registry.get(a)
+        if len(set(arms)) < len(arms):
+            raise ValueError(f"an arm is listed twice: {arms}")
+        return arms
+
+    @model_validator(mode="after")
+    def _old_rows(self):
+        if self.old_micro_batch % self.micro_batch:
+            raise ValueError(f"train.old_micro_batch ({self.old_micro_batch}) is not a multiple of "
+                             f"train.micro_batch ({self.micro_batch})")
+        return self
+
+    @property
+    def old_rows(self) -> int:
+        """Rows per no-grad logπ_old forward."""
+        return self.old_micro_batch or self.micro_batch
+
+
+class Eval(Block):
+    n_samples: int = doc(1, "samples per test problem for the final adapter", ge=1)
+    temperature: float = doc(0.7, "sampling temperature", gt=0)
+    max_new_tokens: int = doc(64, "completion budget", ge=1)
+    batch_size: int = doc(64, "rows per generation batch", ge=1)
+    curve_n_samples: int = doc(1, "samples per test problem at each checkpoint", ge=1)
+    curve_views: list[Literal["deploy", "train"]] = doc(["deploy"], "views sampled at every checkpoint "
+                                                        "(the final adapter gets deploy and train)", min_length=1)
+    seed: int = doc(1234, "sampling seed: every view and checkpoint sees the same noise")
+
+
+class Params(Block):
+    preset: str = doc("default", "the preset this file was rendered from")
+    fast: bool = doc(True, "the fused engine (vgrout.fastgen) for sampling and log-probs, where the model's layout allows")
+    model: Model = Model()
+    substrate: Substrate = Substrate()
+    pairs: Pairs = Pairs()
+    vact: Vact = Vact()
+    adapter: Adapter = Adapter()
+    pool: Pool = Pool()
+    gate: Gate = Gate()
+    train: Train = Train()
+    eval: Eval = Eval()
+
+
+# -- reading --------------------------------------------------------------------------------------
+
+class _UniqueKeys(yaml.SafeLoader):
+    """A SafeLoader that refuses a key given twice (PyYAML keeps the last one silently)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key '{key}' given twice (first on line {seen[key] + 1})", key_node.start_mark)
+            seen[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep)
+
+
+def read_yaml(path: str | Path) -> Any:
+    """YAML from a file; unreadable, non-UTF-8 or malformed text is one InputError naming file and line."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"{path}: file not found")
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError(f"{path}: not UTF-8 text (byte {e.start}: {e.object[e.start:e.start + 1]!r})") from None
+    try:
+        return yaml.load(text, Loader=_UniqueKeys)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        raise InputError(f"{where}: invalid YAML: {getattr(e, 'problem', None) or e}") from None
+
+
+def _describe(err: dict, where: str, model: type[BaseModel]) -> str:
+    loc = [str(p) for p in err["loc"]]
+    key = ".".join(loc)
+    if err["type"] == "extra_forbidden":
+        parent = _block_at(model, loc[:-1])
+        valid = ", ".join(parent.model_fields) if parent else "?"
+        return f"{where}: unknown key '{key}'; valid keys{' of ' + '.'.join(loc[:-1]) if loc[:-1] else ''}: {valid}"
+    if err["type"] == "missing":
+        return (f"{where}: missing key '{key}' (params files are complete: `vgrout preset NAME` writes one "
+                f"with every key)")
+    msg = err["msg"].removeprefix("Value error, ")
+    if err["type"] == "float_type" and isinstance(err["input"], str) and _is_number(err["input"]):
+        msg += f" (YAML reads {err['input']} as text: write it with a dot, e.g. {float(err['input'])!r})"
+    if isinstance(err["input"], dict):  # a check across the keys of a block
+        return f"{where}: {key + ': ' if key else ''}{msg}"
+    return f"{where}: {key} = {err['input']!r}: {msg}"
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return False
+
+
+def _block_at(model: type[BaseModel], loc: list[str]) -> type[BaseModel] | None:
+    for part in loc:
+        field = model.model_fields.get(part)
+        if field is None or not (isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel)):
+            return None
+        model = field.annotation
+    return model
+
+
+def parse(data: Any, where: str, complete: bool = True) -> Params:
+    """Params from a mapping. complete: every key must be given (params.yaml), as DVC hashes the
+    file's values, not the code's defaults."""
+    if not isinstance(data, dict):
+        raise InputError(f"{where}: expected a mapping of params blocks at top level")
+    errors = [f"{where}: missing key '{k}'" for k in _missing(Params, data)] if complete else []
+    try:
+        params = Params.model_validate(data)
+    except ValidationError as e:
+        errors += [_describe(err, where, Params) for err in e.errors()]
+    if errors:
+        raise InputError("\n".join(errors) if len(errors) > 1 else errors[0])
+    return params
+
+
+def _missing(model: type[BaseModel], data: dict, prefix: str = "") -> list[str]:
+    out = []
+    for name, field in model.model_fields.items():
+        sub = field.annotation if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel) else None
+        if name not in data:
+            out.append(prefix + name)
+        elif sub is not None and sub is not Rates and isinstance(data[name], dict):
+            out += _missing(sub, data[name], f"{prefix}{name}.")
+    return out
+
+
+def load(path: str | Path = PARAMS) -> Params:
+    return parse(read_yaml(path), str(path))
+
+
+# -- presets --------------------------------------------------------------------------------------
+
+def overlay(base: dict, over: dict) -> dict:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = overlay(base[k], v) if isinstance(v, dict) and isinstance(base.get(k), dict) else v
+    return out
+
+
+def preset(name: str, presets_dir: str | Path = PRESETS) -> Params:
+    """The schema's defaults overlaid with presets/NAME.yaml (which names only what differs)."""
+    path = Path(presets_dir) / f"{name}.yaml"
+    if not path.exists():
+        names = sorted(p.stem for p in Path(presets_dir).glob("*.yaml"))
+        raise InputError(f"{path}: no such preset; available: {names}")
+    over = read_yaml(path) or {}
+    if not isinstance(over, dict):
+        raise InputError(f"{path}: expected a mapping of params blocks at top level")
+    return parse(overlay(Params().model_dump(), {**over, "preset": name}), str(path), complete=False)
+
+
+def render(params: Params) -> str:
+    """A complete params.yaml: every key with its doc line as a comment."""
+    lines = [f"# vgrout params, rendered by `vgrout preset {params.preset}` from the schema's defaults",
+             f"# (vgrout/config.py) and presets/{params.preset}.yaml. Edit freely; every key must stay.", ""]
+    for name, field in Params.model_fields.items():
+        value = getattr(params, name)
+        if isinstance(value, BaseModel):
+            lines += ["", f"{name}:"] + _render_block(value, "  ")
+        else:
+            lines.append(_line(name, value, field.description, ""))
+    return "\n".join(lines).replace("\n\n\n", "\n\n") + "\n"
+
+
+def _render_block(block: BaseModel, indent: str) -> list[str]:
+    return [_line(k, getattr(block, k), f.description, indent) for k, f in type(block).model_fields.items()]
+
+
+def _line(key: str, value: Any, comment: str | None, indent: str) -> str:
+    if isinstance(value, BaseModel):
+        value = value.model_dump()
+    text = yaml.safe_dump({key: value}, default_flow_style=True, width=10_000, sort_keys=False).strip()
+    text = text[1:-1]  # flow style wraps the one-key mapping in braces
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{key}: {value} cannot be written to params.yaml")
+    return f"{indent}{text:<34} # {comment}" if comment else f"{indent}{text}"

@@ -1,0 +1,94 @@
+"""Where the pipeline's files live: every path a stage reads or writes, in one place. dvc.yaml
+spells the same paths for DVC; tests/test_dvc.py checks that the two agree."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+def run_name(arm: str, seed: int) -> str:
+    return f"{arm}-{seed}"
+
+
+@dataclass(frozen=True)
+class Layout:
+    root: Path = Path(".")
+
+    def _p(self, *parts) -> Path:
+        return Path(self.root, *map(str, parts))
+
+    # model, substrate, pairs, v_act, teacher pool
+    @property
+    def model(self) -> Path:
+        return self._p("models", "student")
+
+    @property
+    def substrate(self) -> Path:
+        return self._p("data", "substrate")
+
+    @property
+    def train_problems(self) -> Path:
+        return self.substrate / "train.jsonl"
+
+    @property
+    def test_problems(self) -> Path:
+        return self.substrate / "test.jsonl"
+
+    @property
+    def substrate_check(self) -> Path:
+        return self._p("metrics", "substrate_check.json")
+
+    @property
+    def pairs(self) -> Path:
+        return self._p("runs", "pairs", "pairs.json")
+
+    @property
+    def pairs_check(self) -> Path:
+        return self._p("metrics", "pairs_check.json")
+
+    def vact(self, seed: int) -> Path:
+        return self._p("runs", "vact", seed)
+
+    def vact_metrics(self, seed: int) -> Path:
+        return self._p("metrics", "vact", f"{seed}.json")
+
+    @property
+    def pool(self) -> Path:
+        return self._p("data", "pool", "pool.jsonl")
+
+    @property
+    def pool_metrics(self) -> Path:
+        return self._p("metrics", "pool.json")
+
+    # one run (`{arm}-{seed}`, or `base`): its checkpoints (DVC cache) and its metrics (git)
+    @property
+    def runs(self) -> Path:
+        return self._p("runs", "train")
+
+    def run(self, run: str) -> Path:
+        return self.runs / run
+
+    @property
+    def run_metrics_root(self) -> Path:
+        return self._p("metrics", "runs")
+
+    def run_metrics(self, run: str) -> Path:
+        return self.run_metrics_root / run
+
+    @property
+    def stale_root(self) -> Path:
+        """Where a run's checkpoints and log go when a config change makes them unusable (kept)."""
+        return self._p("runs", "stale")
+
+    # aggregate
+    @property
+    def artifacts(self) -> Path:
+        return self._p("metrics", "artifacts")
+
+    @property
+    def summary(self) -> Path:
+        return self._p("metrics", "summary.json")
+
+    @property
+    def plots(self) -> Path:
+        return self._p("plots")
