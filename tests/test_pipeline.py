@@ -163,3 +163,45 @@ def test_placebo_experiment_and_metrics_diff(repo):
             assert {"old", "new"} <= set(diff[f"{arm}.{metric}"]), (arm, metric)
     # none and absorb use no direction: the placebo experiment leaves them as they were
     assert diff["none.deploy_hack"]["old"] == diff["none.deploy_hack"]["new"]
+
+
+@pytest.fixture
+def copy(repo, tmp_path):
+    """A throwaway copy of the reproduced repository (git, DVC cache and outputs): a test that
+    breaks params or adds runs leaves `repo` as the other tests expect it."""
+    dest = tmp_path / "vgrout"
+    shutil.copytree(repo, dest, symlinks=True)
+    return dest
+
+
+def test_a_new_arm_is_one_registry_entry(copy, monkeypatch):
+    """Registering one Arm is all it takes to run it through train -> eval -> aggregate."""
+    from vgrout import aggregate, arms, config, evaluate, train
+
+    arm = arms.Arm("haar2", "quantile", "haar", "haar2", "#000000", "a second placebo, for this test")
+    monkeypatch.setitem(arms.REGISTRY, arm.name, arm)
+    monkeypatch.chdir(copy)
+    p = config.load()
+    p = p.model_copy(update={"train": p.train.model_copy(update={"arms": [*p.train.arms, arm.name]})})
+    train.train_stage(p, arm.name, 0)
+    evaluate.eval_stage(p, arm.name, 0)
+    summary = aggregate.aggregate_stage(p)
+    assert "deploy_hack" in summary["haar2"]
+    a7 = pd.read_csv(copy / "metrics/artifacts/A7.csv")
+    assert "haar2" in set(a7["arm"])
+    steps = [json.loads(line) for line in open(copy / "metrics/runs/haar2-0/steps.jsonl")]
+    assert [s["step"] for s in steps] == [0, 1, 2, 3]
+
+
+def test_a_bad_param_through_dvc_repro_is_one_line_and_keeps_the_run(copy):
+    """train.steps: "4" (a string) stops the stage before it touches anything: no traceback, and
+    the run's checkpoints and step log are as they were."""
+    run_files = sorted(p for p in (copy / "runs/train/routeA-0").rglob("*") if p.is_file())
+    before = {p: p.read_bytes() for p in run_files + [copy / "metrics/runs/routeA-0/steps.jsonl"]}
+    params = (copy / "params.yaml").read_text()
+    (copy / "params.yaml").write_text(params.replace("  steps: 4 ", "  steps: '4' ", 1))
+    out = sh("dvc repro train@routeA-0", copy, check=False)
+    assert "train.steps = '4': Input should be a valid integer" in out, out
+    assert "Traceback" not in out, out
+    assert {p: p.read_bytes() for p in before} == before
+    assert sorted(p for p in (copy / "runs/train/routeA-0").rglob("*") if p.is_file()) == run_files

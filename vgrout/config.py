@@ -15,7 +15,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from vgrout.io import InputError
+from vgrout.io import InputError, read_text
 
 PARAMS = Path("params.yaml")
 PRESETS = Path("presets")
@@ -219,12 +219,7 @@ class _UniqueKeys(yaml.SafeLoader):
 def read_yaml(path: str | Path) -> Any:
     """YAML from a file; unreadable, non-UTF-8 or malformed text is one InputError naming file and line."""
     path = Path(path)
-    if not path.exists():
-        raise InputError(f"{path}: file not found")
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise InputError(f"{path}: not UTF-8 text (byte {e.start}: {e.object[e.start:e.start + 1]!r})") from None
+    text = read_text(path)
     try:
         return yaml.load(text, Loader=_UniqueKeys)
     except yaml.YAMLError as e:

@@ -15,7 +15,7 @@ import torch
 from tqdm import tqdm
 
 from vgrout import adapter as ad
-from vgrout import arms, fastgen, grader
+from vgrout import arms, config, fastgen, grader
 from vgrout.io import InputError, write_json
 from vgrout.layout import Layout, run_name
 from vgrout.model import chat_prompt, load
@@ -70,16 +70,15 @@ def eval_adapter(lora: ad.Lora2r, tok, problems, adapter_path: Path, views, know
     return rows
 
 
-def run(model_dir: str, problems_path: str, run_dir: str | None, out_dir: str, run: str, arm: str,
-        seed: int | None, n_samples: int = 4, temperature: float = 0.7, max_new_tokens: int = 96,
-        batch_size: int = 64, curve_n_samples: int = 1, curve_views=("deploy",),
-        views=("deploy", "train"), eval_seed: int = 1234, heldout_modes=None,
-        device: str | None = None, progress: bool = True) -> dict:
+def run(e: config.Eval, model_dir: str, problems_path: str, run_dir: str | None, out_dir: str, run: str, arm: str,
+        seed: int | None, views=("deploy", "train"), heldout_modes=None, device: str | None = None,
+        progress: bool = True) -> dict:
     """Write per_mode_deploy.json (final adapter) and eval_curve.json (every checkpoint)."""
     problems = load_problems(problems_path)
     model, tok = load(model_dir, device=device)
     out = Path(out_dir)
-    kw = dict(temperature=temperature, max_new_tokens=max_new_tokens, batch_size=batch_size, seed=eval_seed)
+    n_samples, curve_n_samples, curve_views, temperature = e.n_samples, e.curve_n_samples, e.curve_views, e.temperature
+    kw = dict(temperature=temperature, max_new_tokens=e.max_new_tokens, batch_size=e.batch_size, seed=e.seed)
     head = {"run": run, "arm": arm, "seed": seed, "temperature": temperature,
             "heldout_modes": heldout_modes}
     if run_dir is None:  # the base model reference
@@ -123,9 +122,6 @@ def eval_stage(params, arm: str, seed: int | None = None, layout: Layout = Layou
     base = arm == arms.BASE
     run_name_ = arms.BASE if base else run_name(arm, seed)
     heldout = not base and arms.get(arm).heldout
-    return run(model_dir=str(layout.model), problems_path=str(layout.test_problems),
+    return run(e, model_dir=str(layout.model), problems_path=str(layout.test_problems),
                run_dir=None if base else str(layout.run(run_name_)), out_dir=str(layout.run_metrics(run_name_)),
-               run=run_name_, arm=arm, seed=seed, n_samples=e.n_samples, temperature=e.temperature,
-               max_new_tokens=e.max_new_tokens, batch_size=e.batch_size, curve_n_samples=e.curve_n_samples,
-               curve_views=tuple(e.curve_views), eval_seed=e.seed,
-               heldout_modes=list(params.vact.heldout_modes) if heldout else None)
+               run=run_name_, arm=arm, seed=seed, heldout_modes=list(params.vact.heldout_modes) if heldout else None)

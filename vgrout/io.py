@@ -46,10 +46,8 @@ def write_json(path: str | os.PathLike, obj: Any) -> None:
 
 def read_json(path: str | os.PathLike) -> Any:
     path = Path(path)
-    if not path.exists():
-        raise InputError(f"{path}: file not found")
     try:
-        return json.loads(path.read_text())
+        return json.loads(read_text(path))
     except json.JSONDecodeError as e:
         raise InputError(f"{path}:{e.lineno}: invalid JSON: {e.msg}") from None
 
@@ -68,23 +66,34 @@ def append_jsonl(path: str | os.PathLike, row: dict) -> None:
         os.fsync(f.fileno())
 
 
-def read_jsonl(path: str | os.PathLike) -> list[dict]:
-    """Read a jsonl file; a malformed line is an InputError naming file and line."""
+def read_text(path: str | os.PathLike) -> str:
+    """A UTF-8 text file; a missing file or other bytes are an InputError naming the file and where."""
     path = Path(path)
     if not path.exists():
         raise InputError(f"{path}: file not found")
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        raise InputError(f"{path}:{line}: not UTF-8 text (byte {e.start}: {data[e.start:e.start + 1]!r})") from None
+
+
+def read_jsonl(path: str | os.PathLike) -> list[dict]:
+    """Read a jsonl file; a malformed line is an InputError naming file and line."""
+    path = Path(path)
     rows = []
-    with open(path) as f:
-        for lineno, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise InputError(f"{path}:{lineno}: malformed JSON line: {e.msg}") from None
-            if not isinstance(row, dict):
-                raise InputError(f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}")
-            rows.append(row)
+    # split on newlines only: a raw U+2028 inside a JSON string is not a line break
+    for lineno, line in enumerate(read_text(path).split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise InputError(f"{path}:{lineno}: malformed JSON line: {e.msg}") from None
+        if not isinstance(row, dict):
+            raise InputError(f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}")
+        rows.append(row)
     return rows
 
 

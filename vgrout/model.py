@@ -102,7 +102,10 @@ def resolve(spec: str | os.PathLike, cache_dir: Path | None = None) -> Path:
 
 def model_stage(params, layout: Layout = Layout()) -> Path:
     """DVC stage model: the student as a plain safetensors model directory."""
-    return prepare(params.model.spec, layout.model)
+    try:
+        return prepare(params.model.spec, layout.model)
+    except InputError as e:
+        raise InputError(f"params model.spec: {e}") from None
 
 
 def prepare(spec: str | os.PathLike, out_dir: Path, cache_dir: Path | None = None) -> Path:

@@ -572,6 +572,9 @@ def build_stage(params, layout=None, progress: bool = True) -> dict:
     layout = layout or Layout()
     out_dir, check_path, c = layout.substrate, layout.substrate_check, params.substrate
     lc_train, lc_test = c.leetcode_train, c.leetcode_test
+    for key, path in (("leetcode_train", lc_train), ("leetcode_test", lc_test)):
+        if c.source == "leetcode" and path is not None and not Path(path).exists():
+            raise InputError(f"params substrate.{key}: {path}: file not found")
     if c.source == "leetcode":
         lc_train = lc_train or fetch_leetcode("leetcode_train_medhard_filtered", param="substrate.leetcode_train")
         lc_test = lc_test or fetch_leetcode("leetcode_test_medhard", param="substrate.leetcode_test")
