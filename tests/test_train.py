@@ -30,6 +30,7 @@ def setup(tmp_path_factory):
 
 
 TRAIN = dict(steps=4, prompts_per_step=2, group_size=4, mix=0.25, max_new_tokens=64, micro_batch=4, ckpt_every=2,
+             temperature=1.0,
              lr=1e-2)
 
 

@@ -28,6 +28,7 @@ from vgrout.arms import get as get_arm
 from vgrout.arms import order as _arm_order
 from vgrout.layout import Layout, run_name
 from vgrout.diagnostics import gate_eval, load_rollouts, load_tensors
+from vgrout.vact import gate_direction
 from vgrout.io import InputError, atomic_write_text, read_json, write_json
 from vgrout.stats import FEWER_THAN_3_SEEDS, MIN_SEEDS_FOR_TEST, mean_sem, paired_t, wilson
 
@@ -705,7 +706,7 @@ def aggregate_stage(params, layout: Layout = Layout()) -> dict:
     runs = [run_name(a, s) for a in params.train.arms for s in seeds]
     if (layout.run_metrics(BASE) / "per_mode_deploy.json").exists():
         runs = [BASE] + runs
-    directions = {run_name(a, s): get_arm(a).gate_direction(layout.vact(s), s, params.gate.placebo_seed)
+    directions = {run_name(a, s): gate_direction(get_arm(a), layout.vact(s), s, params.gate.placebo_seed)
                   for a in params.train.arms for s in seeds}
     pairs = read_json(layout.pairs)
     if "pairs" not in pairs:

@@ -38,12 +38,6 @@ class Arm:
     def direction_file(self, vact_dir: str | Path) -> Path:
         return Path(vact_dir) / ("v_act_heldout.safetensors" if self.heldout else "v_act.safetensors")
 
-    def gate_direction(self, vact_dir: str | Path, seed: int, placebo_seed: int, lora=None):
-        """The direction this arm's gate scores with, for run seed `seed`."""
-        from vgrout import vact
-        v = vact.load_direction(self.direction_file(vact_dir), lora)
-        return vact.haar_direction(v, placebo_seed + seed) if self.direction == "haar" else v
-
 
 ARMS: tuple[Arm, ...] = (
     Arm("none", "keep", "v_act", "none", "#4c78a8", "plain Dr.GRPO on the same adapter (every rollout kept)",

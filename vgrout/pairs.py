@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
-from vgrout.io import InputError
+from vgrout.io import InputError, read_text
 
 HACK_MODES = ("overwrite_tests", "hardcode", "exit_code", "stdout_marker")
 PLACEBO = "placebo"
@@ -69,7 +69,7 @@ def load_pairs(paths: Iterable[Path | str]) -> list[Pair]:
 def _parse_file(path: Path) -> list[Pair]:
     if not path.is_file():
         raise InputError(f"{path}: pair file not found")
-    lines = path.read_text().splitlines()
+    lines = read_text(path).splitlines()
     pairs: list[Pair] = []
     cur: dict | None = None       # the pair being read
     section: str | None = None    # the section being read inside it
@@ -471,6 +471,10 @@ def pairs_stage(params, layout=None) -> dict:
     """DVC stage pairs."""
     from vgrout.layout import Layout
     layout = layout or Layout()
+    for key in ("files", "placebo_files"):
+        for f in getattr(params.pairs, key):
+            if not Path(f).is_file():
+                raise InputError(f"params pairs.{key}: {f}: pair file not found")
     return check_stage(params.pairs.files, params.pairs.placebo_files, layout.model, layout.substrate,
                        layout.pairs, layout.pairs_check)
 

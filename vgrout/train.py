@@ -366,7 +366,7 @@ def train(cfg: TrainRun, progress: bool = True) -> Path:
     lora, tok = build_student(cfg)
     problems = load_problems(cfg.problems)
     pool = load_pool(cfg.pool)
-    direction = cfg.arm.gate_direction(cfg.vact_dir, cfg.seed, cfg.gate.placebo_seed, lora)
+    direction = vact.gate_direction(cfg.arm, cfg.vact_dir, cfg.seed, cfg.gate.placebo_seed, lora)
     pairs = select(load_pairs(cfg.pair_files), cfg.pair_modes) if cfg.gate.refresh_every and cfg.arm.refresh else None
     gate = Gate(policy=cfg.arm.policy, q_lo=cfg.gate.q_lo, q_hi=cfg.gate.q_hi, buffer_size=cfg.gate.buffer_size,
                 warmup=cfg.gate.warmup)

@@ -158,6 +158,13 @@ def load_direction(path: str | Path, lora: Lora2r | None = None) -> Direction:
     return d
 
 
+def gate_direction(arm, vact_dir: str | Path, seed: int, placebo_seed: int, lora: Lora2r | None = None) -> Direction:
+    """The direction `arm` (a vgrout.arms.Arm) gates with in run seed `seed`: its v_act file, or a
+    Haar direction of v_act's shape seeded placebo_seed + seed."""
+    v = load_direction(arm.direction_file(vact_dir), lora)
+    return haar_direction(v, placebo_seed + seed) if arm.direction == "haar" else v
+
+
 def extract_stage(params, seed: int, layout: Layout = Layout(), progress: bool = True) -> dict:
     """DVC stage extract_vact@SEED: v_act from the selected modes (or Haar if gate.random_seed is
     set), the heldout arm's v_act from the modes not held out, and the placebo pair set's direction
