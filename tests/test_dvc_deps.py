@@ -1,6 +1,7 @@
 """The DVC cache contract: a stage re-runs exactly when something it declares changes, so
 every project module a stage's command can import must be one of its `deps` (a listed
-directory covers the files under it).
+directory covers the files under it). And a stage that fails must not delete the git-tracked
+metrics it did not get to rewrite.
 
 `missing_deps(root)` is the checker: for every stage of every dvc.yaml under root (foreach and
 matrix stages expanded by DVC itself), the Python its `cmd` runs (`python stages/x.py`,
@@ -23,7 +24,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.workspace import ROOT, copy_tracked_tree
+from tests.workspace import ROOT, ci_copy, copy_tracked_tree, sh
 
 PYTHON = re.compile(r"python(\d+(\.\d+)*)?$")
 DYNAMIC = "a computed name: list the directory it imports from"
@@ -352,3 +353,31 @@ def test_checker_follows_every_import_form(tmp_path):
     assert found == sorted(set(files) - {"run.py", "pkg/never.py"}) + [f"pkg/h.py:3: import of {DYNAMIC}"]
     # a directory dep covers the files under it, and the computed import in it
     assert missing_deps(tmp_path, [Stage("s", "s", stage.cmds, ".", ("run.py", "pkg"), ())]) == {}
+
+
+def test_git_tracked_metrics_persist():
+    """DVC deletes a stage's outputs before running it unless they are `persist: true`: every
+    `cache: false` file (git tracks it) must persist, so a failed stage leaves it in place.
+    Directories are let off: a persisted one keeps files a new run no longer writes."""
+    loose = [(s.name, o.path) for s in load_stages(ROOT) for o in s.outs
+             if not o.cache and not o.persist and not (ROOT / o.path).is_dir()]
+    assert not loose, f"cache: false outputs without persist: true: {loose}"
+
+
+@pytest.mark.slow
+def test_a_failed_stage_keeps_its_tracked_metrics(tmp_path):
+    """The CI preset's substrate, then a substrate source that does not exist: the repro fails
+    and the committed self-check is still there, byte for byte."""
+    work = ci_copy(tmp_path / "vgrout")
+    sh("dvc repro substrate", work)
+    check = work / "metrics/substrate_check.json"
+    before = check.read_bytes()
+    assert json.loads(before)["ok"]
+    sh("git add -A && git -c user.name=t -c user.email=t@t commit -qm substrate", work)
+
+    params = yaml.safe_load((work / "params.yaml").read_text())
+    params["substrate"]["source"] = "nope"
+    (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    out = sh("dvc repro substrate", work, check=False)
+    assert "failed to reproduce 'substrate'" in out and "unknown source 'nope'" in out, out
+    assert check.read_bytes() == before
