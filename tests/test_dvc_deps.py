@@ -3,8 +3,8 @@ every project module a stage's command can import must be one of its `deps` (a l
 directory covers the files under it). And a stage that fails must not delete the git-tracked
 metrics it did not get to rewrite.
 
-`missing_deps(root)` is the checker: for every stage of every dvc.yaml under root (foreach and
-matrix stages expanded by DVC itself), the Python its `cmd` runs (`python stages/x.py`,
+`missing_deps(root)` is the checker: for every stage of root/dvc.yaml (foreach and matrix
+stages expanded by DVC itself), the Python its `cmd` runs (`python stages/x.py`,
 `python -m pkg.mod`, a [project.scripts] entry point), the transitive closure of the project
 modules that code imports (any import statement, in functions too, relative ones, and
 `importlib.import_module` of a literal name), less what the stage's deps cover. It knows no
@@ -27,6 +27,7 @@ import yaml
 from tests.workspace import ROOT, ci_copy, copy_tracked_tree, sh
 
 PYTHON = re.compile(r"python(\d+(\.\d+)*)?$")
+SHELL_OPERATORS = {"&&", "||", ";", "|", "&", "("}
 DYNAMIC = "a computed name: list the directory it imports from"
 
 
@@ -50,7 +51,7 @@ class Stage:
 
 
 def load_stages(root: Path) -> list[Stage]:
-    """Every stage DVC sees under root, templates resolved and foreach/matrix expanded."""
+    """The stages of root/dvc.yaml as DVC reads them: templates resolved, foreach/matrix expanded."""
     from dvc.dependency import ParamsDependency
     from dvc.repo import Repo
 
@@ -59,13 +60,10 @@ def load_stages(root: Path) -> list[Stage]:
     stages = []
     # no_scm: a copy of the tree need not be a git repository to be read
     with Repo(str(root), config={"core": {"no_scm": True}}) as repo:
-        for s in repo.index.stages:
-            if not getattr(s, "cmd", None):
-                continue  # a .dvc file's data, not a stage
+        for s in repo.stage.load_file(str(root / "dvc.yaml")):
             wdir = Path(s.wdir)
-            dvcfile = rel(s.path)
             stages.append(Stage(
-                name=s.name if dvcfile == "dvc.yaml" else f"{dvcfile}:{s.name}", group=s.name.split("@")[0],
+                name=s.name, group=s.name.split("@")[0],
                 cmds=tuple([s.cmd] if isinstance(s.cmd, str) else s.cmd), wdir=rel(wdir),
                 deps=tuple(rel(wdir / d.def_path) for d in s.deps if not isinstance(d, ParamsDependency)),
                 outs=tuple(Output(rel(wdir / o.def_path), o.use_cache, o.persist) for o in s.outs)))
@@ -104,17 +102,18 @@ def entries(cmd: str, cwd: Path, root: Path) -> list[Entry]:
                 opt = words[i]
                 if opt == "-m" and i + 1 < len(words):
                     found.append(Entry(module=words[i + 1]))
-                    i += 1
+                    i += 2
                     break
                 if opt == "-c":
-                    break  # inline code: nothing to read
+                    i += 2  # inline code: nothing to read
+                    break
                 if opt in ("-W", "-X", "--check-hash-based-pycs"):
                     i += 1
                 i += 1
             continue  # a script after the options is found below, as any .py word
         if w.endswith(".py") and (cwd / w).is_file():
             found.append(Entry(script=(cwd / w).resolve()))
-        elif w in console_scripts(root):
+        elif w in console_scripts(root) and (i == 0 or words[i - 1] in SHELL_OPERATORS):
             found.append(Entry(module=console_scripts(root)[w]))
         i += 1
     return found
@@ -309,30 +308,33 @@ def test_checker_reports_a_dropped_dep(tmp_path, kind):
     """Drop one module from one stage's deps in a copy of the tree: the checker names exactly
     that module, for exactly that stage (every stage a foreach/matrix entry expands to)."""
     stages = load_stages(ROOT)
-    spec = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
-    group = next(g for g, d in spec.items()
+    doc = yaml.safe_load((ROOT / "dvc.yaml").read_text())
+    group = next(g for g, d in doc["stages"].items()
                  if ("foreach" in d or "matrix" in d) == (kind == "expanded")
                  and any(s.group == g for s in stages))
     first = next(s for s in stages if s.group == group)
     needed, _ = required(first, ROOT)
-    script = {str(Path(first.wdir, w).as_posix()) for c in first.cmds for w in shlex.split(c)}
-    dropped = next(d for d in reversed(_template(spec[group])["deps"])
-                   if d in needed and d not in script and d.endswith(".py"))
+    scripts = {e.script.relative_to(ROOT).as_posix()
+               for c in first.cmds for e in entries(c, ROOT / first.wdir, ROOT) if e.script}
+    deps = _template(doc["stages"][group])["deps"]
+    dropped = next(d for d in reversed(deps) if d in needed - scripts and d.endswith(".py"))
 
     copy = copy_tracked_tree(tmp_path / "tree")
-    _template(spec[group])["deps"].remove(dropped)
-    doc = yaml.safe_load((ROOT / "dvc.yaml").read_text())
-    doc["stages"] = spec
+    deps.remove(dropped)
     (copy / "dvc.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
 
     assert missing_deps(copy) == {s.name: [dropped] for s in stages if s.group == group}
 
 
 def test_checker_follows_every_import_form(tmp_path):
-    """import a.b, from a import b (b a submodule), from a.b import name, from . import x,
-    from .. import y, imports in functions, import_module("literal"); not TYPE_CHECKING
-    imports, not third-party ones; a computed import_module is reported."""
+    """python script.py, python -m mod, an entry point; import a.b, from a import b (b a
+    submodule), from a.b import name, from . import x, from .. import y, imports in functions,
+    import_module("literal"); not TYPE_CHECKING imports, not third-party ones, not what -c
+    runs; a computed import_module is reported."""
     files = {
+        "pyproject.toml": '[project.scripts]\ntool = "pkg.cli:main"\n',
+        "pkg/cli.py": "def main():\n    pass\n",
+        "pkg/never2.py": "",
         "pkg/__init__.py": "",
         "pkg/a.py": "import pkg.sub.b\nfrom pkg import c, notamodule\n",
         "pkg/sub/__init__.py": "",
@@ -348,11 +350,13 @@ def test_checker_follows_every_import_form(tmp_path):
     for f, text in files.items():
         (tmp_path / f).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / f).write_text(text)
-    stage = Stage("s", "s", ("python -u run.py arg && python -m pkg.c",), ".", ("run.py",), ())
+    cmds = ("python -u run.py tool && python -m pkg.c; python -c 'import pkg.never2'", "tool --x")
+    stage = Stage("s", "s", cmds, ".", ("run.py",), ())
     found = missing_deps(tmp_path, [stage])["s"]
-    assert found == sorted(set(files) - {"run.py", "pkg/never.py"}) + [f"pkg/h.py:3: import of {DYNAMIC}"]
+    assert found == sorted(set(files) - {"pyproject.toml", "run.py", "pkg/never.py", "pkg/never2.py"}) \
+        + [f"pkg/h.py:3: import of {DYNAMIC}"]
     # a directory dep covers the files under it, and the computed import in it
-    assert missing_deps(tmp_path, [Stage("s", "s", stage.cmds, ".", ("run.py", "pkg"), ())]) == {}
+    assert missing_deps(tmp_path, [Stage("s", "s", cmds, ".", ("run.py", "pkg"), ())]) == {}
 
 
 def test_git_tracked_metrics_persist():
