@@ -11,15 +11,15 @@ import torch
 from vgrout import adapter as ad
 from vgrout import grpo, vact
 from vgrout.model import load
-from vgrout.params import get, load as load_params
+from vgrout.config import load as load_params
+from vgrout.layout import Layout
 from vgrout.rollout import pack
 
-model_dir = sys.argv[1] if len(sys.argv) > 1 else "models/student"
-v_path = sys.argv[2] if len(sys.argv) > 2 else "runs/vact/0/v_act.safetensors"
-params = load_params()
+model_dir = sys.argv[1] if len(sys.argv) > 1 else Layout().model
+v_path = sys.argv[2] if len(sys.argv) > 2 else Layout().vact(0) / "v_act.safetensors"
+a = load_params().adapter
 model, tok = load(model_dir)
-lora = ad.attach(model, r=get(params, "adapter.r"), seed=0, targets=get(params, "adapter.targets"),
-                 last_layers=get(params, "adapter.last_layers"))
+lora = ad.attach(model, r=a.r, seed=0, targets=a.targets, last_layers=a.last_layers)
 v = vact.load_direction(v_path, lora)
 g = torch.Generator().manual_seed(0)
 B, P, C = 8, 200, 64

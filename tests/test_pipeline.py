@@ -2,33 +2,21 @@
 every artifact is produced and well-formed, the caching contract holds, and a reviewer's fresh
 clone gets every output with `dvc pull` without recomputing."""
 import json
-import os
 import re
-import shutil
 import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pandas as pd
 import pytest
 
+from tests.workspace import ci_copy, env_for, sh
+
 pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parents[1]
 ARMS = ["none", "routeA", "placebo", "absorb", "heldout"]
 
 
-def sh(cmd, cwd, check=True):
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
-    out = subprocess.run(cmd, cwd=cwd, shell=True, capture_output=True, text=True, env=env)
-    if check and out.returncode:
-        raise AssertionError(f"{cmd} failed ({out.returncode}):\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
-    return out.stdout + out.stderr
-
-
 def stdout_json(cmd, cwd):
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
-    out = subprocess.run(cmd, cwd=cwd, shell=True, capture_output=True, text=True, env=env)
+    out = subprocess.run(cmd, cwd=cwd, shell=True, capture_output=True, text=True, env=env_for(cwd))
     if out.returncode:
         raise AssertionError(f"{cmd} failed ({out.returncode}):\n{out.stderr[-3000:]}")
     return json.loads(out.stdout)
@@ -41,18 +29,7 @@ def ran(log: str) -> set[str]:
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory):
     """A copy of the project's tracked tree, switched to the CI preset, after a full repro."""
-    work = tmp_path_factory.mktemp("pipeline") / "vgrout"
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT,
-                           capture_output=True, text=True, check=True).stdout.split()
-    for f in files:
-        if (ROOT / f).is_file():
-            (work / f).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / f, work / f)
-    for junk in ["dvc.lock", "metrics", "plots"]:  # outputs of the default preset, if any
-        p = work / junk
-        shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
-    sh("git init -q && git add -A && git -c user.name=t -c user.email=t@t commit -qm init", work)
-    sh(f"{sys.executable} -m vgrout.cli preset ci", work)
+    work = ci_copy(tmp_path_factory.mktemp("pipeline") / "vgrout")
     sh(f"dvc remote modify local url {work.parent / 'remote'}", work)
     log = sh("dvc repro", work)
     assert {"model", "substrate", "pairs", "teacher_pool", "aggregate"} <= ran(log)

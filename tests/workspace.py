@@ -1,0 +1,52 @@
+"""Throwaway copies of the project's tracked tree, for tests that run DVC end to end.
+
+A copy gets its own git repository and, through `sh`, subprocesses that import the copy's
+own `vgrout` (PYTHONPATH is the copy's root), never the checkout that pytest runs from.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_OUTPUTS = ["dvc.lock", "metrics", "plots"]  # the default preset's committed outputs
+
+
+def sh(cmd: str, cwd: Path, check: bool = True) -> str:
+    """Run a shell command in a copy (cwd is its root); stdout + stderr, AssertionError on failure."""
+    out = subprocess.run(cmd, cwd=cwd, shell=True, capture_output=True, text=True, env=env_for(cwd))
+    if check and out.returncode:
+        raise AssertionError(f"{cmd} failed ({out.returncode}):\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
+    return out.stdout + out.stderr
+
+
+def env_for(root: Path) -> dict:
+    """This interpreter's bin first on PATH (`dvc`, `python`), and `vgrout` imported from root."""
+    pythonpath = os.pathsep.join([str(root)] + [p for p in [os.environ.get("PYTHONPATH")] if p])
+    return dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+                PYTHONPATH=pythonpath)
+
+
+def copy_tracked_tree(dest: Path, drop=DEFAULT_OUTPUTS) -> Path:
+    """Copy the files git tracks (and untracked, unignored ones) to dest, less `drop`."""
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT,
+                           capture_output=True, text=True, check=True).stdout.split()
+    for f in files:
+        if (ROOT / f).is_file():
+            (dest / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / f, dest / f)
+    for junk in drop:
+        p = dest / junk
+        shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
+    return dest
+
+
+def ci_copy(dest: Path) -> Path:
+    """A tracked-tree copy in its own git repository, switched to the CI preset, nothing run yet."""
+    copy_tracked_tree(dest)
+    sh("git init -q && git add -A && git -c user.name=t -c user.email=t@t commit -qm init", dest)
+    sh(f"{sys.executable} -m vgrout.cli preset ci", dest)
+    return dest
