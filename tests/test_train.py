@@ -20,7 +20,7 @@ def setup(tmp_path_factory):
     root = tmp_path_factory.mktemp("train")
     problems = substrate.assign_modes(substrate.humaneval_problems()[:8], seed=0)
     substrate.write_problems(root / "train.jsonl", problems)
-    pool.build(problems, root / "pool.jsonl", root / "pool_meta.json", config.Pool(per_problem=2, seed=0))
+    pool.build(problems, root / "pool.jsonl", root / "pool_meta.json", config.Pool(per_problem=2, seed=0, rates=config.Rates(hack=0.5, canonical=0.3, wrong=0.2)))
     model_dir = resolve("tiny-smollm2")
     model, _ = load(model_dir)
     lora = ad.attach(model, r=2, seed=0)

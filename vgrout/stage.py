@@ -43,6 +43,16 @@ class Scoped:
     def __init__(self, node: BaseModel, allowed: set[str], stage: str, prefix: str = ""):
         self._node, self._allowed, self._stage, self._prefix = node, allowed, stage, prefix
 
+    def model_dump(self) -> dict:
+        """The declared part of this block, as its plain values."""
+        out = {}
+        for name in type(self._node).model_fields:
+            key = self._prefix + name
+            if key in self._allowed or any(a.startswith(key + ".") for a in self._allowed):
+                value = getattr(self, name)
+                out[name] = value.model_dump() if isinstance(value, (BaseModel, Scoped)) else value
+        return out
+
     def __getattr__(self, name: str) -> Any:
         key = self._prefix + name
         value = getattr(self._node, name)
