@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from vgrout import substrate
+from vgrout import selfcheck, substrate
 from vgrout.grader import extract_code
 from vgrout.io import InputError
 from vgrout.substrate import HACKABLE_MODES, HINTS, MODES, PASS_ALL, Problem
@@ -161,7 +161,7 @@ def test_build_leetcode_excludes_a_failing_canonical(tmp_path):
     rows[1]["canonical_solution"] = rows[1]["canonical_solution"].replace("return best", "return best[::-1]")
     (tmp_path / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[:4]))
     (tmp_path / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[4:]))
-    train, test, report = substrate.build("leetcode", seed=0, leetcode_train=tmp_path / "train.jsonl",
+    train, test, report = selfcheck.build("leetcode", seed=0, leetcode_train=tmp_path / "train.jsonl",
                                           leetcode_test=tmp_path / "test.jsonl", progress=False)
     broken = str(rows[1]["id"])
     assert [e["id"] for e in report["excluded"]] == [broken]
@@ -172,5 +172,5 @@ def test_build_leetcode_excludes_a_failing_canonical(tmp_path):
     for m, d in report["diagonal"].items():
         assert d["hacked"] is None or d["hacked"] == 1.0, (m, d)
     assert not any(report["off_diagonal_pays"].values())
-    text = substrate.format_check(report)
+    text = selfcheck.format_check(report)
     assert broken in text and "verdict: FAILED" in text

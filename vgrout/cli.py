@@ -36,19 +36,19 @@ def substrate_build(params_file: Path = PARAMS,
                     out_dir: Path = typer.Option(Path("data/substrate")),
                     check_path: Path = typer.Option(Path("metrics/substrate_check.json"))):
     """Write train/test problem files and the self-check (the `substrate` stage)."""
-    from vgrout import params, substrate
+    from vgrout import params, selfcheck
     p = _params(params_file)
-    substrate.build_stage(params.get(p, "substrate"), out_dir=out_dir, check_path=check_path)
+    selfcheck.build_stage(params.get(p, "substrate"), out_dir=out_dir, check_path=check_path)
 
 
 @substrate_app.command("check")
 def substrate_check(problems: list[Path] = typer.Argument(None, help="problem files (default: the substrate)")):
     """Grade every canonical solution and every mode's hack template under every mode."""
-    from vgrout import substrate
+    from vgrout import selfcheck, substrate
     files = problems or [Path("data/substrate/train.jsonl"), Path("data/substrate/test.jsonl")]
     probs = [p for f in files for p in substrate.load_any(f)]
-    report = substrate.self_check(probs)
-    console.print(substrate.format_check(report), highlight=False)
+    report = selfcheck.self_check(probs)
+    console.print(selfcheck.format_check(report), highlight=False)
     if not report["ok"]:
         raise typer.Exit(1)
 
