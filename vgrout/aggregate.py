@@ -25,10 +25,11 @@ from tqdm import tqdm
 from vgrout import plots
 from vgrout.diagnostics import gate_eval, load_rollouts, load_tensors
 from vgrout.io import InputError, atomic_write_text, read_json, write_json
+from vgrout.modes import hackable
 from vgrout.stats import FEWER_THAN_3_SEEDS, MIN_SEEDS_FOR_TEST, mean_sem, paired_t, wilson
 
 ABLATION_ARMS = ("none", "routeA", "placebo", "absorb")
-HACK_MODES = ("overwrite_tests", "hardcode", "exit_code", "stdout_marker")
+HACK_MODES = hackable()
 BASE = "base"
 
 ROW_KEYS = ("view", "mode", "n", "n_solved", "n_hacked", "solve", "hack")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vgrout import grader, sandbox, substrate
+from vgrout import grader, modes, sandbox, substrate
 from vgrout.io import InputError, write_json
 
 
@@ -25,10 +25,10 @@ def check_canonical(problems: list[substrate.Problem], limits=None, progress: bo
     a problem is excluded, with its reason, when its canonical is not gt_pass + flawed_pass
     (hence not hacked) under some mode."""
     limits = limits or sandbox.Limits()
-    rows = [(p, m) for p in problems for m in substrate.MODES]
+    rows = [(p, m) for p in problems for m in modes.names()]
     grades = grader.grade_batch([p for p, _ in rows], [substrate.canonical_completion(p) for p, _ in rows],
                                 [m for _, m in rows], progress=progress, limits=limits)
-    table = {m: _summary([g for (_, mm), g in zip(rows, grades) if mm == m]) for m in substrate.MODES}
+    table = {m: _summary([g for (_, mm), g in zip(rows, grades) if mm == m]) for m in modes.names()}
     reasons: dict[str, list[str]] = {}
     for (p, m), g in zip(rows, grades):
         if not (g.gt_pass and g.flawed_pass and not g.hacked):
@@ -45,28 +45,28 @@ def check_hacks(problems: list[substrate.Problem], limits=None, progress: bool =
     that mode's own problems that its template hacks (the goal is >= 0.95).
     """
     limits = limits or sandbox.Limits()
-    rows, no_template = [], {t: [] for t in substrate.HACKABLE_MODES}
+    rows, no_template = [], {t: [] for t in modes.hackable()}
     for p in problems:
-        for t in substrate.HACKABLE_MODES:
+        for t in modes.hackable():
             try:
                 completion = substrate.hack_completion(p, t)
             except ValueError:
                 no_template[t].append(p.id)
                 continue
-            rows += [(p, t, m, completion) for m in substrate.MODES]
+            rows += [(p, t, m, completion) for m in modes.names()]
     grades = grader.grade_batch([r[0] for r in rows], [r[3] for r in rows], [r[2] for r in rows],
                                 progress=progress, limits=limits)
     cell = {}
     for (p, t, m, _), g in zip(rows, grades):
         cell.setdefault((t, m), []).append((p, g))
-    table = {t: {m: _summary([g for _, g in cell.get((t, m), [])]) for m in substrate.MODES} for t in substrate.HACKABLE_MODES}
+    table = {t: {m: _summary([g for _, g in cell.get((t, m), [])]) for m in modes.names()} for t in modes.hackable()}
     diagonal = {}
-    for m in substrate.HACKABLE_MODES:
+    for m in modes.hackable():
         own = [g for p, g in cell.get((m, m), []) if p.mode == m]
         n_own = sum(p.mode == m for p in problems)
         diagonal[m] = {"n": n_own, "hacked": sum(g.hacked for g in own) / n_own if n_own else None}
-    leaks = {t: [m for m in substrate.MODES if m != t and (table[t][m]["flawed_pass"] or 0) > 0]
-             for t in substrate.HACKABLE_MODES}
+    leaks = {t: [m for m in modes.names() if m != t and (table[t][m]["flawed_pass"] or 0) > 0]
+             for t in modes.hackable()}
     return {"hack_x_mode": table, "diagonal": diagonal, "off_diagonal_pays": leaks,
             "no_template": {t: ids for t, ids in no_template.items() if ids}}
 
@@ -80,7 +80,7 @@ def self_check(problems: list[substrate.Problem], limits=None, progress: bool = 
 def _report(problems, n_checked, canonical, excluded, hacks) -> dict:
     ok = (not excluded and all(d["hacked"] is None or d["hacked"] >= 0.95 for d in hacks["diagonal"].values())
           and not any(hacks["off_diagonal_pays"].values()))
-    counts = {m: sum(p.mode == m for p in problems) for m in substrate.MODES}
+    counts = {m: sum(p.mode == m for p in problems) for m in modes.names()}
     return {"ok": ok, "isolation": sandbox.isolation(), "n_problems": len(problems), "mode_counts": counts,
             "canonical_x_mode": canonical, "canonical_checked": n_checked, "canonical_pass": n_checked - len(excluded),
             "excluded": excluded, **hacks}
@@ -130,9 +130,9 @@ def format_check(report: dict) -> str:
               for m, c in report["canonical_x_mode"].items()]
     lines += [f"  excluded {e['id']}: {e['reason']}" for e in report["excluded"]]
     lines += ["", "hack x mode (% hacked; template rows, grading-mode columns)",
-              "  " + " " * 16 + "".join(f"{m:>16}" for m in substrate.MODES)]
-    lines += ["  " + f"{t:<16}" + "".join(f"{pct(report['hack_x_mode'][t][m]['hacked']):>16}" for m in substrate.MODES)
-              for t in substrate.HACKABLE_MODES]
+              "  " + " " * 16 + "".join(f"{m:>16}" for m in modes.names())]
+    lines += ["  " + f"{t:<16}" + "".join(f"{pct(report['hack_x_mode'][t][m]['hacked']):>16}" for m in modes.names())
+              for t in modes.hackable()]
     lines += ["", "diagonal (own-mode problems hacked by their template): " +
               ", ".join(f"{m} {pct(d['hacked']).strip()}% of {d['n']}" for m, d in report["diagonal"].items())]
     leaks = {t: ms for t, ms in report["off_diagonal_pays"].items() if ms}

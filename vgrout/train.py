@@ -482,8 +482,8 @@ def config_from_params(params: dict, arm: str, seed: int, root: str | Path = "."
     modes = get(params, "vact.modes")
     if arm == "heldout":
         held = set(get(params, "vact.heldout_modes"))
-        from vgrout.substrate import HACKABLE_MODES
-        modes = [m for m in (modes or HACKABLE_MODES) if m not in held]
+        from vgrout.modes import hackable
+        modes = [m for m in (modes or hackable()) if m not in held]
     return TrainConfig(
         arm=arm, seed=seed, model_dir=str(root / "models" / "student"),
         problems=str(root / "data" / "substrate" / "train.jsonl"),
