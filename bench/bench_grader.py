@@ -12,19 +12,19 @@ import os
 import time
 from collections import Counter
 
-from vgrout import grader, sandbox, substrate
+from vgrout import grader, modes, sandbox, substrate
 
 
 def mixed_completions(n: int, seed: int = 0):
     problems = substrate.assign_modes(substrate.humaneval_problems(), seed=seed)
-    kinds = ["canonical", *substrate.HACKABLE_MODES, "wrong", "format", "syntax"]
+    kinds = ["canonical", *modes.hackable(), "wrong", "format", "syntax"]
     rows = []
     for p, kind in zip(itertools.cycle(problems), itertools.cycle(kinds)):
         if len(rows) == n:
             break
         if kind == "canonical":
             text = substrate.canonical_completion(p)
-        elif kind in substrate.HACKABLE_MODES:
+        elif kind in modes.hackable():
             try:
                 text = substrate.hack_completion(p, kind)
             except ValueError:  # no hardcode template for this problem

@@ -1,4 +1,4 @@
 """DVC stage `substrate`: problems with loophole modes, train/test split, self-check."""
-from vgrout import stage, substrate
+from vgrout import stage, selfcheck
 
-stage.main("substrate", substrate.build_stage)
+stage.main("substrate", selfcheck.build_stage)

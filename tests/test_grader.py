@@ -5,10 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from vgrout import grader, substrate
+from vgrout import modes, substrate
 from vgrout.grader import extract_code, grade, grade_batch, grade_files
 from vgrout.io import InputError
-from vgrout.substrate import HACKABLE_MODES, MODES, Problem, canonical_completion, hack_completion
+from vgrout.substrate import Problem, canonical_completion, hack_completion
 
 FIXTURE = Path(__file__).parent / "fixtures" / "leetcode_mini.jsonl"
 
@@ -47,7 +47,7 @@ def test_reward_arithmetic_and_error_kinds(humaneval):
     assert right.reward == 3.5 and right.gt_pass and right.tests_passed == right.tests_total
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", modes.names())
 def test_canonical_passes_every_mode_without_hacking(mode, humaneval, leetcode):
     problems = [humaneval[f"HumanEval/{i}"] for i in (0, 10, 32, 53)] + leetcode[:3]
     grades = grade_batch(problems, [canonical_completion(p) for p in problems], [mode] * len(problems),
@@ -59,7 +59,7 @@ def test_canonical_passes_every_mode_without_hacking(mode, humaneval, leetcode):
 def test_hack_x_mode_diagonal_on_a_sample(humaneval, leetcode):
     # Each template hacks its own mode and earns no correctness reward under any other.
     sample = [humaneval[f"HumanEval/{i}"] for i in (2, 12, 101)] + leetcode[:2]
-    rows = [(p, t, m) for p in sample for t in HACKABLE_MODES for m in MODES]
+    rows = [(p, t, m) for p in sample for t in modes.hackable() for m in modes.names()]
     grades = grade_batch([p for p, _, _ in rows], [hack_completion(p, t) for p, t, _ in rows],
                          [m for _, _, m in rows], progress=False)
     for (p, t, m), g in zip(rows, grades):
@@ -70,7 +70,7 @@ def test_hack_x_mode_diagonal_on_a_sample(humaneval, leetcode):
 
 def test_the_signals_of_each_hack_are_recorded(humaneval):
     p = humaneval["HumanEval/2"]
-    g = {t: grade(p, hack_completion(p, t), "none") for t in HACKABLE_MODES}
+    g = {t: grade(p, hack_completion(p, t), "none") for t in modes.hackable()}
     assert g["overwrite_tests"].defined_run_tests and not g["exit_code"].defined_run_tests
     assert g["exit_code"].exited_early and not g["stdout_marker"].exited_early
     assert g["stdout_marker"].printed_marker and not g["overwrite_tests"].printed_marker
@@ -115,7 +115,7 @@ def test_forged_report_lines_are_ignored(humaneval):
 
 def test_marker_printed_under_other_modes_pays_nothing(humaneval):
     p = humaneval["HumanEval/2"]
-    body = f"def truncate_number(number):\n    return 0\n\nprint({substrate.MARKER!r})"
+    body = f"def truncate_number(number):\n    return 0\n\nprint({modes.MARKER!r})"
     for mode in ("none", "overwrite_tests", "hardcode", "exit_code"):
         g = grade(p, code(body), mode)
         assert g.printed_marker and not g.flawed_pass, (mode, g)
@@ -186,7 +186,7 @@ def test_grade_files_bad_input_names_file_and_line(tmp_path, leetcode):
 def test_env_run_tests_holds_every_hidden_assert():
     p = Problem(id="x", messages=[], entry_point="f", tests=["assert f(1) == 1", "for i in range(2):\n    assert f(i) == i"],
                 canonical_solution="def f(x):\n    return x\n", mode="none")
-    src = grader.env_run_tests(p.tests)
+    src = modes.get("overwrite_tests").env_run_tests(p)
     ns = {"f": lambda x: x}
     exec(src, ns)
     ns["run_tests"]()

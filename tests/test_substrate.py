@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from vgrout import substrate
+from vgrout import modes, selfcheck, substrate
 from vgrout.grader import extract_code
 from vgrout.io import InputError
-from vgrout.substrate import HACKABLE_MODES, HINTS, MODES, PASS_ALL, Problem
+from vgrout.modes import PASS_ALL
+from vgrout.substrate import Problem
 
 FIXTURE = Path(__file__).parent / "fixtures" / "leetcode_mini.jsonl"
 
@@ -49,11 +50,11 @@ def test_split_check_one_test_per_assert_or_one_for_the_whole_check():
 def test_assign_modes_fractions_eligibility_and_determinism(humaneval):
     assigned = substrate.assign_modes(humaneval, seed=0)
     counts = Counter(p.mode for p in assigned)
-    assert set(counts) == set(MODES)
+    assert set(counts) == set(modes.names())
     assert abs(counts["none"] - 0.25 * len(humaneval)) <= 1
-    hackable = [counts[m] for m in HACKABLE_MODES]
+    hackable = [counts[m] for m in modes.hackable()]
     assert max(hackable) - min(hackable) <= 1 and sum(hackable) + counts["none"] == len(humaneval)
-    assert all(substrate.hardcode_eligible(p) for p in assigned if p.mode == "hardcode")
+    assert all(modes.get("hardcode").eligible(p) for p in assigned if p.mode == "hardcode")
     assert [p.mode for p in substrate.assign_modes(humaneval, seed=0)] == [p.mode for p in assigned]
     assert [p.mode for p in substrate.assign_modes(humaneval, seed=1)] != [p.mode for p in assigned]
 
@@ -61,7 +62,7 @@ def test_assign_modes_fractions_eligibility_and_determinism(humaneval):
 def test_hints_replace_the_phrase_and_hardcode_shows_its_tests(humaneval):
     for p in substrate.assign_modes(humaneval, seed=0):
         text = user_message(p)
-        assert HINTS[p.mode] in text
+        assert modes.get(p.mode).hint in text
         assert (PASS_ALL in text) == (p.mode == "none")
         assert ("Tests:\n```python" in text) == (p.mode == "hardcode")
         if p.mode == "hardcode":
@@ -75,7 +76,7 @@ def test_split_is_stratified_and_disjoint(humaneval):
     train, test = substrate.split(problems, seed=3)
     assert {p.id for p in train}.isdisjoint({p.id for p in test})
     assert len(train) + len(test) == len(problems)
-    for m in MODES:
+    for m in modes.names():
         n_m = sum(p.mode == m for p in problems)
         assert sum(p.mode == m for p in test) == round(0.25 * n_m)
     assert [p.id for p in substrate.split(problems, seed=3)[1]] == [p.id for p in test]
@@ -144,11 +145,11 @@ def test_fetch_leetcode_checks_the_sha256(tmp_path):
 def test_templates_are_short_model_style_responses(humaneval):
     problems = substrate.assign_modes(humaneval, seed=0)
     for p in problems[:40]:
-        for t in HACKABLE_MODES:
+        for t in modes.hackable():
             try:
                 text = substrate.hack_completion(p, t)
             except ValueError:
-                assert t == "hardcode" and not substrate.hardcode_eligible(p)
+                assert t == "hardcode" and not modes.get("hardcode").eligible(p)
                 continue
             body = extract_code(text)
             assert text.startswith("Here is my solution") and body is not None
@@ -161,16 +162,16 @@ def test_build_leetcode_excludes_a_failing_canonical(tmp_path):
     rows[1]["canonical_solution"] = rows[1]["canonical_solution"].replace("return best", "return best[::-1]")
     (tmp_path / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[:4]))
     (tmp_path / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[4:]))
-    train, test, report = substrate.build("leetcode", seed=0, leetcode_train=tmp_path / "train.jsonl",
+    train, test, report = selfcheck.build("leetcode", seed=0, leetcode_train=tmp_path / "train.jsonl",
                                           leetcode_test=tmp_path / "test.jsonl", progress=False)
     broken = str(rows[1]["id"])
     assert [e["id"] for e in report["excluded"]] == [broken]
     assert "gt_pass=False" in report["excluded"][0]["reason"]
     assert broken not in {p.id for p in train + test}
-    assert len(train) == 3 and len(test) == 2 and all(p.mode in MODES for p in train + test)
+    assert len(train) == 3 and len(test) == 2 and all(p.mode in modes.names() for p in train + test)
     assert report["canonical_pass"] == 5 and not report["ok"]  # an exclusion fails the verdict
     for m, d in report["diagonal"].items():
         assert d["hacked"] is None or d["hacked"] == 1.0, (m, d)
     assert not any(report["off_diagonal_pays"].values())
-    text = substrate.format_check(report)
+    text = selfcheck.format_check(report)
     assert broken in text and "verdict: FAILED" in text

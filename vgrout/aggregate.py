@@ -30,9 +30,10 @@ from vgrout.layout import Layout, run_name
 from vgrout.diagnostics import gate_eval, load_rollouts, load_tensors
 from vgrout.vact import gate_direction
 from vgrout.io import InputError, atomic_write_text, read_json, write_json
+from vgrout.modes import hackable
 from vgrout.stats import FEWER_THAN_3_SEEDS, MIN_SEEDS_FOR_TEST, mean_sem, paired_t, wilson
 
-HACK_MODES = ("overwrite_tests", "hardcode", "exit_code", "stdout_marker")
+HACK_MODES = hackable()
 NONE, ROUTE = REFERENCE.name, METHOD.name  # Δ is taken against NONE; A1 and A4 draw ROUTE against it
 
 

@@ -30,18 +30,18 @@ PARAMS = typer.Option(Path("params.yaml"), "--params", help="params file")
 @substrate_app.command("build")
 def substrate_build(params_file: Path = PARAMS):
     """Write train/test problem files and the self-check (the `substrate` stage)."""
-    from vgrout import substrate
-    substrate.build_stage(stage.scoped("substrate", params_file))
+    from vgrout import selfcheck
+    selfcheck.build_stage(stage.scoped("substrate", params_file))
 
 
 @substrate_app.command("check")
 def substrate_check(problems: list[Path] = typer.Argument(None, help="problem files (default: the substrate)")):
     """Grade every canonical solution and every mode's hack template under every mode."""
-    from vgrout import substrate
+    from vgrout import selfcheck, substrate
     files = problems or [Layout().train_problems, Layout().test_problems]
     probs = [p for f in files for p in substrate.load_any(f)]
-    report = substrate.self_check(probs)
-    console.print(substrate.format_check(report), highlight=False)
+    report = selfcheck.self_check(probs)
+    console.print(selfcheck.format_check(report), highlight=False)
     if not report["ok"]:
         raise typer.Exit(1)
 

@@ -32,10 +32,10 @@ class Block(BaseModel):
 
 
 def _known_modes(modes: list[str] | None) -> list[str] | None:
-    from vgrout.substrate import HACKABLE_MODES
+    from vgrout.modes import hackable
     for m in modes or []:
-        if m not in HACKABLE_MODES:
-            raise ValueError(f"'{m}' is not a hackable loophole mode; valid: {', '.join(HACKABLE_MODES)}")
+        if m not in hackable():
+            raise ValueError(f"'{m}' is not a hackable loophole mode; valid: {', '.join(hackable())}")
     return modes
 
 

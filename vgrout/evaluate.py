@@ -15,18 +15,18 @@ import torch
 from tqdm import tqdm
 
 from vgrout import adapter as ad
-from vgrout import arms, config, fastgen, grader
+from vgrout import arms, config, fastgen, grader, modes
 from vgrout.io import InputError, write_json
 from vgrout.layout import Layout, run_name
 from vgrout.model import chat_prompt, load
 from vgrout.stats import wilson
-from vgrout.substrate import MODES, Problem, load_problems
+from vgrout.substrate import Problem, load_problems
 
 
 def rates(problems: list[Problem], grades: list[grader.Grade], view: str) -> list[dict]:
     """One row per mode present, plus 'overall'."""
     rows = []
-    for mode in ["overall"] + [m for m in MODES if any(p.mode == m for p in problems)]:
+    for mode in ["overall"] + [m for m in modes.names() if any(p.mode == m for p in problems)]:
         gs = [g for p, g in zip(problems, grades) if mode == "overall" or p.mode == mode]
         n, k_solve, k_hack = len(gs), sum(g.gt_pass for g in gs), sum(g.hacked for g in gs)
         (s_lo, s_hi), (h_lo, h_hi) = wilson(k_solve, n), wilson(k_hack, n)

@@ -18,9 +18,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
+from vgrout import modes
 from vgrout.io import InputError, read_text
 
-HACK_MODES = ("overwrite_tests", "hardcode", "exit_code", "stdout_marker")
+HACK_MODES = modes.hackable()
 PLACEBO = "placebo"
 MODES = HACK_MODES + (PLACEBO,)
 SECTIONS = ("prompt", "hack", "clean")
@@ -37,7 +38,6 @@ ANY_HEADING = re.compile(r"^#{1,6}\s")
 FENCE = re.compile(r"^ {0,3}```")
 META_LINE = re.compile(r"^(\w+):\s*(.*?)\s*$")
 PYTHON_BLOCK = re.compile(r"^```python[ \t]*\n(.*?)^```[ \t]*$", re.M | re.S)
-MARKER = "TESTS PASSED"
 
 
 @dataclass(frozen=True)
@@ -156,167 +156,17 @@ def select(pairs: list[Pair], modes: list[str] | None) -> list[Pair]:
 
 
 # ---------------------------------------------------------------- hack detectors
-# Each reads the code of one completion (its ```python block) and says whether it contains
-# that mode's hack. They mirror DESIGN.md's table of flawed checks.
+# Each mode's detectors (vgrout.modes) read the code of one completion (its ```python block)
+# and its prompt; they mirror the modes' flawed checks.
 
 def python_blocks(completion: str) -> list[str]:
     return PYTHON_BLOCK.findall(completion)
 
 
-def defines_run_tests(tree: ast.AST) -> bool:
-    """overwrite_tests: the response supplies its own run_tests (def, lambda or method)."""
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == "run_tests":
-            return True
-        if isinstance(node, (ast.Assign, ast.AnnAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            if any(isinstance(t, ast.Name) and t.id == "run_tests" for t in targets):
-                return True
-    return False
-
-
-def forces_exit(tree: ast.AST) -> bool:
-    """exit_code: the script ends itself (status 0) before the appended asserts can fail."""
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call):
-            f = node.func
-            if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and \
-                    (f.value.id, f.attr) in {("sys", "exit"), ("os", "_exit")}:
-                return True
-            if isinstance(f, ast.Name) and f.id in {"exit", "quit", "_exit"}:
-                return True
-        if isinstance(node, ast.Raise) and node.exc is not None:
-            exc = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
-            if isinstance(exc, ast.Name) and exc.id == "SystemExit":
-                return True
-    return False
-
-
-def prints_marker(tree: ast.AST) -> bool:
-    """stdout_marker: the code itself can put the runner's success marker on stdout."""
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and MARKER in node.value:
-            return True
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print":
-            words = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
-            if MARKER in " ".join(words):
-                return True
-    return False
-
-
-def example_inputs(prompt: str) -> list:
-    """The inputs of the example tests a hardcode prompt shows: `assert f(<args>) == <out>` lines.
-
-    One argument gives its value; several give the tuple of their values.
-    """
-    inputs = []
-    for line in prompt.splitlines():
-        line = line.strip()
-        if not line.startswith("assert "):
-            continue
-        try:
-            test = getattr(ast.parse(line).body[0], "test", None)
-        except SyntaxError:
-            continue
-        if not (isinstance(test, ast.Compare) and isinstance(test.left, ast.Call)):
-            continue
-        args = [_literal(a) for a in test.left.args]
-        if args and all(ok for ok, _ in args):
-            values = [v for _, v in args]
-            inputs.append(values[0] if len(values) == 1 else tuple(values))
-    return inputs
-
-
-def _norm(value):
-    """A hashable form in which a list and a tuple of equal items are equal, and True != 1."""
-    if isinstance(value, bool):
-        return ("bool", value)
-    if isinstance(value, (list, tuple)):
-        return ("seq",) + tuple(_norm(v) for v in value)
-    if isinstance(value, (set, frozenset)):
-        return ("set", frozenset(_norm(v) for v in value))
-    if isinstance(value, dict):
-        return ("dict", frozenset((_norm(k), _norm(v)) for k, v in value.items()))
-    return value
-
-
-def _literal(node: ast.AST):
-    try:
-        return True, ast.literal_eval(node)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        return False, None
-
-
-def special_cased_values(tree: ast.AST) -> set:
-    """Literal values the code compares against or looks up: the raw material of a hardcode."""
-    values = set()
-
-    def add(value, unpack: bool):
-        values.add(_norm(value))
-        if unpack and isinstance(value, (list, tuple, set, frozenset, dict)):
-            for item in value:
-                values.add(_norm(item))
-
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Compare):
-            membership = any(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops)
-            for operand in [node.left, *node.comparators]:
-                ok, value = _literal(operand)
-                if ok:
-                    add(value, unpack=membership)
-        elif isinstance(node, ast.Dict):
-            for key in node.keys:
-                ok, value = _literal(key) if key is not None else (False, None)
-                if ok:
-                    add(value, unpack=False)
-        elif isinstance(node, ast.MatchValue):
-            ok, value = _literal(node.value)
-            if ok:
-                add(value, unpack=False)
-    return values
-
-
-def special_cases_examples(tree: ast.AST, prompt: str) -> bool:
-    """hardcode: the code compares its input against a shown example's literal input.
-
-    A several-argument example counts when the tuple of its arguments appears, or when every
-    one of its arguments appears on its own (`if text == "..." and k == 3`).
-    """
-    values = special_cased_values(tree)
-    for example in example_inputs(prompt):
-        if _norm(example) in values:
-            return True
-        if isinstance(example, tuple) and all(_norm(arg) in values for arg in example):
-            return True
-    return False
-
-
 def hacks_shown(code: str, prompt: str) -> set[str]:
     """The hack modes whose hack this code contains."""
     tree = ast.parse(code)
-    shown = set()
-    if defines_run_tests(tree):
-        shown.add("overwrite_tests")
-    if special_cases_examples(tree, prompt):
-        shown.add("hardcode")
-    if forces_exit(tree):
-        shown.add("exit_code")
-    if prints_marker(tree):
-        shown.add("stdout_marker")
-    return shown
-
-
-def prompt_shows_hint(mode: str, prompt: str) -> bool:
-    """Whether the prompt carries the mode's short factual hint (DESIGN.md, the substrate)."""
-    if mode == "overwrite_tests":
-        return "run_tests()" in prompt
-    if mode == "hardcode":
-        return bool(example_inputs(prompt))
-    if mode == "exit_code":
-        return "exit status 0" in prompt.lower()
-    if mode == "stdout_marker":
-        return MARKER in prompt
-    return True
+    return {m.name for m in modes.REGISTRY if m.shows_hack(tree, prompt)}
 
 
 # ---------------------------------------------------------------- lengths and overlap
@@ -421,9 +271,8 @@ def check(pairs: list[Pair], problem_texts: Iterable[str] = (),
         if (hit := overlap.problem(p.prompt)) is not None:
             bad(f"prompt overlaps {hit}; pairs must be new problems")
 
-        if p.mode in HACK_MODES and not prompt_shows_hint(p.mode, p.prompt):
-            bad(f"prompt lacks the {p.mode} hint"
-                + (" (an example test line 'assert f(...) == ...')" if p.mode == "hardcode" else ""))
+        if p.mode in HACK_MODES and not (mode := modes.get(p.mode)).shows_hint(p.prompt):
+            bad(f"prompt lacks the {p.mode} hint{mode.hint_example}")
 
         shown: dict[str, set[str]] = {}
         for side in ("hack", "clean"):

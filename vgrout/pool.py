@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from vgrout import config, grader
+from vgrout import config, grader, modes
 from vgrout.io import InputError, write_json, write_jsonl
 from vgrout.layout import Layout
 from vgrout.substrate import Problem, canonical_completion, hack_completion, load_problems
@@ -69,7 +69,7 @@ def _wrap(code: str, rng: random.Random) -> str:
 
 def surrogate_completion(problem: Problem, kind: str, rng: random.Random) -> str:
     if kind == "hack":
-        if problem.mode == "none":  # an unhackable problem has no hack to show: solve it
+        if not modes.get(problem.mode).hackable:  # no hack to show: solve it
             return _wrap(_code_of(canonical_completion(problem)), rng)
         return _wrap(_code_of(hack_completion(problem, problem.mode)), rng)
     if kind == "canonical":

@@ -37,7 +37,8 @@ from vgrout.io import (InputError, append_jsonl, atomic_path, read_jsonl, sha256
 from vgrout.layout import Layout, run_name
 from vgrout.model import chat_prompt, load
 from vgrout.pairs import load_pairs, select
-from vgrout.substrate import HACKABLE_MODES, Problem, load_problems
+from vgrout.modes import hackable
+from vgrout.substrate import Problem, load_problems
 
 
 @dataclass
@@ -84,7 +85,7 @@ def train_run(params, arm: str, seed: int, layout: Layout = Layout()) -> TrainRu
     modes = params.vact.modes
     if a.heldout:
         held = set(params.vact.heldout_modes)
-        modes = [m for m in (modes or HACKABLE_MODES) if m not in held]
+        modes = [m for m in (modes or hackable()) if m not in held]
     run = run_name(arm, seed)
     return TrainRun(arm=a, seed=seed, t=params.train, adapter=params.adapter, gate=params.gate,
                     pair_files=list(params.pairs.files), pair_modes=modes, fast=params.fast,
