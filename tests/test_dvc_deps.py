@@ -383,5 +383,5 @@ def test_a_failed_stage_keeps_its_tracked_metrics(tmp_path):
     params["substrate"]["source"] = "nope"
     (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     out = sh("dvc repro substrate", work, check=False)
-    assert "failed to reproduce 'substrate'" in out and "unknown source 'nope'" in out, out
+    assert "failed to reproduce 'substrate'" in out and "substrate.source = 'nope'" in out, out
     assert check.read_bytes() == before

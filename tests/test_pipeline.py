@@ -3,6 +3,7 @@ every artifact is produced and well-formed, the caching contract holds, and a re
 clone gets every output with `dvc pull` without recomputing."""
 import json
 import re
+import shutil
 import subprocess
 import time
 

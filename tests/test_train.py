@@ -20,7 +20,8 @@ def setup(tmp_path_factory):
     root = tmp_path_factory.mktemp("train")
     problems = substrate.assign_modes(substrate.humaneval_problems()[:8], seed=0)
     substrate.write_problems(root / "train.jsonl", problems)
-    pool.build(problems, root / "pool.jsonl", root / "pool_meta.json", config.Pool(per_problem=2, seed=0, rates=config.Rates(hack=0.5, canonical=0.3, wrong=0.2)))
+    rates = config.Rates(hack=0.5, canonical=0.3, wrong=0.2)
+    pool.build(problems, root / "pool.jsonl", root / "pool_meta.json", config.Pool(per_problem=2, seed=0, rates=rates))
     model_dir = resolve("tiny-smollm2")
     model, _ = load(model_dir)
     lora = ad.attach(model, r=2, seed=0)
@@ -50,7 +51,7 @@ def _cfg(root, model_dir, name, arm="routeA", direction=None, stop_after=None, p
                           pair_files=list(pair_files), pair_modes=None, fast=True, model_dir=model_dir,
                           problems=str(root / "train.jsonl"), pool=str(root / "pool.jsonl"), vact_dir=str(vact_dir),
                           out_dir=str(root / name), log_path=str(root / name / "steps.jsonl"),
-                          stale_root=str(root / "stale"), stop_after=stop_after)
+                          stale_root=str(root / "set_aside"), stop_after=stop_after)
 
 
 def _rows(path):
@@ -121,7 +122,7 @@ def test_changed_config_never_resumes_a_stale_checkpoint(setup):
     train.train(cfg2, progress=False)
     assert [r["step"] for r in _rows(cfg2.log_path)] == [0, 1]  # started over, not from step 1
     # the first config's checkpoints and log were kept, set aside under a name, not deleted
-    aside = list((root / "stale").glob("routeA-0-*"))
+    aside = list((root / "set_aside").glob("routeA-0-*"))
     assert len(aside) == 1 and (aside[0] / "ckpt" / "step_00001" / "adapter.safetensors").exists()
     assert len(_rows(aside[0] / "steps.jsonl")) == 1
 
