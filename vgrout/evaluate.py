@@ -41,9 +41,9 @@ def sample_and_grade(model, tok, problems: list[Problem], n_samples: int, temper
     torch.manual_seed(seed)  # every view and checkpoint sees the same sampling noise
     expanded = [p for p in problems for _ in range(n_samples)]
     prompts = [chat_prompt(tok, p.messages) for p in expanded]
-    ids = fastgen.generate(model, tok, prompts, max_new_tokens, temperature, batch_size=batch_size,
-                           lora=lora)
-    fastgen.release()
+    backend = fastgen.select(model, fast=True)
+    ids = backend.generate(model, tok, prompts, max_new_tokens, temperature, batch_size=batch_size, lora=lora)
+    backend.release()
     texts = tok.batch_decode(ids, skip_special_tokens=True)
     return expanded, grader.grade_batch(expanded, texts, progress=False)
 

@@ -99,14 +99,16 @@ def build_surrogate(problems: list[Problem], per_problem: int, rates: dict[str, 
 
 def build_teacher(problems: list[Problem], teacher: str, per_problem: int, temperature: float,
                   max_new_tokens: int, adapter_dir: str | None = None, batch_size: int = 64) -> list[dict]:
+    from vgrout import fastgen
     from vgrout.model import chat_prompt, load
-    from vgrout.rollout import generate
     model, tok = load(teacher)
     if adapter_dir:
         from peft import PeftModel
         model = PeftModel.from_pretrained(model, adapter_dir).eval()
     prompts = [chat_prompt(tok, p.messages) for p in problems for _ in range(per_problem)]
-    ids = generate(model, tok, prompts, max_new_tokens, temperature, batch_size=batch_size, progress=True)
+    backend = fastgen.select(model, fast=False)  # the reference path, as before: no pool.fast yet
+    ids = backend.generate(model, tok, prompts, max_new_tokens, temperature, batch_size=batch_size, progress=True)
+    backend.release()
     texts = tok.batch_decode(ids, skip_special_tokens=True)
     owners = [p for p in problems for _ in range(per_problem)]
     return [{"problem_id": p.id, "kind": "teacher", "completion": t} for p, t in zip(owners, texts)]

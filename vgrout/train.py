@@ -20,7 +20,6 @@ import random
 import shutil
 import time
 from dataclasses import asdict, dataclass, field
-from functools import partial
 from pathlib import Path
 
 import torch
@@ -28,7 +27,7 @@ from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 
 from vgrout import adapter as ad
-from vgrout import grader, grpo, rollout, vact
+from vgrout import fastgen, grader, grpo, rollout, vact
 from vgrout.gate import ARM_POLICY, Gate
 from vgrout.io import (InputError, append_jsonl, atomic_path, read_jsonl, sha256_file, write_json,
                        write_jsonl)
@@ -188,14 +187,11 @@ def collect(cfg, lora, tok, problems: list[Problem], pool, sampler: random.Rando
         s_prompts += [text] * n_student
         s_problems += [p] * n_student
         s_deploy += [i < n_deploy for i in range(n_student)]
-    if cfg.fast:  # sampling only picks the tokens; every logπ below is the teacher-forced path
-        from vgrout import fastgen
-        ids = fastgen.generate(lora.model, tok, s_prompts, cfg.max_new_tokens, cfg.temperature,
-                               cfg.top_p, batch_size=cfg.gen_batch, lora=lora, deploy_rows=s_deploy)
-        fastgen.release()
-    else:
-        ids = rollout.generate(lora.model, tok, s_prompts, cfg.max_new_tokens, cfg.temperature,
-                               cfg.top_p, batch_size=cfg.gen_batch, lora=lora, deploy_rows=s_deploy)
+    # sampling only picks the tokens; every logπ below is the teacher-forced path
+    backend = fastgen.select(lora.model, cfg.fast)
+    ids = backend.generate(lora.model, tok, s_prompts, cfg.max_new_tokens, cfg.temperature,
+                           cfg.top_p, batch_size=cfg.gen_batch, lora=lora, deploy_rows=s_deploy)
+    backend.release()
     texts = tok.batch_decode(ids, skip_special_tokens=True)
     out: list[Rollout] = []
     k = 0
@@ -235,8 +231,9 @@ def to_seqs(tok, rollouts: list[Rollout]) -> rollout.Seqs:
 
 
 def _logprobs(cfg):
-    from vgrout import fastgen
-    return partial(fastgen.token_logprobs, keep_layers=cfg.keep_layers) if cfg.fast else grpo.token_logprobs
+    def token_logprobs(model, seqs, **kw):
+        return fastgen.select(model, cfg.fast).token_logprobs(model, seqs, keep_layers=cfg.keep_layers, **kw)
+    return token_logprobs
 
 
 @torch.no_grad()
