@@ -9,7 +9,7 @@ import time
 import torch
 
 from vgrout import adapter as ad
-from vgrout import grpo, vact
+from vgrout import logprob, vact
 from vgrout.model import load
 from vgrout.config import load as load_params
 from vgrout.layout import Layout
@@ -29,12 +29,12 @@ seqs = pack([torch.randint(0, len(tok), (P,), generator=g).tolist()] * B,
 
 def plain():
     with torch.no_grad(), lora.sampling([False] * B):
-        grpo.token_logprobs(model, seqs)
+        logprob.reference_token_logprobs(model, seqs)
 
 
 def scored():
     with torch.no_grad(), lora.sampling([False] * B), lora.capture(seqs.pool_weights()) as pooled:
-        grpo.token_logprobs(model, seqs)
+        logprob.reference_token_logprobs(model, seqs)
     vact.score(pooled, v)
 
 

@@ -14,11 +14,11 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from vgrout import adapter as ad
-from vgrout import fastgen
+from vgrout import arch, decode
 from vgrout.bench import EOS, PAD, build_model, random_prompts
 
 
-def step_ms(eng: fastgen.Engine, span: int, n: int = 30) -> float:
+def step_ms(eng: decode.Engine, span: int, n: int = 30) -> float:
     g = eng.graphs[span]
     for _ in range(3):
         g.replay()
@@ -30,13 +30,13 @@ def step_ms(eng: fastgen.Engine, span: int, n: int = 30) -> float:
     return 1e3 * (time.perf_counter() - t0) / n
 
 
-def make_engine(model, lora, prompts, group, new_tokens) -> fastgen.Engine:
+def make_engine(model, lora, prompts, group, new_tokens) -> decode.Engine:
     """The engine of one generation at this shape (groups of `group` rows share a prompt slot),
     its graphs captured by a two-token run."""
-    fastgen.release()
-    fastgen.generate_ids(model, prompts, 2, 1.0, batch_size=len(prompts), lora=lora, eos_id=EOS,
-                         pad=PAD, ignore_eos=True, cache_new_tokens=new_tokens)
-    eng = next(iter(fastgen._ENGINE.values()))
+    decode.release()
+    decode.generate_ids(model, prompts, 2, 1.0, batch_size=len(prompts), lora=lora, eos_id=EOS,
+                        pad=PAD, ignore_eos=True, cache_new_tokens=new_tokens)
+    eng = next(iter(decode._ENGINE.values()))
     assert eng.R == group
     return eng
 
@@ -44,12 +44,12 @@ def make_engine(model, lora, prompts, group, new_tokens) -> fastgen.Engine:
 def variants(model, lora, prompts, group, new_tokens, span) -> list[dict]:
     rows = []
     for norm in (False, True):
-        fastgen.FAST_NORM = norm
+        arch.FAST_NORM = norm
         eng = make_engine(model, lora, prompts, group, new_tokens)
         rows.append({"fast_norm": norm, "step_ms": step_ms(eng, span)})
         print(rows[-1], flush=True)
         del eng
-        fastgen.release()
+        decode.release()
     return rows
 
 
@@ -65,12 +65,12 @@ def main() -> None:
     model, _ = build_model("qwen3-4b-random", "cuda")
     prompts = [p for p in random_prompts(args.batch // args.group, args.prompt_len, model.config.vocab_size)
                for _ in range(args.group)]
-    span = min(fastgen.aligned(args.new_tokens - 1), fastgen.SPAN * 2)  # a mid-generation span
+    span = min(decode.aligned(args.new_tokens - 1), decode.SPAN * 2)  # a mid-generation span
     print(f"no adapter, defaults: {variants(model, None, prompts, args.group, args.new_tokens, span)[0]}")
     lora = ad.attach(model, r=args.r)
     rows = variants(model, lora, prompts, args.group, args.new_tokens, span)
     best = min(rows, key=lambda r: r["step_ms"])
-    fastgen.FAST_NORM = best["fast_norm"]
+    arch.FAST_NORM = best["fast_norm"]
     eng = make_engine(model, lora, prompts, args.group, args.new_tokens)
     torch.cuda.synchronize()
     t0 = time.perf_counter()

@@ -1,5 +1,5 @@
 """Where the train forward+backward's time goes: torch.profiler over one micro-batch of
-fastgen.token_logprobs (checkpointed layers, chunked log-probs, fused lora2r deltas) + backward.
+logprob.token_logprobs (checkpointed layers, chunked log-probs, fused lora2r deltas) + backward.
 
     python bench/profile_train.py --rows 8 --prompt-len 300 --new-tokens 256 --r 16
 """
@@ -12,7 +12,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from vgrout import adapter as ad
-from vgrout import fastgen, rollout
+from vgrout import logprob, rollout
 from vgrout.bench import PAD, build_model, random_prompts
 
 
@@ -34,7 +34,7 @@ def main() -> None:
 
     def step(fused, grad=True):
         with torch.set_grad_enabled(grad), lora.masked(zones):
-            logp, _ = fastgen.token_logprobs(model, seqs, fused_adapter=fused)
+            logp, _ = logprob.token_logprobs(model, seqs, fused_adapter=fused)
         if grad:
             logp.sum().backward()
 

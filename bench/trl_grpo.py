@@ -8,38 +8,60 @@ beta 0, HF generate (no vLLM), bf16, TRL's defaults otherwise; gradient checkpoi
 Writes {"step_s": median seconds per optimizer step after the first, ...} as json.
 
     python bench/trl_grpo.py --batch 64 --group 8 --prompt-len 300 --new-tokens 256 --out trl.json
+
+`run_trl` runs it in its own process and returns that json: `vgrout bench --trl` calls it (TRL is
+imported only in that process).
 """
 from __future__ import annotations
 
 import argparse
 import json
+import subprocess
+import sys
 import tempfile
 import time
+from pathlib import Path
 
 import torch
-from datasets import Dataset
-from peft import LoraConfig
-from transformers import TrainerCallback
-from trl import GRPOConfig, GRPOTrainer
-
-from vgrout.bench import build_model, random_prompts
 
 
-class StepTimer(TrainerCallback):
-    """Wall time of each optimizer step (generation included: TRL generates inside the step)."""
+def run_trl(model: str, batch: int, prompt_len: int, new_tokens: int, group: int, micro_batch: int,
+            rank: int, seed: int, checkpointing: bool = True, steps: int = 4) -> dict:
+    """This script on that shape in its own process (its memory is its own): its json, or
+    {"error": the end of its output}."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "trl.json"
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--model", model, "--batch", str(batch),
+               "--group", str(group), "--prompt-len", str(prompt_len), "--new-tokens", str(new_tokens),
+               "--micro-batch", str(micro_batch), "--rank", str(rank), "--steps", str(steps),
+               "--seed", str(seed), "--out", str(out),
+               "--gradient-checkpointing" if checkpointing else "--no-gradient-checkpointing"]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode != 0 or not out.exists():
+            return {"error": (done.stderr or done.stdout)[-3000:]}
+        return json.loads(out.read_text())
 
-    def __init__(self):
-        self.times, self._t0 = [], None
 
-    def on_step_begin(self, args, state, control, **kw):
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
-        self._t0 = time.perf_counter()
+def step_timer():
+    """A TrainerCallback recording the wall time of each optimizer step (generation included:
+    TRL generates inside the step)."""
+    from transformers import TrainerCallback
 
-    def on_step_end(self, args, state, control, **kw):
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
-        self.times.append(time.perf_counter() - self._t0)
+    class StepTimer(TrainerCallback):
+        def __init__(self):
+            self.times, self._t0 = [], None
+
+        def on_step_begin(self, args, state, control, **kw):
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
+            self._t0 = time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kw):
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
+            self.times.append(time.perf_counter() - self._t0)
+
+    return StepTimer()
 
 
 def random_reward(completions, **kwargs):
@@ -47,6 +69,12 @@ def random_reward(completions, **kwargs):
 
 
 def main() -> None:
+    from datasets import Dataset
+    from peft import LoraConfig
+    from trl import GRPOConfig, GRPOTrainer
+
+    from vgrout.bench import build_model, random_prompts
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="qwen3-4b-random")
     ap.add_argument("--batch", type=int, default=64, help="rollouts per step (prompts x group)")
@@ -66,7 +94,7 @@ def main() -> None:
     n_prompts = args.batch // args.group
     prompts = random_prompts(n_prompts * (args.steps + 1), args.prompt_len, model.config.vocab_size, args.seed)
     ds = Dataset.from_dict({"prompt": [" ".join(f"t{i}" for i in p) for p in prompts]})
-    timer = StepTimer()
+    timer = step_timer()
     with tempfile.TemporaryDirectory() as tmp:
         cfg = GRPOConfig(
             output_dir=tmp, max_steps=args.steps, per_device_train_batch_size=args.micro_batch,

@@ -173,3 +173,30 @@ def test_capture_pools_deployed_bottleneck_over_completion_tokens():
     expected = (captured_x["x"][:, 3:] @ mod.A[:mod.r].T).mean(1)
     assert set(pooled) == set(lora.modules)
     assert torch.allclose(pooled[name], expected, atol=1e-6)
+
+
+def test_fused_variant_computes_and_routes_like_the_exact_one():
+    """The routing state names the variant every wrapped Linear computes with: under
+    `Lora2r.fused` the delta comes from Lora2rDelta in the input's dtype, with the same outputs
+    (fp32 here) and the same keep / absorb / route gradient routing per row; restored after."""
+    model = make_tiny_llama()
+    lora = ad.attach(model, r=4, seed=0)
+    ids = _batch(n=3)
+    _train_a_bit(lora, ids)
+    zones = ["keep", "absorb", "route"]
+    assert lora.state.variant is ad.ExactDelta
+    exact = [_per_row_grads(lora, ids, zones, i) for i in range(3)]
+    with torch.no_grad(), lora.masked(zones):
+        ref = model(ids).logits
+    with lora.fused():
+        assert lora.state.variant is ad.FusedDelta
+        fused = [_per_row_grads(lora, ids, zones, i) for i in range(3)]
+        with torch.no_grad(), lora.masked(zones):
+            got = model(ids).logits
+    assert lora.state.variant is ad.ExactDelta
+    torch.testing.assert_close(got, ref, atol=1e-5, rtol=1e-5)
+    for e, f in zip(exact, fused):
+        for block in ("deployed", "quarantine"):
+            assert (e[block] == 0) == (f[block] == 0)
+            assert abs(e[block] - f[block]) <= 1e-4 * e[block]
+    assert not any("forward" in vars(m) for m in model.modules())  # no module's forward replaced

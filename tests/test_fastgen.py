@@ -1,13 +1,13 @@
 """The fast path computes what the plain path computes: greedy tokens equal to HF generate (per-row
 deploy sampling included), EOS cuts alike, chunked log-probs and their gradients equal to
-grpo.token_logprobs, and the GPU sampler draws from softmax(logits / T) within the top-p nucleus."""
+logprob.reference_token_logprobs, and the GPU sampler draws from softmax(logits / T) within the top-p nucleus."""
 import pytest
 import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
 from tests.conftest import make_tiny_llama
 from vgrout import adapter as ad
-from vgrout import fastgen, grpo, rollout
+from vgrout import arch, decode, fastgen, logprob, rollout
 from vgrout.bench import synthetic_tokenizer
 
 V = 97
@@ -51,7 +51,7 @@ def test_greedy_tokens_equal_hf_generate(family):
     ps = prompts(7)
     # batch 3 over 7 prompts: a short last chunk is padded with filler rows
     ref = rollout.generate(model, tok, ps, 24, 0.0, batch_size=3)
-    fast = fastgen.generate(model, tok, ps, 24, 0.0, batch_size=3)
+    fast = decode.generate(model, tok, ps, 24, 0.0, batch_size=3)
     assert fast == ref
     assert len({tuple(r) for r in ref}) > 1
 
@@ -69,50 +69,50 @@ def test_a_partly_adapted_qkv_group_equals_hf_generate(targets):
     ps = [p for p in prompts(4) for _ in range(2)]
     deploy = [i % 3 == 0 for i in range(8)]
     ref = rollout.generate(model, tok, ps, 16, 0.0, batch_size=8, lora=lora, deploy_rows=deploy)
-    fast = fastgen.generate(model, tok, ps, 16, 0.0, batch_size=8, lora=lora, deploy_rows=deploy)
+    fast = decode.generate(model, tok, ps, 16, 0.0, batch_size=8, lora=lora, deploy_rows=deploy)
     assert fast == ref
-    eng = next(iter(fastgen._ENGINE.values()))
+    eng = next(iter(decode._ENGINE.values()))
     qkv = [g for g in eng.proj.delta if len(g) == 3]
     assert len(qkv) == len(eng.a.layers) and not eng.proj.one_mode
     A, B, parts = eng.proj.delta[qkv[0]]
     assert len(parts) == sum(t in targets for t in ("q_proj", "k_proj", "v_proj"))
-    assert B.shape[0] == sum(fastgen._base(m).out_features for m in qkv[0])  # plain ones: zero rows
+    assert B.shape[0] == sum(arch.base_linear(m).out_features for m in qkv[0])  # plain ones: zero rows
 
 
 def test_greedy_tokens_equal_hf_generate_with_deploy_rows(monkeypatch):
-    monkeypatch.setattr(fastgen, "SPAN", 8)  # several attended spans within one generation
+    monkeypatch.setattr(decode, "SPAN", 8)  # several attended spans within one generation
     model = spread(tiny_qwen3())
     tok = synthetic_tokenizer(V)
     lora = perturbed_lora(model)
     ps = prompts(8)
     deploy = [i % 2 == 0 for i in range(8)]
     ref = rollout.generate(model, tok, ps, 16, 0.0, batch_size=4, lora=lora, deploy_rows=deploy)
-    fast = fastgen.generate(model, tok, ps, 16, 0.0, batch_size=4, lora=lora, deploy_rows=deploy)
+    fast = decode.generate(model, tok, ps, 16, 0.0, batch_size=4, lora=lora, deploy_rows=deploy)
     assert fast == ref
-    assert len(fastgen._ENGINE) == 1 and len(next(iter(fastgen._ENGINE.values())).spans) > 2
+    assert len(decode._ENGINE) == 1 and len(next(iter(decode._ENGINE.values())).spans) > 2
     # the per-row mode matters: flipping it changes the completions
-    flipped = fastgen.generate(model, tok, ps, 16, 0.0, batch_size=4, lora=lora,
-                               deploy_rows=[not d for d in deploy])
+    flipped = decode.generate(model, tok, ps, 16, 0.0, batch_size=4, lora=lora,
+                              deploy_rows=[not d for d in deploy])
     assert sum(a != b for a, b in zip(fast, flipped)) >= 6
     # one mode for every row: the engine folds m into its copy of A instead of scaling rows
     for mode in (True, False):
         ref = rollout.generate(model, tok, ps, 16, 0.0, batch_size=4, lora=lora, deploy_rows=[mode] * 8)
-        fast = fastgen.generate(model, tok, ps, 16, 0.0, batch_size=4, lora=lora, deploy_rows=[mode] * 8)
-        assert fast == ref and next(iter(fastgen._ENGINE.values())).proj.one_mode
+        fast = decode.generate(model, tok, ps, 16, 0.0, batch_size=4, lora=lora, deploy_rows=[mode] * 8)
+        assert fast == ref and next(iter(decode._ENGINE.values())).proj.one_mode
 
 
 def test_group_prompts_prefilled_once_give_hf_generate_tokens(monkeypatch):
     """Rows sharing a prompt and a sampling mode share one prefill (its K/V copied to each): the
     greedy tokens still equal HF generate's, with deploy and full rows mixed inside a group and
     more distinct prompts than one prefill chunk holds."""
-    monkeypatch.setattr(fastgen, "PREFILL_TOKENS", 20)  # about one distinct prompt per chunk
+    monkeypatch.setattr(decode, "PREFILL_TOKENS", 20)  # about one distinct prompt per chunk
     model = spread(tiny_qwen3())
     tok = synthetic_tokenizer(V)
     lora = perturbed_lora(model)
     ps = [p for p in prompts(3) for _ in range(4)]
     deploy = [i % 4 == 0 for i in range(12)]
     ref = rollout.generate(model, tok, ps, 12, 0.0, batch_size=12, lora=lora, deploy_rows=deploy)
-    fast = fastgen.generate(model, tok, ps, 12, 0.0, batch_size=12, lora=lora, deploy_rows=deploy)
+    fast = decode.generate(model, tok, ps, 12, 0.0, batch_size=12, lora=lora, deploy_rows=deploy)
     assert fast == ref
     assert ref[0] != ref[1]  # the deploy row of a group differs from its full rows
 
@@ -127,15 +127,15 @@ def test_interleaved_groups_share_prompt_slots_and_keep_row_order():
     a, b = prompts(2, seed=5)
     ps, deploy = [a, b] * 6, [False] * 8 + [True] * 4  # (A, full) x4, (B, full) x4, (A, deploy) x2, (B, deploy) x2
     ref = rollout.generate(model, tok, ps, 14, 0.0, batch_size=12, lora=lora, deploy_rows=deploy)
-    fast = fastgen.generate(model, tok, ps, 14, 0.0, batch_size=12, lora=lora, deploy_rows=deploy)
+    fast = decode.generate(model, tok, ps, 14, 0.0, batch_size=12, lora=lora, deploy_rows=deploy)
     assert fast == ref
-    eng = next(iter(fastgen._ENGINE.values()))
+    eng = next(iter(decode._ENGINE.values()))
     assert (eng.R, eng.U) == (2, 6) and eng.kp.shape[1] == 6  # half as many prompt slots as rows
     assert ref[0] != ref[8]  # same prompt, other mode: another completion
 
-    order, R = fastgen.prompt_slots([[1], [2], [1], [1]], [False] * 4)
+    order, R = decode.prompt_slots([[1], [2], [1], [1]], [False] * 4)
     assert (order, R) == ([0, 2, 3, 1], 1)  # runs of 3 and 1: one row per slot
-    order, R = fastgen.prompt_slots([[1]] * 4 + [[2]] * 4, [False] * 8)
+    order, R = decode.prompt_slots([[1]] * 4 + [[2]] * 4, [False] * 8)
     assert (order, R) == (list(range(8)), 4)  # grouped rows keep their order
 
 
@@ -147,7 +147,7 @@ def test_eos_cut_equals_hf_generate():
     eos = max({t for row in free for t in row[3:12]}, key=lambda t: sum(t in r[3:12] for r in free))
     tok = synthetic_tokenizer(V, eos_id=eos)
     ref = rollout.generate(model, tok, ps, 20, 0.0, batch_size=6)
-    fast = fastgen.generate(model, tok, ps, 20, 0.0, batch_size=6)
+    fast = decode.generate(model, tok, ps, 20, 0.0, batch_size=6)
     assert fast == ref
     assert any(len(r) < 20 and r[-1] == eos for r in ref)
 
@@ -155,8 +155,8 @@ def test_eos_cut_equals_hf_generate():
 @pytest.mark.parametrize("fused_adapter,checkpointed,keep_layers",
                          [(True, True, 0), (True, True, 1), (True, False, 0), (False, True, 0)])
 def test_chunked_logprobs_and_grads_equal_token_logprobs(fused_adapter, checkpointed, keep_layers, monkeypatch):
-    monkeypatch.setattr(fastgen, "CHECKPOINT_ABOVE_TOKENS", 0 if checkpointed else 10 ** 9)
-    monkeypatch.setattr(fastgen, "KEEP_LAYERS", keep_layers)  # 1: the top layer keeps its activations
+    monkeypatch.setattr(logprob, "CHECKPOINT_ABOVE_TOKENS", 0 if checkpointed else 10 ** 9)
+    monkeypatch.setattr(logprob, "KEEP_LAYERS", keep_layers)  # 1: the top layer keeps its activations
     model = spread(tiny_qwen3())
     tok = synthetic_tokenizer(V)
     lora = perturbed_lora(model)
@@ -174,8 +174,8 @@ def test_chunked_logprobs_and_grads_equal_token_logprobs(fused_adapter, checkpoi
         (logp * torch.linspace(-1, 1, logp.numel()).view_as(logp)).sum().backward()
         return logp.detach(), mask, [p.grad.clone() for p in lora.parameters()]
 
-    ref, ref_mask, ref_g = run(grpo.token_logprobs)
-    fast, mask, g = run(lambda m, s: fastgen.token_logprobs(m, s, chunk_tokens=18, fused_adapter=fused_adapter))
+    ref, ref_mask, ref_g = run(logprob.reference_token_logprobs)
+    fast, mask, g = run(lambda m, s: logprob.token_logprobs(m, s, chunk_tokens=18, fused_adapter=fused_adapter))
     assert torch.equal(mask, ref_mask)
     torch.testing.assert_close(fast, ref, atol=1e-5, rtol=1e-5)
     for a, b in zip(g, ref_g):
@@ -184,7 +184,7 @@ def test_chunked_logprobs_and_grads_equal_token_logprobs(fused_adapter, checkpoi
     for p in lora.parameters():
         p.grad = None
     with lora.masked(["route"] * len(zones)):
-        logp, _ = fastgen.token_logprobs(model, seqs, chunk_tokens=18, fused_adapter=fused_adapter)
+        logp, _ = logprob.token_logprobs(model, seqs, chunk_tokens=18, fused_adapter=fused_adapter)
     logp.sum().backward()
     for m in lora.modules.values():
         assert m.A.grad[:m.r].abs().max() == 0 and m.A.grad[m.r:].abs().max() > 0
@@ -193,9 +193,9 @@ def test_chunked_logprobs_and_grads_equal_token_logprobs(fused_adapter, checkpoi
     deploy = [True, False, True, False, False, True]
     with torch.no_grad():
         with lora.sampling(deploy), lora.capture(seqs.pool_weights()) as ref_pooled:
-            ref_old, _ = grpo.token_logprobs(model, seqs)
+            ref_old, _ = logprob.reference_token_logprobs(model, seqs)
         with lora.sampling(deploy), lora.capture(seqs.pool_weights()) as pooled:
-            old, _ = fastgen.token_logprobs(model, seqs, fused_adapter=fused_adapter)
+            old, _ = logprob.token_logprobs(model, seqs, fused_adapter=fused_adapter)
     torch.testing.assert_close(old, ref_old, atol=1e-5, rtol=1e-5)
     assert set(pooled) == set(ref_pooled) == set(lora.modules)
     for k in pooled:
@@ -206,15 +206,15 @@ def test_sampler_draws_softmax_within_top_p():
     torch.manual_seed(0)
     logits = torch.tensor([2.0, 1.0, 0.5, 0.0, -1.0, -3.0])
     n = 40000
-    draws = fastgen.sample_next(logits.expand(n, -1), temperature=0.7)
+    draws = decode.sample_next(logits.expand(n, -1), temperature=0.7)
     freq = torch.bincount(draws, minlength=6).float() / n
     torch.testing.assert_close(freq, torch.softmax(logits / 0.7, -1), atol=0.01, rtol=0)
     p = torch.softmax(logits, -1)  # cumulative 0.56, 0.77, 0.89, ...: top_p 0.8 keeps three tokens
-    draws = fastgen.sample_next(logits.expand(n, -1), temperature=1.0, top_p=0.8)
+    draws = decode.sample_next(logits.expand(n, -1), temperature=1.0, top_p=0.8)
     freq = torch.bincount(draws, minlength=6).float() / n
     assert freq[3:].sum() == 0
     torch.testing.assert_close(freq[:3], p[:3] / p[:3].sum(), atol=0.01, rtol=0)
-    assert torch.equal(fastgen.sample_next(logits.expand(3, -1), temperature=0.0), torch.zeros(3, dtype=torch.long))
+    assert torch.equal(decode.sample_next(logits.expand(3, -1), temperature=0.0), torch.zeros(3, dtype=torch.long))
 
 
 def test_decode_floor_counts_weights_and_growing_cache():
@@ -231,26 +231,26 @@ def test_frozen_trunk_reused_by_the_train_forward_gives_the_same_logprobs_and_gr
     """With the adapter on the top layer only, the layer below is a frozen trunk: the train forward
     that starts from the trunk kept by the no-grad logπ_old forward computes the same log-probs and
     gradients as a forward from the embeddings."""
-    monkeypatch.setattr(fastgen, "shares_prompts", lambda seqs: share)  # both forwards
+    monkeypatch.setattr(logprob, "shares_prompts", lambda seqs: share)  # both forwards
     model = spread(tiny_qwen3())  # two layers: layer 0 is the trunk
     tok = synthetic_tokenizer(V)
     lora = ad.attach(model, r=2, seed=0, last_layers=1)
     with torch.no_grad():
         for m in lora.modules.values():
             m.B.add_(0.5 * torch.randn_like(m.B))
-    assert fastgen.trunk_depth(model) == len(fastgen.arch(model).layers) - 1 >= 1
+    assert logprob.trunk_depth(model) == len(arch.arch(model).layers) - 1 >= 1
     ps = prompts(2) * 2 + prompts(1, seed=3)  # two prompts shared by two rows each
     comps = rollout.generate(model, tok, ps, 12, 1.0, batch_size=5, lora=lora)
     seqs = rollout.pack([tok(p, add_special_tokens=False)["input_ids"] for p in ps], comps, 0)
     with torch.no_grad(), lora.sampling([False, True, False, True, False]):
-        _, _, trunk = fastgen.token_logprobs(model, seqs, return_trunk=True)
+        _, _, trunk = logprob.token_logprobs(model, seqs, return_trunk=True)
     assert not any(t.requires_grad for t in (trunk if share else [trunk]))
 
     def run(**kw):
         for p in lora.parameters():
             p.grad = None
         with lora.masked(["keep", "absorb", "route", "keep", "route"]):
-            logp, _ = fastgen.token_logprobs(model, seqs, **kw)
+            logp, _ = logprob.token_logprobs(model, seqs, **kw)
         (logp * torch.linspace(-1, 1, logp.numel()).view_as(logp)).sum().backward()
         return logp.detach(), [p.grad.clone() for p in lora.parameters()]
 
@@ -267,7 +267,7 @@ def test_rows_sharing_a_prompt_compute_it_once_and_match_the_plain_forward(fused
     routing mask, completions attending to its K/V) gives the plain forward's log-probs, gradients
     and pooled gate activations, with keep / absorb / route rows mixed inside a group. (share False:
     the one-pass forward a GPU uses for small micro-batches, on the same rows.)"""
-    monkeypatch.setattr(fastgen, "shares_prompts", lambda seqs: share)
+    monkeypatch.setattr(logprob, "shares_prompts", lambda seqs: share)
     model = spread(make_tiny_llama(vocab=V))
     tok = synthetic_tokenizer(V)
     lora = perturbed_lora(model)
@@ -275,7 +275,7 @@ def test_rows_sharing_a_prompt_compute_it_once_and_match_the_plain_forward(fused
     comps = rollout.generate(model, tok, ps, 10, 1.0, batch_size=12, lora=lora)
     comps[1] = comps[1][:3]  # ragged completions inside a group
     seqs = rollout.pack([tok(p, add_special_tokens=False)["input_ids"] for p in ps], comps, 0)
-    sp = fastgen.split(seqs)
+    sp = logprob.split(seqs)
     assert sp.prompt_ids.shape[0] == 3 and sp.owner.tolist() == [0] * 4 + [1] * 4 + [2] * 4
     zones = ["keep", "route", "absorb", "route", "keep", "keep", "keep", "keep", "route", "absorb", "absorb", "keep"]
 
@@ -287,8 +287,8 @@ def test_rows_sharing_a_prompt_compute_it_once_and_match_the_plain_forward(fused
         (logp * torch.linspace(-1, 1, logp.numel()).view_as(logp)).sum().backward()
         return logp.detach(), mask, [p.grad.clone() for p in lora.parameters()]
 
-    ref, ref_mask, ref_g = run(grpo.token_logprobs)
-    got, mask, g = run(lambda m, s: fastgen.token_logprobs(m, s, fused_adapter=fused_adapter))
+    ref, ref_mask, ref_g = run(logprob.reference_token_logprobs)
+    got, mask, g = run(lambda m, s: logprob.token_logprobs(m, s, fused_adapter=fused_adapter))
     assert torch.equal(mask, ref_mask)
     torch.testing.assert_close(got, ref, atol=1e-5, rtol=1e-5)
     for a, b in zip(g, ref_g):
@@ -296,9 +296,9 @@ def test_rows_sharing_a_prompt_compute_it_once_and_match_the_plain_forward(fused
     deploy = [i % 2 == 0 for i in range(12)]
     with torch.no_grad():
         with lora.sampling(deploy), lora.capture(seqs.pool_weights()) as ref_pooled:
-            ref_old, _ = grpo.token_logprobs(model, seqs)
+            ref_old, _ = logprob.reference_token_logprobs(model, seqs)
         with lora.sampling(deploy), lora.capture(seqs.pool_weights()) as pooled:
-            old, _ = fastgen.token_logprobs(model, seqs, fused_adapter=fused_adapter)
+            old, _ = logprob.token_logprobs(model, seqs, fused_adapter=fused_adapter)
     torch.testing.assert_close(old, ref_old, atol=1e-5, rtol=1e-5)
     for k in ref_pooled:
         torch.testing.assert_close(pooled[k], ref_pooled[k], atol=1e-5, rtol=1e-4)
@@ -330,8 +330,8 @@ def test_rows_of_a_prompt_slot_sample_their_own_tokens():
     tok = synthetic_tokenizer(V)
     ps = [p for p in prompts(2, seed=7) for _ in range(8)]
     torch.manual_seed(0)
-    out = fastgen.generate(model, tok, ps, 6, 1.0, batch_size=16)
-    assert next(iter(fastgen._ENGINE.values())).R == 8
+    out = decode.generate(model, tok, ps, 6, 1.0, batch_size=16)
+    assert next(iter(decode._ENGINE.values())).R == 8
     for g in (out[:8], out[8:]):
         assert len({row[0] for row in g}) > 1
         assert len({tuple(row) for row in g}) == 8
@@ -341,26 +341,114 @@ def test_rows_of_a_prompt_slot_sample_their_own_tokens():
 def test_keep_layers_checkpoints_all_but_the_top_layers(share, monkeypatch):
     """In a checkpointed micro-batch, keep_layers = k leaves the top k adapted layers out of the
     checkpoint (their activations kept) and checkpoints the others, on both forwards."""
-    monkeypatch.setattr(fastgen, "shares_prompts", lambda seqs: share)
-    monkeypatch.setattr(fastgen, "CHECKPOINT_ABOVE_TOKENS", 0)
+    monkeypatch.setattr(logprob, "shares_prompts", lambda seqs: share)
+    monkeypatch.setattr(logprob, "CHECKPOINT_ABOVE_TOKENS", 0)
     calls = []
-    real = fastgen.checkpoint
+    real = logprob.checkpoint
 
     def counting(fn, *args, **kw):
-        if fn in (fastgen._layer_forward, fastgen._two_pass_layer):
+        if fn in (logprob._layer_forward, logprob._two_pass_layer):
             calls.append(args[0])  # the decoder layer
         return real(fn, *args, **kw)
 
-    monkeypatch.setattr(fastgen, "checkpoint", counting)
+    monkeypatch.setattr(logprob, "checkpoint", counting)
     model = spread(make_tiny_llama(vocab=V))
     tok = synthetic_tokenizer(V)
     lora = perturbed_lora(model)
-    layers = list(fastgen.arch(model).layers)
+    layers = list(arch.arch(model).layers)
     ps = prompts(3)
     comps = rollout.generate(model, tok, ps, 6, 1.0, batch_size=3, lora=lora)
     seqs = rollout.pack([tok(p, add_special_tokens=False)["input_ids"] for p in ps], comps, 0)
     for keep in range(len(layers) + 1):
         calls.clear()
         with lora.masked(["keep", "absorb", "route"]):
-            fastgen.token_logprobs(model, seqs, keep_layers=keep)
+            logprob.token_logprobs(model, seqs, keep_layers=keep)
         assert calls == layers[:len(layers) - keep]
+
+
+def test_the_fused_forward_is_selected_by_the_routing_state_not_by_patched_forwards(monkeypatch):
+    """During the fused forward and its checkpointed recompute every lora2r Linear computes with
+    FusedDelta, the variant the routing state names, and no module's forward is replaced; the
+    state's variant is back to ExactDelta once the forward returns."""
+    monkeypatch.setattr(logprob, "CHECKPOINT_ABOVE_TOKENS", 0)
+    model = spread(tiny_qwen3())
+    lora = perturbed_lora(model)
+    seen = []
+
+    def hook(mod, args):
+        assert not any("forward" in vars(m) for m in model.modules())
+        seen.append(mod.state.variant)
+
+    for m in lora.modules.values():
+        m.register_forward_pre_hook(hook)
+    ps = prompts(3)
+    seqs = rollout.pack([synthetic_tokenizer(V)(p, add_special_tokens=False)["input_ids"] for p in ps],
+                        [[5, 6, 7], [8, 9], [10]], 0)
+    with lora.masked(["keep", "absorb", "route"]):
+        logp, _ = logprob.token_logprobs(model, seqs)
+    n_forward = len(seen)
+    assert lora.state.variant is ad.ExactDelta
+    logp.sum().backward()
+    assert len(seen) > n_forward  # the recompute ran, under the forward's variant
+    assert set(seen) == {ad.FusedDelta}
+
+
+def test_select_takes_the_fast_path_where_the_engine_runs_the_model_and_says_once_why_not(capsys):
+    from peft import LoraConfig, inject_adapter_in_model
+
+    model = tiny_qwen3()
+    ad.attach(model, r=2, seed=0)
+    assert fastgen.supports(model) is None and fastgen.supports(make_tiny_llama()) is None
+    assert fastgen.select(model, True) is fastgen.FAST and fastgen.select(model, False) is fastgen.REFERENCE
+    assert capsys.readouterr().err == ""
+    peft = inject_adapter_in_model(LoraConfig(r=2, target_modules=["v_proj"]), make_tiny_llama(vocab=V))
+    reason = fastgen.supports(peft)
+    assert "layer 0 self_attn.v_proj" in reason and "peft" in reason
+    assert all(fastgen.select(peft, True) is fastgen.REFERENCE for _ in range(3))
+    err = capsys.readouterr().err
+    assert err.count("fast path off") == 1 and reason in err  # once, naming the part
+    cfg = Qwen3Config(vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, head_dim=8, use_sliding_window=True,
+                      sliding_window=8, max_window_layers=0)
+    assert "sliding_attention" in fastgen.supports(Qwen3ForCausalLM(cfg))
+
+
+def test_the_reference_backend_takes_the_fast_paths_keywords():
+    """train's forwards pass keep_layers, return_trunk and trunk whichever backend runs them: the
+    reference one computes reference_token_logprobs and hands out no trunk."""
+    model = spread(make_tiny_llama(vocab=V))
+    lora = perturbed_lora(model)
+    tok = synthetic_tokenizer(V)
+    ps = prompts(3)
+    seqs = rollout.pack([tok(p, add_special_tokens=False)["input_ids"] for p in ps], [[5, 6, 7], [8, 9], [10]], 0)
+    be = fastgen.REFERENCE
+    with torch.no_grad(), lora.masked(["keep", "absorb", "route"]):
+        ref, ref_mask = logprob.reference_token_logprobs(model, seqs)
+        logp, mask = be.token_logprobs(model, seqs, keep_layers=1)
+        old, _, trunk = be.token_logprobs(model, seqs, return_trunk=True)
+        again, _ = be.token_logprobs(model, seqs, trunk=trunk)
+    assert trunk is None
+    for t in (logp, old, again):
+        assert torch.equal(t, ref)
+    assert torch.equal(mask, ref_mask)
+    assert be.generate is rollout.generate and fastgen.FAST.generate is decode.generate
+
+
+def test_bench_step_times_trains_own_step_functions(monkeypatch):
+    """The bench's GRPO step runs train.old_forward and train.train_forward_backward (so a change
+    to train's step is what it times) on its synthetic rollouts, and the optimizer moves the adapter."""
+    from vgrout import bench, train
+
+    calls = []
+    for name in ("old_forward", "train_forward_backward"):
+        real = getattr(train, name)
+        monkeypatch.setattr(train, name, lambda *a, _real=real, _name=name: calls.append(_name) or _real(*a))
+    model, _ = bench.build_model("qwen3-tiny-random", "cpu", seed=0)
+    lora = ad.attach(model, r=2, seed=0)
+    opt = torch.optim.AdamW(lora.parameters(), lr=1e-2)
+    before = [p.detach().clone() for p in lora.parameters()]
+    ps = [p for p in bench.random_prompts(2, 10, 512) for _ in range(4)]
+    t, comp = bench.grpo_step(lora, opt, ps, group=4, new_tokens=6, micro_batch=4, gen_batch=8, device="cpu", seed=0)
+    assert calls == ["old_forward", "train_forward_backward"]
+    assert comp.shape == (8, 6) and t["step"] > 0
+    assert any(not torch.equal(a, b) for a, b in zip(before, lora.parameters()))

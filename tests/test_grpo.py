@@ -2,7 +2,7 @@
 import torch
 
 from tests.conftest import make_tiny_llama
-from vgrout import grpo
+from vgrout import grpo, logprob
 from vgrout.rollout import pack
 
 
@@ -22,9 +22,9 @@ def test_logprobs_of_left_padded_rows_match_unpadded():
     p2, c2 = torch.randint(0, 97, (9,), generator=g).tolist(), torch.randint(0, 97, (2,), generator=g).tolist()
     batch = pack([p1, p2], [c1, c2], pad_id=0)
     with torch.no_grad():
-        logp, mask = grpo.token_logprobs(model, batch)
+        logp, mask = logprob.reference_token_logprobs(model, batch)
         for i, (p, c) in enumerate([(p1, c1), (p2, c2)]):
-            alone, m1 = grpo.token_logprobs(model, pack([p], [c], pad_id=0))
+            alone, m1 = logprob.reference_token_logprobs(model, pack([p], [c], pad_id=0))
             got = logp[i][mask[i] > 0]
             assert got.shape[0] == len(c)
             assert torch.allclose(got, alone[0][m1[0] > 0], atol=1e-5)

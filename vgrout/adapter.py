@@ -17,6 +17,10 @@ Per-rollout masks, set before the single grad-carrying forward (SGTM Table 1):
 
 The gate reads h = A_deployed·x (the deployed-block bottleneck), pooled over completion
 tokens; `Lora2r.capture` collects it during the no-grad logπ_old forward.
+
+The masks, the pooling and the variant that computes the delta live in one `RoutingState` shared
+by the model's wrapped Linears: ExactDelta (fp32, the default) or FusedDelta (`Lora2rDelta`, two
+matmuls in the input's dtype; `Lora2r.fused`). The fast log-prob forwards select it there.
 """
 from __future__ import annotations
 
@@ -40,13 +44,135 @@ ZONES = ("keep", "absorb", "route")
 ZONE_MASKS = {"keep": (0.0, False), "absorb": (1.0, False), "route": (1.0, True)}
 
 
+class Lora2rVariant:
+    """How a Lora2rLinear computes its output under the routing masks, in the spirit of PEFT's LoRA
+    layer variants: the module holds the weights and the shared `RoutingState`, and the state names
+    the variant every forward dispatches to. Same function, same masks, other kernels."""
+
+    @staticmethod
+    def forward(mod: "Lora2rLinear", x: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+
+class ExactDelta(Lora2rVariant):
+    """The deltas in fp32 (the reference: any base dtype, the adapter's own precision)."""
+
+    @staticmethod
+    def forward(mod: "Lora2rLinear", x: torch.Tensor) -> torch.Tensor:
+        y = mod.base(x)
+        delta_d, delta_q, h_d = mod.deltas(x)
+        s = mod.state
+        if s.pool_weights is not None:
+            w = s.pool_weights.to(h_d.dtype)
+            s.pooled[mod.name] = torch.einsum("bt,btr->br", w, h_d.detach())
+        if s.d is not None:
+            delta_d = torch.where(s.d.view(-1, *[1] * (x.dim() - 1)), delta_d.detach(), delta_d)
+        if s.m is not None:
+            delta_q = delta_q * s.m.view(-1, *[1] * (x.dim() - 1)).to(delta_q.dtype)
+        return y + (delta_d + delta_q).to(y.dtype)
+
+
+class FusedDelta(Lora2rVariant):
+    """The delta from `Lora2rDelta`: two matmuls in x's dtype (bf16 on a GPU) with fp32
+    accumulation, like a standard bf16 LoRA. The pooled bottleneck activations (the gate's input)
+    stay fp32: mean_t(w_t·A_d·x_t) = A_d·(Σ_t w_t·x_t)."""
+
+    @staticmethod
+    def forward(mod: "Lora2rLinear", x: torch.Tensor) -> torch.Tensor:
+        st = mod.state
+        n = x.shape[0]
+        if st.pool_weights is not None:
+            xp = torch.einsum("bt,bti->bi", st.pool_weights.float(), x.float())
+            st.pooled[mod.name] = F.linear(xp, mod.A[:mod.r].detach())
+        m = st.m if st.m is not None else x.new_ones(n, dtype=torch.float32)
+        keep_d = (~st.d).float() if st.d is not None else x.new_ones(n, dtype=torch.float32)
+        return Lora2rDelta.apply(x, mod.base(x), mod.A, mod.B, mod.A0, mod.B0, m, keep_d)
+
+
+class Lora2rDelta(torch.autograd.Function):
+    """y + the lora2r delta of `Lora2rLinear` with its keep/absorb/route semantics, for the base
+    output y: two matmuls in x's dtype (fp32 accumulation; the second adds y in its epilogue, so
+    the [tokens, d_out] delta is never written and re-read) and a hand-written backward. B·A − B0·A0 is a difference of
+    nearly equal terms, so it is regrouped before rounding to bf16 (the differences are formed
+    in fp32, exactly zero at init and after ablation):
+
+        B·A·x − B0·A0·x = (B − B0)·(A·x) + B0·((A − A0)·x)       per block
+        H = x·[A_d; A_d−A0_d; A_q; A_q−A0_q]ᵀ,  delta = (H ⊙ S)·[B_d−B0_d, B0_d, B_q−B0_q, B0_q]ᵀ,
+        S = (1, 1, m, m)
+
+    Backward: the deployed columns see the gradient only on rows whose deployed output is not
+    detached (keep_d = 1 − d), the quarantine columns see it scaled by m; A0, B0 get none."""
+
+    @staticmethod
+    def forward(ctx, x, y, A, B, A0, B0, m, keep_d):
+        r = A.shape[0] // 2
+        dt = x.dtype
+        dA, dB = A - A0, B - B0
+        Ac = torch.cat([A[:r], dA[:r], A[r:], dA[r:]]).to(dt)                # [4r, d_in]
+        Bc = torch.cat([dB[:, :r], B0[:, :r], dB[:, r:], B0[:, r:]], 1).to(dt)  # [d_out, 4r]
+        rows = (-1,) + (1,) * (x.dim() - 1)
+        S = torch.cat([torch.ones_like(m).view(rows).expand(*rows[:-1], 2 * r),
+                       m.view(rows).expand(*rows[:-1], 2 * r)], -1).to(dt)   # [B, 1.., 4r]
+        HS = F.linear(x, Ac) * S
+        ctx.save_for_backward(x, HS, S, Ac, Bc, keep_d)
+        ctx.r, ctx.dtypes = r, (A.dtype, B.dtype)
+        return torch.addmm(y.flatten(0, -2), HS.flatten(0, -2), Bc.t()).view_as(y)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, HS, S, Ac, Bc, keep_d = ctx.saved_tensors
+        r = ctx.r
+        # deployed columns: detached rows get no gradient. A row factor commutes with the
+        # matmuls, so it scales the rank-sized tensors, never the [tokens, d_out] gradient.
+        keep = keep_d.view((-1,) + (1,) * (g.dim() - 1)).to(g.dtype)
+        gH = torch.cat([F.linear(g, Bc[:, :2 * r].t()) * keep, F.linear(g, Bc[:, 2 * r:].t())], -1) * S
+        x2, g2 = x.flatten(0, -2), g.flatten(0, -2)
+        gH2, HS2 = gH.flatten(0, -2), HS.flatten(0, -2)
+        HSd2 = (HS[..., :r] * keep).flatten(0, -2)
+        # B enters as B − B0 against A·x; A enters twice, as A·x and as (A − A0)·x
+        grad_B = torch.cat([g2.t() @ HSd2, g2.t() @ HS2[:, 2 * r:3 * r]], 1)
+        grad_A = torch.cat([(gH2[:, :r] + gH2[:, r:2 * r]).t() @ x2,
+                            (gH2[:, 2 * r:3 * r] + gH2[:, 3 * r:]).t() @ x2])
+        grad_x = F.linear(gH, Ac.t()) if ctx.needs_input_grad[0] else None
+        return grad_x, g, grad_A.to(ctx.dtypes[0]), grad_B.to(ctx.dtypes[1]), None, None, None, None
+
+
 @dataclass
 class RoutingState:
-    """Shared by every wrapped Linear of one model: the masks of the batch in flight."""
+    """Shared by every wrapped Linear of one model: the masks of the batch in flight, and the
+    variant the wrapped Linears compute with."""
     m: torch.Tensor | None = None          # [batch] float, 1 = quarantine in the forward
     d: torch.Tensor | None = None          # [batch] bool, True = deployed output detached
     pool_weights: torch.Tensor | None = None  # [batch, time] weights over completion tokens
     pooled: dict[str, torch.Tensor] = field(default_factory=dict)  # module name -> [batch, r]
+    variant: type[Lora2rVariant] = ExactDelta
+
+    @contextlib.contextmanager
+    def scope(self, **fields) -> Iterator[None]:
+        """Set some of m, d, pool_weights, variant for the forwards inside the block; restored after."""
+        old = {k: getattr(self, k) for k in fields}
+        for k, v in fields.items():
+            setattr(self, k, v)
+        try:
+            yield
+        finally:
+            for k, v in old.items():
+                setattr(self, k, v)
+
+    def at_recompute(self):
+        """context_fn for torch.utils.checkpoint: the recompute in the backward runs under the
+        masks and variant in force at the forward, whatever they are when backward() is called
+        (and pools nothing)."""
+        def fn():
+            return contextlib.nullcontext(), self.scope(m=self.m, d=self.d, pool_weights=None,
+                                                        variant=self.variant)
+        return fn
+
+
+def routing_state(model: nn.Module) -> RoutingState:
+    """The lora2r routing state shared by the model's wrapped Linears; without lora2r, a fresh
+    one no module reads (setting it changes nothing)."""
+    return next((m.state for m in model.modules() if isinstance(m, Lora2rLinear)), RoutingState())
 
 
 class Lora2rLinear(nn.Module):
@@ -76,17 +202,7 @@ class Lora2rLinear(nn.Module):
         return delta_d, delta_q, h[..., :r]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = self.base(x)
-        delta_d, delta_q, h_d = self.deltas(x)
-        s = self.state
-        if s.pool_weights is not None:
-            w = s.pool_weights.to(h_d.dtype)
-            self.state.pooled[self.name] = torch.einsum("bt,btr->br", w, h_d.detach())
-        if s.d is not None:
-            delta_d = torch.where(s.d.view(-1, *[1] * (x.dim() - 1)), delta_d.detach(), delta_d)
-        if s.m is not None:
-            delta_q = delta_q * s.m.view(-1, *[1] * (x.dim() - 1)).to(delta_q.dtype)
-        return y + (delta_d + delta_q).to(y.dtype)
+        return self.state.variant.forward(self, x)
 
     @torch.no_grad()
     def ablate_quarantine(self) -> None:
@@ -120,7 +236,7 @@ class Lora2r:
         device = next(iter(self.modules.values())).A.device
         m = torch.tensor([ZONE_MASKS[z][0] for z in zones], device=device)
         d = torch.tensor([ZONE_MASKS[z][1] for z in zones], device=device)
-        with self._state(m=m, d=d):
+        with self.state.scope(m=m, d=d):
             yield
 
     def sampling(self, deploy_rows: Sequence[bool]) -> contextlib.AbstractContextManager:
@@ -132,21 +248,13 @@ class Lora2r:
     def capture(self, pool_weights: torch.Tensor) -> Iterator[dict[str, torch.Tensor]]:
         """Collect pooled deployed-block bottleneck activations {module: [batch, r]}."""
         self.state.pooled = {}
-        old = self.state.pool_weights
-        self.state.pool_weights = pool_weights
-        try:
+        with self.state.scope(pool_weights=pool_weights):
             yield self.state.pooled
-        finally:
-            self.state.pool_weights = old
 
-    @contextlib.contextmanager
-    def _state(self, m: torch.Tensor, d: torch.Tensor) -> Iterator[None]:
-        old = (self.state.m, self.state.d)
-        self.state.m, self.state.d = m, d
-        try:
-            yield
-        finally:
-            self.state.m, self.state.d = old
+    def fused(self, on: bool = True) -> contextlib.AbstractContextManager:
+        """The forwards inside the block compute each delta with `Lora2rDelta` in the input's
+        dtype (FusedDelta) instead of in fp32 (ExactDelta): same masks, other rounding."""
+        return self.state.scope(variant=FusedDelta if on else ExactDelta)
 
     # -- deployment ----------------------------------------------------------------------
     def ablate_quarantine(self) -> None:

@@ -2,12 +2,13 @@
 
 What it measures, all on the same GPU in one run:
 - the two ceilings: device-to-device copy bandwidth (bytes read + written) and bf16 matmul rate;
-- rollout generation with the fast path (vgrout.fastgen): tokens/s, and its ratio to the decode
+- rollout generation with the fast path (vgrout.decode): tokens/s, and its ratio to the decode
   floor = Σ over decode steps of (weight bytes + KV-cache bytes read) / copy bandwidth;
 - the plain HF `generate` path (what vgrout.rollout.generate runs), timed at two short lengths
   and extrapolated to the full length (its cost per step is flat in the step);
-- the no-grad logπ_old forward, the train forward+backward under keep/absorb/route masks, the
-  optimizer step, the whole step, and peak GPU memory;
+- the no-grad logπ_old forward and the train forward+backward under keep/absorb/route masks
+  (train.old_forward and train.train_forward_backward: train's own step), the optimizer step,
+  the whole step, and peak GPU memory;
 - optionally TRL's GRPOTrainer on the same shape (bench/trl_grpo.py, its own process).
 
 Weights are not needed to time: "qwen3-4b-random" is Qwen3-4B's published shape with random
@@ -18,19 +19,19 @@ from __future__ import annotations
 
 import datetime
 import gc
-import json
+import importlib.util
 import os
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import torch
 
 from vgrout import adapter as ad
-from vgrout import fastgen, grpo, rollout
+from vgrout import config, decode, grpo, logprob, rollout, train, vact
 from vgrout.io import InputError, write_json
+from vgrout.arch import arch
 
 # Qwen/Qwen3-4B config.json: 36 layers, hidden 2560, 32 query / 8 KV heads of dim 128, MLP 9728,
 # vocab 151936, tied embeddings, RMSNorm eps 1e-6, rope theta 1e6.
@@ -44,6 +45,7 @@ QWEN3_TINY = dict(vocab_size=512, hidden_size=64, intermediate_size=128, num_hid
                   rope_parameters={"rope_type": "default", "rope_theta": 1e6})
 MODELS = {"qwen3-4b-random": QWEN3_4B, "qwen3-tiny-random": QWEN3_TINY}
 PAD, EOS = 0, 1  # the synthetic tokenizer's special ids
+TRL_RUNNER = "bench/trl_grpo.py"  # relative to the repository root
 
 
 # -- model, tokenizer, prompts ------------------------------------------------------------------
@@ -168,11 +170,17 @@ def hf_generate_time(model, lora, prompts: list[list[int]], n_new: int, device) 
 def grpo_step(lora, opt, prompts: list[list[int]], group: int, new_tokens: int, micro_batch: int,
               gen_batch: int, device, seed: int, keep_layers: int = 0,
               peaks: dict | None = None, old_micro_batch: int | None = None) -> tuple[dict, torch.Tensor]:
-    """One Dr.GRPO step of the fast path, in train.py's order: generate, (grade), logπ_old with
-    pooled activations, masks, train forward+backward per micro-batch, clip, AdamW. peaks: filled
-    with each phase's peak GPU memory (GB)."""
+    """One Dr.GRPO step of the fast path in train.py's order, through train's own step functions:
+    generate (synthetic rollouts: random prompts, completions forced to full length), (grade:
+    random rewards), train.old_forward (logπ_old with the pooled activations and gate scores),
+    masks, train.train_forward_backward, clip, AdamW. peaks: filled with each phase's peak GPU
+    memory (GB)."""
     model, n = lora.model, len(prompts)
     cuda = torch.device(device).type == "cuda"
+    # the parts of a TrainRun that train's step functions read
+    cfg = SimpleNamespace(fast=True, t=config.Train(keep_layers=keep_layers, micro_batch=micro_batch,
+                                                    old_micro_batch=old_micro_batch or 0, clip_eps=0.2,
+                                                    max_new_tokens=new_tokens))
 
     def peak(phase):
         if cuda and peaks is not None:
@@ -182,10 +190,10 @@ def grpo_step(lora, opt, prompts: list[list[int]], group: int, new_tokens: int, 
 
     peak("before")
     t, t0, chunks = {}, time.perf_counter(), []
-    comp = fastgen.generate_ids(model, prompts, new_tokens, temperature=1.0, batch_size=gen_batch,
-                                lora=lora, deploy_rows=[False] * n, eos_id=EOS, pad=PAD,
-                                ignore_eos=True, timings=chunks)
-    fastgen.release()  # as train.py does: the train forward gets the cache's memory
+    comp = decode.generate_ids(model, prompts, new_tokens, temperature=1.0, batch_size=gen_batch,
+                               lora=lora, deploy_rows=[False] * n, eos_id=EOS, pad=PAD,
+                               ignore_eos=True, timings=chunks)
+    decode.release()  # as train.py does: the train forward gets the cache's memory
     _sync(device)
     t["generate"] = time.perf_counter() - t0
     t["generate_capture"] = sum(c["capture_s"] for c in chunks)  # part of generate
@@ -196,31 +204,18 @@ def grpo_step(lora, opt, prompts: list[list[int]], group: int, new_tokens: int, 
     adv = grpo.advantages(rewards, group)
     seqs = rollout.pack(prompts, comp.tolist(), PAD)
     zones = [ad.ZONES[i % 3] for i in torch.randperm(n, generator=g).tolist()]
+    rollouts = [SimpleNamespace(deploy=False)] * n  # every row sampled with the quarantine on
+    direction = vact.haar_direction({name: torch.empty(m.r) for name, m in lora.modules.items()}, seed)
 
     t0 = time.perf_counter()
-    logps_old, pooled_n = [], 0
-    old_mb = old_micro_batch or micro_batch
-    with torch.no_grad():
-        for s in range(0, n, old_mb):
-            mb = seqs.rows(slice(s, s + old_mb)).to(device)
-            with lora.sampling([False] * len(mb)), lora.capture(mb.pool_weights()) as pooled:
-                logp, _ = fastgen.token_logprobs(model, mb)
-            logps_old.append(logp)
-            pooled_n += len(pooled)
-    logps_old = torch.cat(logps_old)
+    logps_old, trunks, _, _ = train.old_forward(cfg, lora, seqs, rollouts, direction)
     _sync(device)
     t["old_forward"] = time.perf_counter() - t0
     peak("old_forward")
 
     t0 = time.perf_counter()
     opt.zero_grad(set_to_none=True)
-    for k, s in enumerate(range(0, n, micro_batch)):
-        mb = seqs.rows(slice(s, s + micro_batch)).to(device)
-        with lora.masked(zones[s:s + micro_batch]):
-            logp, mask = fastgen.token_logprobs(model, mb, keep_layers=keep_layers)
-        obj, _ = grpo.clipped_surrogate(logp, logps_old[s:s + micro_batch], adv[s:s + micro_batch].to(device),
-                                        mask, 0.2)
-        grpo.dr_grpo_loss(obj, n, new_tokens).backward()
+    train.train_forward_backward(cfg, lora, seqs, logps_old, trunks, adv, zones, n)
     _sync(device)
     t["train_fwd_bwd"] = time.perf_counter() - t0
     peak("train_fwd_bwd")
@@ -254,10 +249,10 @@ def self_check(device) -> dict:
     texts = [" ".join(f"t{int(i)}" for i in torch.randint(2, 512, (n,), generator=g)) for n in lens]
     texts = [t for t in texts[:6] for _ in range(2)]  # groups of two: a shared prefill
     deploy = [i % 3 == 0 for i in range(len(texts))]
-    n_new = 2 * fastgen.SPAN - 64  # two decode graphs (spans 128 and 192)
+    n_new = 2 * decode.SPAN - 64  # two decode graphs (spans 128 and 192)
     ref = rollout.generate(model, tok, texts, n_new, 0.0, batch_size=8, lora=lora, deploy_rows=deploy)
-    fast = fastgen.generate(model, tok, texts, n_new, 0.0, batch_size=8, lora=lora, deploy_rows=deploy)
-    fastgen.release()
+    fast = decode.generate(model, tok, texts, n_new, 0.0, batch_size=8, lora=lora, deploy_rows=deploy)
+    decode.release()
     out = {"greedy_rows_equal": sum(a == b for a, b in zip(ref, fast)), "rows": len(ref)}
     if torch.device(device).type == "cuda":
         out["fused_adapter_bf16"] = fused_adapter_check(device)
@@ -265,7 +260,7 @@ def self_check(device) -> dict:
 
 
 def fused_adapter_check(device) -> dict:
-    """bf16 log-probs and adapter gradients of fastgen.token_logprobs (Lora2rDelta) against the
+    """bf16 log-probs and adapter gradients of logprob.token_logprobs (Lora2rDelta) against the
     Lora2rLinear forward, same bf16 model, mixed keep/absorb/route rows."""
     model, _ = build_model("qwen3-tiny-random", device, torch.bfloat16, seed=3)
     lora = ad.attach(model, r=4, seed=0)
@@ -282,7 +277,7 @@ def fused_adapter_check(device) -> dict:
         for p in lora.parameters():
             p.grad = None
         with lora.masked(zones):
-            logp, _ = fastgen.token_logprobs(model, seqs, fused_adapter=fused)
+            logp, _ = logprob.token_logprobs(model, seqs, fused_adapter=fused)
         logp.sum().backward()
         res.append((logp.detach().float(), torch.cat([p.grad.flatten() for p in lora.parameters()])))
     (l0, g0), (l1, g1) = res
@@ -298,9 +293,9 @@ def bf16_agreement(model, lora, prompts, n_new, device) -> dict:
         ref = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False,
                              max_new_tokens=n_new, min_new_tokens=n_new, pad_token_id=PAD,
                              eos_token_id=EOS)[:, ids.shape[1]:].cpu()
-    fast = fastgen.generate_ids(model, prompts, n_new, 0.0, batch_size=len(prompts), lora=lora,
-                                eos_id=EOS, pad=PAD, ignore_eos=True)
-    fastgen.release()
+    fast = decode.generate_ids(model, prompts, n_new, 0.0, batch_size=len(prompts), lora=lora,
+                               eos_id=EOS, pad=PAD, ignore_eos=True)
+    decode.release()
     same = (ref == fast)
     prefix = (same.cumprod(1).sum(1)).float()
     return {"rows_equal": int(same.all(1).sum()), "rows": len(prompts),
@@ -339,7 +334,7 @@ def bench(model: str = "qwen3-4b-random", batch: int = 64, prompt_len: int = 300
 
     mdl, _ = build_model(model, device, seed=seed)
     lora = ad.attach(mdl, r=r, seed=seed)
-    a = fastgen.arch(mdl)
+    a = arch(mdl)
     prompts = [p for p in random_prompts(batch // group, prompt_len, mdl.config.vocab_size, seed)
                for _ in range(group)]
     if check:
@@ -348,14 +343,14 @@ def bench(model: str = "qwen3-4b-random", batch: int = 64, prompt_len: int = 300
     # rollouts: fast path (a short warm-up run captures the graphs at the full cache length)
     kw = dict(temperature=1.0, batch_size=gen_batch, lora=lora, eos_id=EOS, pad=PAD, ignore_eos=True)
     warm: list[dict] = []
-    fastgen.generate_ids(mdl, prompts, 4, cache_new_tokens=new_tokens, timings=warm, **kw)
-    eng = next(iter(fastgen._ENGINE.values()))
+    decode.generate_ids(mdl, prompts, 4, cache_new_tokens=new_tokens, timings=warm, **kw)
+    eng = next(iter(decode._ENGINE.values()))
     kv_gb = (eng.kp.numel() + eng.vp.numel() + eng.kc.numel() + eng.vc.numel()) * eng.kp.element_size() / 1e9
     del eng
     _sync(device)
     t0 = time.perf_counter()
     chunks: list[dict] = []
-    fastgen.generate_ids(mdl, prompts, new_tokens, cache_new_tokens=new_tokens, timings=chunks, **kw)
+    decode.generate_ids(mdl, prompts, new_tokens, cache_new_tokens=new_tokens, timings=chunks, **kw)
     _sync(device)
     gen_s = time.perf_counter() - t0
     prefill_s = sum(c["prefill_s"] for c in chunks)
@@ -374,7 +369,7 @@ def bench(model: str = "qwen3-4b-random", batch: int = 64, prompt_len: int = 300
            "decode_floor_shared_prompt_s": floor_shared, "total_vs_shared_floor": gen_s / floor_shared,
            "weight_GB": w / 1e9, "adapter_GB": adapter_bytes(lora) / 1e9, "kv_cache_GB": kv_gb}
     if hf_tokens:
-        fastgen.release()  # the HF path gets the memory to itself
+        decode.release()  # the HF path gets the memory to itself
         n1, n2 = hf_tokens
         hf_generate_time(mdl, lora, prompts[:gen_batch], 2, device)  # warm-up
         t1 = hf_generate_time(mdl, lora, prompts[:gen_batch], n1, device)
@@ -388,14 +383,15 @@ def bench(model: str = "qwen3-4b-random", batch: int = 64, prompt_len: int = 300
         res["step"] = _steps(lora, prompts, group, new_tokens, micro_batch, gen_batch, steps,
                              device, seed, keep_layers, old_micro_batch)
     del a, lora, mdl
-    fastgen.release()
+    decode.release()
     gc.collect()
     if cuda:
         torch.cuda.empty_cache()
 
     if trl:  # TRL with its default gradient checkpointing, and without (faster, more memory)
         for name, ckpt in (("trl", True), ("trl_no_checkpointing", False)):
-            res[name] = run_trl(model, batch, prompt_len, new_tokens, group, micro_batch, 2 * r, seed, ckpt)
+            res[name] = run_trl(model=model, batch=batch, prompt_len=prompt_len, new_tokens=new_tokens,
+                                group=group, micro_batch=micro_batch, rank=2 * r, seed=seed, checkpointing=ckpt)
         done = [res[k]["step_s"] for k in ("trl", "trl_no_checkpointing") if "step_s" in res[k]]
         if done and "step" in res:
             res["ratio_vs_trl"] = res["step"]["step"] / min(done)  # against TRL's faster setting
@@ -414,7 +410,7 @@ def _steps(lora, prompts, group, new_tokens, micro_batch, gen_batch, steps, devi
     cuda = torch.device(device).type == "cuda"
     opt = torch.optim.AdamW(lora.parameters(), lr=1e-4)
     peaks: dict = {}
-    fastgen.release()  # each step builds its engine and captures its graphs, as in training
+    decode.release()  # each step builds its engine and captures its graphs, as in training
     times = [grpo_step(lora, opt, prompts, group, new_tokens, micro_batch, gen_batch, device,
                        seed + i, keep_layers, peaks, old_micro_batch)[0] for i in range(steps)]
     later = times[1:] or times
@@ -429,21 +425,17 @@ def _steps(lora, prompts, group, new_tokens, micro_batch, gen_batch, steps, devi
     return out
 
 
-def run_trl(model: str, batch: int, prompt_len: int, new_tokens: int, group: int, micro_batch: int,
-            rank: int, seed: int, checkpointing: bool = True, steps: int = 4) -> dict:
-    """TRL's GRPOTrainer on the same shape, in its own process (its memory is its own)."""
-    script = Path(__file__).resolve().parents[1] / "bench" / "trl_grpo.py"
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "trl.json"
-        cmd = [sys.executable, str(script), "--model", model, "--batch", str(batch), "--group", str(group),
-               "--prompt-len", str(prompt_len), "--new-tokens", str(new_tokens),
-               "--micro-batch", str(micro_batch), "--rank", str(rank), "--steps", str(steps),
-               "--seed", str(seed), "--out", str(out),
-               "--gradient-checkpointing" if checkpointing else "--no-gradient-checkpointing"]
-        done = subprocess.run(cmd, capture_output=True, text=True)
-        if done.returncode != 0 or not out.exists():
-            return {"error": (done.stderr or done.stdout)[-3000:]}
-        return json.loads(out.read_text())
+def run_trl(**shape) -> dict:
+    """TRL's GRPOTrainer on the same shape, through the repository's runner (bench/trl_grpo.py,
+    outside the package, found from the repository root like every vgrout command's inputs)."""
+    path = Path(TRL_RUNNER)
+    if not path.exists():
+        raise InputError(f"{path}: TRL runner not found under {Path.cwd()}; run the TRL comparison "
+                         f"from the repository root")
+    spec = importlib.util.spec_from_file_location("trl_grpo", path)
+    runner = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(runner)
+    return runner.run_trl(**shape)
 
 
 def _version(pkg: str) -> str:

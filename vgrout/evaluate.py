@@ -37,14 +37,14 @@ def rates(problems: list[Problem], grades: list[grader.Grade], view: str) -> lis
 
 
 def sample_and_grade(model, tok, problems: list[Problem], n_samples: int, temperature: float,
-                     max_new_tokens: int, batch_size: int, seed: int,
+                     max_new_tokens: int, batch_size: int, seed: int, fast: bool,
                      lora: ad.Lora2r | None = None) -> tuple[list[Problem], list]:
     torch.manual_seed(seed)  # every view and checkpoint sees the same sampling noise
     expanded = [p for p in problems for _ in range(n_samples)]
     prompts = [chat_prompt(tok, p.messages) for p in expanded]
-    ids = fastgen.generate(model, tok, prompts, max_new_tokens, temperature, batch_size=batch_size,
-                           lora=lora)
-    fastgen.release()
+    backend = fastgen.select(model, fast)
+    ids = backend.generate(model, tok, prompts, max_new_tokens, temperature, batch_size=batch_size, lora=lora)
+    backend.release()
     texts = tok.batch_decode(ids, skip_special_tokens=True)
     return expanded, grader.grade_batch(expanded, texts, progress=False)
 
@@ -72,13 +72,14 @@ def eval_adapter(lora: ad.Lora2r, tok, problems, adapter_path: Path, views, know
 
 def run(e: config.Eval, model_dir: str, problems_path: str, run_dir: str | None, out_dir: str, run: str, arm: str,
         seed: int | None, views=("deploy", "train"), heldout_modes=None, device: str | None = None,
-        progress: bool = True) -> dict:
+        progress: bool = True, fast: bool = True) -> dict:
     """Write per_mode_deploy.json (final adapter) and eval_curve.json (every checkpoint)."""
     problems = load_problems(problems_path)
     model, tok = load(model_dir, device=device)
     out = Path(out_dir)
     n_samples, curve_n_samples, curve_views, temperature = e.n_samples, e.curve_n_samples, e.curve_views, e.temperature
-    kw = dict(temperature=temperature, max_new_tokens=e.max_new_tokens, batch_size=e.batch_size, seed=e.seed)
+    kw = dict(temperature=temperature, max_new_tokens=e.max_new_tokens, batch_size=e.batch_size, seed=e.seed,
+              fast=fast)
     head = {"run": run, "arm": arm, "seed": seed, "temperature": temperature,
             "heldout_modes": heldout_modes}
     if run_dir is None:  # the base model reference
@@ -124,4 +125,5 @@ def eval_stage(params, arm: str, seed: int | None = None, layout: Layout = Layou
     heldout = not base and arms.get(arm).heldout
     return run(e, model_dir=str(layout.model), problems_path=str(layout.test_problems),
                run_dir=None if base else str(layout.run(run_name_)), out_dir=str(layout.run_metrics(run_name_)),
-               run=run_name_, arm=arm, seed=seed, heldout_modes=list(params.vact.heldout_modes) if heldout else None)
+               run=run_name_, arm=arm, seed=seed, heldout_modes=list(params.vact.heldout_modes) if heldout else None,
+               fast=params.fast)

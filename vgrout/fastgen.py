@@ -1,910 +1,107 @@
-"""Fast rollouts and log-prob forwards for the lora2r student (train and eval use them on every device).
+"""The fast engine as a backend: one `fast` switch, with the reference path wherever the engine
+does not run the model.
 
-Two drop-in replacements, same arguments and results as the plain path:
+    be = fastgen.select(model, fast)
+    ids = be.generate(model, tok, prompts, max_new_tokens, temperature, top_p, batch_size=..., lora=...,
+                      deploy_rows=...)           # rollout.generate's arguments and result
+    be.release()                               # the engine's KV cache back before the log-prob forwards
+    logp, mask = be.token_logprobs(model, seqs, keep_layers=...)    # also trunk= / return_trunk=
 
-- `generate` for `rollout.generate`: batched decode over preallocated static KV caches (a
-  group's prompt is computed and stored once for its rollouts, each row's completion apart). The
-  decode step (every layer, the lora2r deltas, sampling, the cache write) has fixed shapes, so on
-  a GPU it is captured once as a CUDA graph and replayed once per new token: no Python and no
-  launch overhead per layer. Sampling runs on the GPU (softmax / exponential race, the same
-  distribution as multinomial). Each row keeps its own sampling mode: quarantine on (absorb) or
-  ablated (keep, a deploy row), as `Lora2r.sampling` sets it.
-- `token_logprobs` for `grpo.token_logprobs`: the decoder layers run under activation
-  checkpointing (only each layer's input is kept for the backward), and the log-probs are
-  computed from the final hidden states in chunks of time steps, so [batch, time, vocab] is never
-  materialised, in fp32 or at all. The lora2r masks in force at the forward are restored for
-  the recompute in the backward, so `loss.backward()` may run outside `Lora2r.masked`.
-
-In the engine (prompt prefill and decode step) each lora2r delta is one pair of matmuls in the
-model's dtype, from copies of the adapter refreshed at every call:
-    delta(x) = [B − B0, B0] · (s ⊙ [A; A − A0]·x),   s = (1 … 1, m … m, 1 … 1, m … m)
-(B·A − B0·A0 regrouped so no difference of nearly equal terms is formed after rounding)
-the same function as `Lora2rLinear` (deployed + m · quarantine; m = 0 on deploy rows makes the
-quarantine term exactly zero), computed in bf16 with fp32 accumulation on a GPU instead of
-Lora2rLinear's fp32. Sampling carries no gradient and the ratio ρ reads logπ_old from the
-teacher-forced forward, so this rounding only perturbs the sampler, never the loss.
-
-Supported: decoder-only models laid out like Llama / Qwen3 in transformers (embed_tokens,
-layers[i].self_attn.{q,k,v,o}_proj (+ q_norm, k_norm), mlp, the two RMSNorms, rotary_emb, norm),
-full attention in every layer.
+fast: `decode.generate` (static KV caches, CUDA graphs) and `logprob.token_logprobs` (checkpointed,
+chunked, fused lora2r deltas); reference: `rollout.generate` (HF generate) and
+`logprob.reference_token_logprobs` (the model's forward). Both compute the same function; the fast
+one is tested against the reference (tests/test_fastgen.py). With `fast` on and a model whose layout
+the engine does not run (`supports`), select says which part once and takes the reference path.
 """
 from __future__ import annotations
 
-import contextlib
-import math
-from collections import Counter
-from functools import partial
-import time
+import sys
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
-import torch.nn.functional as F
-from torch.utils.checkpoint import checkpoint
-from tqdm import tqdm
-from transformers.models.llama.modeling_llama import rotate_half
 
-from vgrout.adapter import Lora2r, Lora2rLinear
-from vgrout.grpo import position_ids
-from vgrout.rollout import Seqs, pad_id
+from vgrout import decode, logprob, rollout
+from vgrout.adapter import Lora2rLinear
+from vgrout.arch import arch
 
-CACHE_ALIGN = 64       # cache lengths rounded up: aligned attention masks, fewer graph shapes
-SPAN = 128             # a decode step attends the first k·SPAN completion slots, not all of them
-# Measured on an H200 (docs/performance.md): torch's fused rms_norm beat transformers' six-kernel
-# RMSNorm (and batched matmuls beat SDPA's kernel for the one-token decode attention).
-FAST_NORM = True           # torch's fused rms_norm in the engine's forwards
-PREFILL_TOKENS = 16384  # prompt tokens per prefill chunk (bounds the fp32 lora2r activations)
-LOGP_TOKENS = 4096      # tokens per log-prob chunk: [LOGP_TOKENS, vocab] fp32 at most
-CHECKPOINT_ABOVE_TOKENS = 8192  # micro-batches of more tokens checkpoint their decoder layers,
-KEEP_LAYERS = 0                 # all but the top KEEP_LAYERS (kept activations: memory for less recompute)
-SHARE_ABOVE_TOKENS = 8192       # on a GPU, micro-batches of more tokens compute each prompt once
 
+@dataclass(frozen=True)
+class Backend:
+    name: str                        # "fast" | "reference"
+    generate: Callable               # rollout.generate's arguments and result
+    token_logprobs: Callable         # (model, seqs, trunk=None, return_trunk=False, keep_layers=None)
+    release: Callable[[], None]      # free what generate keeps (the engine's cache and graphs)
 
-# -- the model's pieces -----------------------------------------------------------------------
 
-@dataclass
-class Arch:
-    embed: torch.nn.Module
-    layers: torch.nn.ModuleList
-    norm: torch.nn.Module
-    rotary: torch.nn.Module
-    lm_head: torch.nn.Module
-    n_heads: int
-    n_kv: int
-    head_dim: int
+def _reference_logprobs(model, seqs, trunk=None, return_trunk: bool = False, keep_layers: int | None = None):
+    """`logprob.reference_token_logprobs` taking the fast path's keywords: it keeps no trunk
+    (return_trunk appends None, and trunk is None: the only trunk it hands out), keep_layers has no use."""
+    if trunk is not None:
+        raise ValueError("the reference log-prob forward takes no trunk")
+    out = logprob.reference_token_logprobs(model, seqs)
+    return (*out, None) if return_trunk else out
 
-    @property
-    def kv_bytes_per_token(self) -> int:
-        w = self.embed.weight
-        return 2 * len(self.layers) * self.n_kv * self.head_dim * w.element_size()
 
+FAST = Backend("fast", decode.generate, logprob.token_logprobs, decode.release)
+REFERENCE = Backend("reference", rollout.generate, _reference_logprobs, lambda: None)
+ATTENTION = ("sdpa", "eager")  # transformers' attention functions the fused log-prob forward calls
+_TOLD: set[str] = set()
 
-def arch(model) -> Arch:
-    inner = model.model
-    cfg = model.config
-    types = set(getattr(cfg, "layer_types", None) or ["full_attention"])
-    if types != {"full_attention"}:
-        raise ValueError(f"fastgen: only full-attention layers are supported, model has {sorted(types)}")
-    attn = inner.layers[0].self_attn
-    return Arch(inner.embed_tokens, inner.layers, inner.norm, inner.rotary_emb,
-                model.get_output_embeddings(), cfg.num_attention_heads, cfg.num_key_value_heads,
-                attn.head_dim)
 
-
-# -- one decoder layer over static KV caches ----------------------------------------------------
-# The engine keeps two caches per layer: each prompt slot's K/V [U, Hkv, Tp, Dh], shared by the
-# R = B / U rows sampled from that prompt in the same mode (a group's rollouts), and each row's
-# own completion K/V [B, Hkv, Tc, Dh]. A decode step reads a prompt's K/V once for its R rows, and
-# the cache holds a prompt once per group instead of once per rollout.
-
-def _qkv(a: Arch, layer, h, cos, sin, lin):
-    """The attention inputs of h [B, L, D]: q [B, H, L, Dh], k and v [B, Hkv, L, Dh], rotated.
-    q, k and v come out of one projection, and q and k are rotated in one pass (fewer kernels:
-    a decode step is bound by their count)."""
-    attn = layer.self_attn
-    B, L, _ = h.shape
-    H, Hkv = a.n_heads, a.n_kv
-    x = _norm(layer.input_layernorm, h)
-    y = lin((attn.q_proj, attn.k_proj, attn.v_proj), x).view(B, L, H + 2 * Hkv, a.head_dim)
-    qk, v = y[:, :, :H + Hkv], y[:, :, H + Hkv:]
-    if hasattr(attn, "q_norm"):  # Qwen3: RMSNorm per head before the rotation
-        qk = torch.cat([_norm(attn.q_norm, qk[:, :, :H]), _norm(attn.k_norm, qk[:, :, H:])], 2)
-    qk = qk * cos[:, :, None] + rotate_half(qk) * sin[:, :, None]  # transformers' rotation, heads on dim 2
-    return qk[:, :, :H].transpose(1, 2), qk[:, :, H:].transpose(1, 2), v.transpose(1, 2)
-
-
-def _finish(layer, h, o, lin):
-    """The residual stream after attention output o [B, L, H·Dh]: o_proj, then the MLP."""
-    h = h + lin((layer.self_attn.o_proj,), o)
-    return h + _mlp(layer.mlp, _norm(layer.post_attention_layernorm, h), lin)
-
-
-def _prefill_layer(a: Arch, layer, h, cos, sin, k_out, v_out, mask, lin):
-    """Prompts h [b, P, D] attending to themselves under mask [b, 1, G·P, P]; their K/V go to
-    k_out, v_out [b, Hkv, P, Dh]."""
-    B, P, _ = h.shape
-    q, k, v = _qkv(a, layer, h, cos, sin, lin)
-    k_out.copy_(k)
-    v_out.copy_(v)
-    # grouped-query attention without repeating K/V: the G query heads that share a KV head
-    # become G·P query rows of that head (head h = kv·G + g, as transformers' repeat_kv)
-    G = a.n_heads // a.n_kv
-    q = q.reshape(B, a.n_kv, G * P, a.head_dim)
-    o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=layer.self_attn.scaling)
-    o = o.reshape(B, a.n_heads, P, a.head_dim).transpose(1, 2).reshape(B, P, -1)
-    return _finish(layer, h, o, lin)
-
-
-def _decode_layer(a: Arch, layer, h, cos, sin, kp, vp, kc, vc, slot, blocked, span, lin):
-    """One new token per row, h [B, 1, D]. Row b attends its prompt slot's K/V kp, vp[b // R]
-    and the first `span` slots of its own completion K/V kc, vc[b], except where blocked
-    [B, 1, 1, Tp + span] is True; this token's K/V is written at completion `slot`."""
-    B, U, Tp = h.shape[0], kp.shape[0], kp.shape[2]
-    R, G, Hkv, Dh = B // U, a.n_heads // a.n_kv, a.n_kv, a.head_dim
-    q, k, v = _qkv(a, layer, h, cos, sin, lin)
-    kc.index_copy_(2, slot, k)
-    vc.index_copy_(2, slot, v)
-    q = q.reshape(B, Hkv, G, Dh) * layer.self_attn.scaling  # head h = kv·G + g; scaled here, not the scores
-    # the R rows of a prompt slot are R·G query rows of one matmul against its K: read once
-    qu = q.view(U, R, Hkv, G, Dh).transpose(1, 2).reshape(U, Hkv, R * G, Dh)
-    sp = torch.matmul(qu, kp.transpose(-1, -2)).view(U, Hkv, R, G, Tp).transpose(1, 2).reshape(B, Hkv, G, Tp)
-    sc = torch.matmul(q, kc[:, :, :span].transpose(-1, -2))
-    # one softmax over the prompt's and the row's own positions; batched matmuls, no query
-    # tile padded from G rows to 64+ as a fused attention kernel would. The scores are the big
-    # elementwise tensor of the step ([B, H, Tp + span]): three passes in the model's dtype
-    # (softmax accumulates in fp32 inside its kernel)
-    w = torch.cat([sp, sc], -1).masked_fill_(blocked, float("-inf")).softmax(-1)
-    wp = w[..., :Tp].reshape(U, R, Hkv, G, Tp).transpose(1, 2).reshape(U, Hkv, R * G, Tp)
-    o = torch.matmul(wp, vp).view(U, Hkv, R, G, Dh).transpose(1, 2).reshape(B, Hkv, G, Dh)
-    o = o + torch.matmul(w[..., Tp:], vc[:, :, :span])
-    return _finish(layer, h, o.reshape(B, 1, -1), lin)
-
-
-def _norm(mod, x):
-    if FAST_NORM:  # one fused kernel instead of transformers' six (rounding differs slightly)
-        return F.rms_norm(x, (x.shape[-1],), mod.weight, mod.variance_epsilon)
-    return mod(x)
-
-
-def _mlp(mlp, x, lin):
-    return lin((mlp.down_proj,), mlp.act_fn(lin((mlp.gate_proj,), x)) * lin((mlp.up_proj,), x))
-
-
-def _base(module) -> torch.nn.Linear:
-    return module.base if isinstance(module, Lora2rLinear) else module
-
-
-class Projections:
-    """The engine's linear maps, called on a group of projections that read the same input: a
-    layer's (q, k, v), or one projection alone. A group of several runs as one GEMM on a
-    concatenated copy of their base weights (the engine's own, freed with it: 1.1 GB at Qwen3-4B's
-    shape). Its lora2r modules run as one GEMM into the static copy [A; A − A0] of all of them and
-    one into a block-diagonal [B − B0, B0], scaled per row by s. `refresh` copies the current
-    adapter in (it changes every optimizer step) and sets each row's quarantine factor m.
-    one_mode: every row has the same m, so m is folded into the copy of A and no row is scaled
-    (a kernel fewer per group in the decode step)."""
-
-    def __init__(self, layers, lora: Lora2r | None, batch: int, dtype: torch.dtype, one_mode: bool = False):
-        self.lora, self.one_mode = lora, one_mode
-        self.base: dict[tuple, tuple] = {}     # group -> (W, bias) concatenated
-        self.delta: dict[tuple, tuple] = {}    # group -> (A, B, [(module, first output row, first column)])
-        self.s: dict[int, torch.Tensor] = {}   # modules in a group -> per-row scale [batch, n · 4r]
-        for layer in layers:
-            at, mlp = layer.self_attn, layer.mlp
-            for group in [(at.q_proj, at.k_proj, at.v_proj), (at.o_proj,), (mlp.gate_proj,),
-                          (mlp.up_proj,), (mlp.down_proj,)]:
-                self._add(group, batch, dtype)
-
-    @torch.no_grad()
-    def _add(self, group: tuple, batch: int, dtype: torch.dtype) -> None:
-        lins = [_base(m) for m in group]
-        if len(group) > 1:
-            bias = None
-            if any(b.bias is not None for b in lins):
-                bias = torch.cat([b.bias if b.bias is not None else b.weight.new_zeros(b.out_features)
-                                  for b in lins])
-            self.base[group] = (torch.cat([b.weight for b in lins]), bias)
-        parts, row, col = [], 0, 0
-        for m in group:
-            if isinstance(m, Lora2rLinear):
-                parts.append((m, row, col))
-                col += 4 * m.r
-            row += _base(m).out_features
-        if not parts:
-            return
-        w = lins[0].weight
-        # zeros, not empty: no buffer a decode step reads is ever uninitialised (a NaN left in
-        # a masked cache slot still poisons the step: its weight is 0, and 0 · NaN = NaN)
-        self.delta[group] = (w.new_zeros(col, w.shape[1], dtype=dtype), w.new_zeros(row, col, dtype=dtype), parts)
-        if len(parts) not in self.s:
-            self.s[len(parts)] = w.new_ones(batch, col, dtype=dtype)
-
-    @torch.no_grad()
-    def refresh(self, m_rows: torch.Tensor) -> None:
-        if self.lora is None:
-            return
-        m = m_rows[:, None]
-        if self.one_mode and not torch.equal(m, m[:1].expand_as(m)):
-            raise ValueError("Projections(one_mode=True): the rows' quarantine factors differ")
-        for A, B, parts in self.delta.values():
-            for mod, o, c in parts:
-                r, n = mod.r, mod.B.shape[0]
-                A[c:c + 2 * r].copy_(mod.A)
-                A[c + 2 * r:c + 4 * r].copy_(mod.A - mod.A0)  # differences in fp32, then rounded: see Lora2rDelta
-                B[o:o + n, c:c + 2 * r].copy_(mod.B - mod.B0)
-                B[o:o + n, c + 2 * r:c + 4 * r].copy_(mod.B0)
-                if self.one_mode:  # the quarantine rows of A and of A − A0
-                    A[c + r:c + 2 * r] *= m[0, 0]
-                    A[c + 3 * r:c + 4 * r] *= m[0, 0]
-        r = self.lora.r
-        for s in self.s.values():
-            for c in range(0, s.shape[1], 4 * r):
-                s[:, c + r:c + 2 * r] = m
-                s[:, c + 3 * r:c + 4 * r] = m
-
-    def __call__(self, group: tuple, x: torch.Tensor, rows: slice = slice(None)) -> torch.Tensor:
-        """The group's outputs side by side for rows `rows` of the batch: W·x + [B − B0, B0]·(s ⊙ [A; A − A0]·x)."""
-        y = F.linear(x, *self.base[group]) if group in self.base else _base(group[0])(x)
-        if group not in self.delta:
-            return y
-        A, B, parts = self.delta[group]
-        h = F.linear(x, A)
-        if not self.one_mode:
-            s = self.s[len(parts)][rows]
-            h = h * s.view(s.shape[0], *[1] * (x.dim() - 2), s.shape[1])
-        return torch.addmm(y.flatten(0, -2), h.flatten(0, -2), B.t()).view_as(y)
-
-
-def sample_next(logits: torch.Tensor, temperature: float, top_p: float = 1.0) -> torch.Tensor:
-    """Next token per row [B] from logits [B, V], on the device with no host sync (capturable):
-    greedy at temperature 0, else softmax(logits / temperature) restricted to the top-p nucleus."""
-    if temperature == 0:
-        return logits.argmax(-1)
-    logits = logits.float() / temperature
-    if top_p < 1.0:
-        srt, idx = logits.sort(-1, descending=True)
-        p = srt.softmax(-1)
-        drop = p.cumsum(-1) - p > top_p  # keep the smallest prefix whose mass reaches top_p
-        srt = srt.masked_fill(drop, float("-inf"))
-        logits = torch.full_like(logits, float("-inf")).scatter(-1, idx, srt)
-    probs = logits.softmax(-1)
-    # argmax_i p_i / E_i with E_i ~ Exp(1) i.i.d. picks token i with probability p_i
-    return (probs / torch.empty_like(probs).exponential_()).argmax(-1)
-
-
-# -- the engine: static buffers and the captured decode step ------------------------------------
-
-class Engine:
-    """Static buffers and the decode step for one shape: B rows in U = B / R prompt slots of R
-    rows each, prompts of up to Tp tokens, up to Tc + 1 new tokens; one_mode: all rows sample in
-    the same mode (see Projections)."""
-
-    def __init__(self, model, lora: Lora2r | None, batch: int, group: int, prompt_len: int,
-                 comp_len: int, temperature: float, top_p: float, eos_id: int | None, pad: int,
-                 ignore_eos: bool, one_mode: bool = False):
-        if batch % group:
-            raise ValueError(f"engine batch {batch} is not a multiple of its group {group}")
-        self.model, self.lora, self.a = model, lora, arch(model)
-        self.B, self.R, self.U = batch, group, batch // group
-        self.Tp, self.Tc = prompt_len, comp_len
-        self.temperature, self.top_p = temperature, top_p
-        self.eos_id, self.pad_id, self.ignore_eos = eos_id, pad, ignore_eos
-        w = self.a.embed.weight
-        dev, dt = w.device, w.dtype
-        L, kv, Dh = len(self.a.layers), self.a.n_kv, self.a.head_dim
-        self.kp = torch.zeros(L, self.U, kv, prompt_len, Dh, dtype=dt, device=dev)
-        self.vp = torch.zeros_like(self.kp)
-        self.kc = torch.zeros(L, batch, kv, comp_len, Dh, dtype=dt, device=dev)
-        self.vc = torch.zeros_like(self.kc)
-        z = dict(dtype=torch.long, device=dev)
-        self.tok = torch.zeros(batch, 1, **z)       # the token fed at this step
-        self.pos = torch.zeros(batch, 1, **z)       # its rotary position (real tokens before it)
-        self.prompt_ok = torch.zeros(batch, prompt_len, dtype=torch.bool, device=dev)  # real prompt slots of each row
-        self.slot = torch.zeros(1, **z)             # completion slot written at this step
-        self.col = torch.zeros(1, **z)              # output column written at this step
-        self.done = torch.zeros(batch, dtype=torch.bool, device=dev)
-        self.out = torch.zeros(batch, comp_len + 1, **z)
-        self.ar = torch.arange(comp_len, device=dev)
-        self.proj = Projections(self.a.layers, lora, batch, dt, one_mode)
-        self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
-        # one decode graph per attended span: early steps do not read the empty tail of the cache
-        self.spans = sorted({min(comp_len, SPAN * k) for k in range(1, math.ceil(comp_len / SPAN) + 1)})
-
-    def sample(self, logits: torch.Tensor) -> torch.Tensor:
-        nxt = sample_next(logits, self.temperature, self.top_p)
-        if not self.ignore_eos and self.eos_id is not None:
-            nxt = torch.where(self.done, torch.full_like(nxt, self.pad_id), nxt)
-            self.done |= nxt == self.eos_id
-        return nxt
-
-    def span_for(self, slot: int) -> int:
-        return next(s for s in self.spans if s > slot)
-
-    def decode_step(self, span: int) -> None:
-        a = self.a
-        h = a.embed(self.tok)
-        cos, sin = a.rotary(h, self.pos)
-        own = (self.ar[:span] <= self.slot)[None, :].expand(self.B, -1)
-        blocked = ~torch.cat([self.prompt_ok, own], 1)[:, None, None, :]
-        lin = self.proj
-        for i, layer in enumerate(a.layers):
-            h = _decode_layer(a, layer, h, cos, sin, self.kp[i], self.vp[i], self.kc[i], self.vc[i],
-                              self.slot, blocked, span, lin)
-        nxt = self.sample(a.lm_head(_norm(a.norm, h[:, -1])))
-        self.out.index_copy_(1, self.col, nxt[:, None])
-        self.tok.copy_(nxt[:, None])
-        self.pos += 1
-        self.slot += 1
-        self.col += 1
-
-    def capture(self) -> None:
-        """Record the decode step of every span as a CUDA graph; the graphs share one memory
-        pool, as they never run at once. One eager warm-up step on a side stream first does the
-        libraries' lazy set-up (a training run captures every step, so warm-ups are paid often)."""
-        pool = torch.cuda.graph_pool_handle()
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            self.slot.fill_(self.spans[-1] - 1)
-            self.col.fill_(0)
-            self.decode_step(self.spans[-1])
-        torch.cuda.current_stream().wait_stream(s)
-        for span in self.spans:
-            self.slot.fill_(span - 1)
-            self.col.fill_(0)
-            g = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(g, pool=pool):
-                self.decode_step(span)
-            self.graphs[span] = g
-
-    @torch.no_grad()
-    def prefill(self, prompts: list[list[int]], m_rows: torch.Tensor) -> None:
-        """Left-pad each prompt slot's prompt into [0, Tp), run it through the layers (in chunks
-        of slots; a slot whose prompt and mode an earlier slot has is copied, not recomputed),
-        and sample every row's first new token."""
-        a, dev, R = self.a, self.tok.device, self.R
-        Tp = self.Tp
-        slot_rows = range(0, self.B, R)  # the first row of each prompt slot
-        keys: dict[tuple, int] = {}
-        src = [keys.setdefault((tuple(prompts[b]), float(m_rows[b])), u) for u, b in enumerate(slot_rows)]
-        comp = sorted(keys.values())  # the slots computed; the others copy one of them
-        ids = torch.full((self.U, Tp), self.pad_id, dtype=torch.long)
-        first = torch.zeros(self.U, dtype=torch.long)
-        for u, b in enumerate(slot_rows):
-            p = prompts[b]
-            ids[u, Tp - len(p):] = torch.tensor(p, dtype=torch.long)
-            first[u] = Tp - len(p)
-        ids, first = ids.to(dev), first.to(dev)
-        ar = torch.arange(Tp, device=dev)
-        self.prompt_ok.copy_((ar[None, :] >= first[:, None]).repeat_interleave(R, 0))
-        pos = (ar[None, :] - first[:, None]).clamp(min=0)  # = cumsum(attention_mask) - 1 on real tokens
-        G = a.n_heads // a.n_kv
-        causal = ar[None, :] <= ar[:, None]                                     # [Tp(query), Tp(key)]
-        chunk = max(1, PREFILL_TOKENS // Tp)
-        last = torch.empty(self.U, a.embed.weight.shape[1], dtype=a.embed.weight.dtype, device=dev)
-        for c0 in range(0, len(comp), chunk):
-            us = torch.tensor(comp[c0:c0 + chunk], device=dev)
-            valid = ar[None, :] >= first[us, None]                             # [b, Tp] real keys
-            m = (causal[None] & valid[:, None, :]) | torch.eye(Tp, dtype=torch.bool, device=dev)[None]
-            # pad queries see only themselves: no fully masked row, so no NaN in pad K/V
-            mask = m[:, None].repeat(1, 1, G, 1)                               # [b, 1, G·Tp, Tp]
-            h = a.embed(ids[us])
-            cos, sin = a.rotary(h, pos[us])
-            lin = partial(self.proj, rows=us * R)
-            k_tmp = self.kp.new_empty(len(a.layers), len(us), a.n_kv, Tp, a.head_dim)
-            v_tmp = torch.empty_like(k_tmp)
-            for i, layer in enumerate(a.layers):
-                h = _prefill_layer(a, layer, h, cos, sin, k_tmp[i], v_tmp[i], mask, lin)
-            self.kp[:, us], self.vp[:, us] = k_tmp, v_tmp
-            last[us] = h[:, -1]
-        src_t = torch.tensor(src, device=dev)
-        dup = (src_t != torch.arange(self.U, device=dev)).nonzero().squeeze(1)
-        self.kp[:, dup], self.vp[:, dup] = self.kp[:, src_t[dup]], self.vp[:, src_t[dup]]
-        logits = a.lm_head(_norm(a.norm, last[src_t]))                        # [U, V]
-        self.done.zero_()
-        self.out.fill_(self.pad_id)
-        self.tok[:, 0] = self.sample(logits.repeat_interleave(R, 0))
-        self.pos.copy_((Tp - first).repeat_interleave(R, 0)[:, None])
-        self.slot.fill_(0)
-        self.out[:, 0] = self.tok[:, 0]
-        self.col.fill_(1)
-
-    @torch.no_grad()
-    def run(self, prompts: list[list[int]], n_new: int, deploy: list[bool],
-            timings: list | None = None) -> torch.Tensor:
-        """Completions [B, n_new] (pad after an EOS unless ignore_eos) for B prompts laid out in
-        prompt slots: rows [u·R, (u+1)·R) share their prompt and sampling mode. With `timings`,
-        appends {"capture_s", "prefill_s", "decode_s"} (synchronising the device around each;
-        capture_s is 0 once the engine holds its graphs)."""
-        if len(prompts) != self.B:
-            raise ValueError(f"engine batch is {self.B}, got {len(prompts)} prompts")
-        for b in range(self.B):
-            u0 = b - b % self.R
-            if prompts[b] != prompts[u0] or deploy[b] != deploy[u0]:
-                raise ValueError(f"engine row {b}: prompt or sampling mode differs from row {u0}, "
-                                 f"the first row of its prompt slot (group {self.R})")
-        P = max(len(p) for p in prompts)
-        if P > self.Tp or n_new - 1 > self.Tc:
-            raise ValueError(f"prompt {P} and {n_new} new tokens exceed the engine's cache "
-                             f"({self.Tp} prompt, {self.Tc + 1} new)")
-        m_rows = torch.tensor([0.0 if d else 1.0 for d in deploy], device=self.tok.device)
-        self.proj.refresh(m_rows.to(self.a.embed.weight.dtype))
-        tc = _clock(timings is not None)
-        if not self.graphs and self.tok.is_cuda:
-            # before the prefill (the warm-up runs write the step's buffers), after the refresh (so
-            # the K/V they leave in unwritten cache slots is finite: 0 · NaN would poison the step)
-            self.capture()
-        t0 = _clock(timings is not None)
-        self.prefill(prompts, m_rows)
-        t1 = _clock(timings is not None)
-        # a GPU step is queued ahead of the host, so asking "all done?" stalls it; a CPU one is not
-        check_every = 64 if self.tok.is_cuda else 1
-        for step in range(1, n_new):
-            span = self.span_for(step - 1)  # the completion slot this step writes
-            if self.graphs:
-                self.graphs[span].replay()
-            else:
-                self.decode_step(span)
-            if not self.ignore_eos and step % check_every == 0 and bool(self.done.all()):
-                break
-        if timings is not None:
-            timings.append({"capture_s": t0 - tc, "prefill_s": t1 - t0, "decode_s": _clock(True) - t1})
-        return self.out[:, :n_new].clone()
-
-
-def _clock(sync: bool) -> float:
-    if sync and torch.cuda.is_available():
-        torch.cuda.synchronize()
-    return time.perf_counter()
-
-
-_ENGINE: dict[tuple, Engine] = {}
-
-
-def engine(model, lora, batch, group, prompt_len, comp_len, temperature, top_p, eos_id, pad,
-           ignore_eos, one_mode=False) -> Engine:
-    """The engine for this shape and sampler; one is kept alive (its cache is the big buffer)."""
-    key = (id(model), id(lora), batch, group, prompt_len, comp_len, float(temperature), float(top_p),
-           eos_id, pad, ignore_eos, one_mode)
-    if key not in _ENGINE:
-        _ENGINE.clear()
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
-        _ENGINE[key] = Engine(model, lora, batch, group, prompt_len, comp_len, temperature, top_p,
-                              eos_id, pad, ignore_eos, one_mode)
-    return _ENGINE[key]
-
-
-def release() -> None:
-    """Free the kept engine (its KV cache and graph) before memory-hungry training."""
-    _ENGINE.clear()
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
-
-
-def aligned(n: int) -> int:
-    return CACHE_ALIGN * max(1, math.ceil(n / CACHE_ALIGN))
-
-
-def prompt_slots(prompts: list[list[int]], deploy: list[bool]) -> tuple[list[int], int]:
-    """A row order that puts rows with the same prompt and sampling mode next to each other
-    (first appearance first; already-grouped rows keep their order), and the group R: the
-    largest size that cuts every such run of rows into whole prompt slots."""
-    first: dict[tuple, int] = {}
-    keys = [first.setdefault((tuple(p), d), i) for i, (p, d) in enumerate(zip(prompts, deploy))]
-    order = sorted(range(len(prompts)), key=lambda i: (keys[i], i))
-    return order, math.gcd(*Counter(keys).values())
-
-
-@torch.no_grad()
-def generate_ids(model, prompts: list[list[int]], max_new_tokens: int, temperature: float,
-                 top_p: float = 1.0, batch_size: int = 64, lora: Lora2r | None = None,
-                 deploy_rows: list[bool] | None = None, eos_id: int | None = None, pad: int = 0,
-                 ignore_eos: bool = False, cache_new_tokens: int | None = None,
-                 progress: bool = False, timings: list | None = None) -> torch.Tensor:
-    """Completion token ids [N, max_new_tokens] (on the CPU) for token-id prompts, in chunks of
-    batch_size rows (a short last chunk is filled with copies of its last prompt). Rows past their
-    EOS hold `pad`; ignore_eos forces every row to max_new_tokens (benchmarks). cache_new_tokens:
-    size the cache for this many new tokens (one engine for a short warm-up and the real run)."""
-    if max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
-    deploy_rows = deploy_rows if deploy_rows is not None else [False] * len(prompts)
-    if len(deploy_rows) != len(prompts):
-        raise ValueError("deploy_rows and prompts differ in length")
-    Tp = aligned(max(len(p) for p in prompts))
-    Tc = aligned(max(max_new_tokens, cache_new_tokens or 0) - 1)
-    B = min(batch_size, len(prompts))
-    out = []
-    starts = range(0, len(prompts), B)
-    for s in tqdm(starts, desc="fastgen", disable=not progress, leave=False):
-        chunk, dep = prompts[s:s + B], deploy_rows[s:s + B]
-        n = len(chunk)
-        chunk = chunk + [chunk[-1]] * (B - n)
-        dep = dep + [dep[-1]] * (B - n)
-        order, R = prompt_slots(chunk, dep)
-        eng = engine(model, lora, B, R, Tp, Tc, temperature, top_p, eos_id, pad, ignore_eos,
-                     one_mode=len(set(dep)) == 1)
-        ids = eng.run([chunk[i] for i in order], max_new_tokens, [dep[i] for i in order], timings)
-        back = torch.empty_like(ids)
-        back[torch.tensor(order, device=ids.device)] = ids  # the caller's row order
-        out.append(back[:n].cpu())
-    return torch.cat(out)
-
-
-@torch.no_grad()
-def generate(model, tokenizer, prompts: list[str], max_new_tokens: int, temperature: float,
-             top_p: float = 1.0, batch_size: int = 64, lora: Lora2r | None = None,
-             deploy_rows: list[bool] | None = None, progress: bool = False) -> list[list[int]]:
-    """Drop-in for `rollout.generate`: completion ids per prompt, cut after the first EOS
-    (the EOS kept)."""
-    eos = tokenizer.eos_token_id
-    ids = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
-    toks = generate_ids(model, ids, max_new_tokens, temperature, top_p, batch_size, lora,
-                        deploy_rows, eos_id=eos, pad=pad_id(tokenizer), progress=progress)
-    out = []
-    for row in toks.tolist():
-        if eos in row:
-            row = row[:row.index(eos) + 1]
-        out.append(row)
-    return out
-
-
-# -- log-prob forwards ------------------------------------------------------------------------
-
-class Lora2rDelta(torch.autograd.Function):
-    """y + the lora2r delta of `Lora2rLinear` with its keep/absorb/route semantics, for the base
-    output y: two matmuls in x's dtype (fp32 accumulation; the second adds y in its epilogue, so
-    the [tokens, d_out] delta is never written and re-read) and a hand-written backward. B·A − B0·A0 is a difference of
-    nearly equal terms, so it is regrouped before rounding to bf16 (the differences are formed
-    in fp32, exactly zero at init and after ablation):
-
-        B·A·x − B0·A0·x = (B − B0)·(A·x) + B0·((A − A0)·x)       per block
-        H = x·[A_d; A_d−A0_d; A_q; A_q−A0_q]ᵀ,  delta = (H ⊙ S)·[B_d−B0_d, B0_d, B_q−B0_q, B0_q]ᵀ,
-        S = (1, 1, m, m)
-
-    Backward: the deployed columns see the gradient only on rows whose deployed output is not
-    detached (keep_d = 1 − d), the quarantine columns see it scaled by m; A0, B0 get none."""
-
-    @staticmethod
-    def forward(ctx, x, y, A, B, A0, B0, m, keep_d):
-        r = A.shape[0] // 2
-        dt = x.dtype
-        dA, dB = A - A0, B - B0
-        Ac = torch.cat([A[:r], dA[:r], A[r:], dA[r:]]).to(dt)                # [4r, d_in]
-        Bc = torch.cat([dB[:, :r], B0[:, :r], dB[:, r:], B0[:, r:]], 1).to(dt)  # [d_out, 4r]
-        rows = (-1,) + (1,) * (x.dim() - 1)
-        S = torch.cat([torch.ones_like(m).view(rows).expand(*rows[:-1], 2 * r),
-                       m.view(rows).expand(*rows[:-1], 2 * r)], -1).to(dt)   # [B, 1.., 4r]
-        HS = F.linear(x, Ac) * S
-        ctx.save_for_backward(x, HS, S, Ac, Bc, keep_d)
-        ctx.r, ctx.dtypes = r, (A.dtype, B.dtype)
-        return torch.addmm(y.flatten(0, -2), HS.flatten(0, -2), Bc.t()).view_as(y)
-
-    @staticmethod
-    def backward(ctx, g):
-        x, HS, S, Ac, Bc, keep_d = ctx.saved_tensors
-        r = ctx.r
-        # deployed columns: detached rows get no gradient. A row factor commutes with the
-        # matmuls, so it scales the rank-sized tensors, never the [tokens, d_out] gradient.
-        keep = keep_d.view((-1,) + (1,) * (g.dim() - 1)).to(g.dtype)
-        gH = torch.cat([F.linear(g, Bc[:, :2 * r].t()) * keep, F.linear(g, Bc[:, 2 * r:].t())], -1) * S
-        x2, g2 = x.flatten(0, -2), g.flatten(0, -2)
-        gH2, HS2 = gH.flatten(0, -2), HS.flatten(0, -2)
-        HSd2 = (HS[..., :r] * keep).flatten(0, -2)
-        # B enters as B − B0 against A·x; A enters twice, as A·x and as (A − A0)·x
-        grad_B = torch.cat([g2.t() @ HSd2, g2.t() @ HS2[:, 2 * r:3 * r]], 1)
-        grad_A = torch.cat([(gH2[:, :r] + gH2[:, r:2 * r]).t() @ x2,
-                            (gH2[:, 2 * r:3 * r] + gH2[:, 3 * r:]).t() @ x2])
-        grad_x = F.linear(gH, Ac.t()) if ctx.needs_input_grad[0] else None
-        return grad_x, g, grad_A.to(ctx.dtypes[0]), grad_B.to(ctx.dtypes[1]), None, None, None, None
-
-
-def _fast_lora2r_forward(mod: Lora2rLinear, x: torch.Tensor) -> torch.Tensor:
-    """Lora2rLinear.forward with the delta from Lora2rDelta; the pooled bottleneck activations
-    (the gate's input) stay fp32: mean_t(w_t·A_d·x_t) = A_d·(Σ_t w_t·x_t)."""
-    st = mod.state
-    n = x.shape[0]
-    if st.pool_weights is not None:
-        xp = torch.einsum("bt,bti->bi", st.pool_weights.float(), x.float())
-        st.pooled[mod.name] = F.linear(xp, mod.A[:mod.r].detach())
-    m = st.m if st.m is not None else x.new_ones(n, dtype=torch.float32)
-    keep_d = (~st.d).float() if st.d is not None else x.new_ones(n, dtype=torch.float32)
-    return Lora2rDelta.apply(x, mod.base(x), mod.A, mod.B, mod.A0, mod.B0, m, keep_d)
-
-
-def _fast_norm_forward(mod, x):
-    return F.rms_norm(x, (x.shape[-1],), mod.weight, mod.variance_epsilon)
-
-
-@contextlib.contextmanager
-def _fused_adapter(module: torch.nn.Module, on: bool):
-    """Within the block, the lora2r Linears under `module` compute their delta with Lora2rDelta,
-    and its RMSNorms run as torch's fused rms_norm when FAST_NORM (fewer memory passes)."""
-    patched = []
-    for m in module.modules() if on else []:
-        if isinstance(m, Lora2rLinear):
-            m.forward = partial(_fast_lora2r_forward, m)
-            patched.append(m)
-        elif FAST_NORM and type(m).__name__.endswith("RMSNorm") and hasattr(m, "variance_epsilon"):
-            m.forward = partial(_fast_norm_forward, m)
-            patched.append(m)
+def supports(model) -> str | None:
+    """None when the fast engine runs this model; else the first part of its layout it does not
+    run, in words (the layout is vgrout.arch's: Llama / Qwen3 in transformers)."""
+    name = type(model).__name__
     try:
-        yield
-    finally:
-        for m in patched:
-            del m.forward
+        a = arch(model)
+        lm_head = a.lm_head
+    except (AttributeError, IndexError, TypeError) as e:
+        return f"{name} is not laid out like Llama / Qwen3 in transformers ({e})"
+    except ValueError as e:  # a layer that is not full attention
+        return f"{name}: {e}"
+    impl = getattr(model.config, "_attn_implementation", None)
+    if impl not in ATTENTION:
+        return f"{name}: attention implementation {impl!r} (supported: {', '.join(ATTENTION)})"
+    if type(lm_head) is not torch.nn.Linear or lm_head.bias is not None:
+        return f"{name}: the output head is a {type(lm_head).__name__} (supported: nn.Linear without bias)"
+    for i, layer in enumerate(a.layers):
+        attn, mlp = getattr(layer, "self_attn", None), getattr(layer, "mlp", None)
+        parts = {f"self_attn.{p}": getattr(attn, p, None) for p in ("q_proj", "k_proj", "v_proj", "o_proj")}
+        parts.update({f"mlp.{p}": getattr(mlp, p, None) for p in ("gate_proj", "up_proj", "down_proj")})
+        for where, m in parts.items():
+            base = m.base if isinstance(m, Lora2rLinear) else m
+            if type(base) is not torch.nn.Linear:
+                return (f"{name}: layer {i} {where} is a {type(m).__module__}.{type(m).__qualname__} "
+                        f"(supported: torch.nn.Linear, lora2r's Lora2rLinear around one)")
+        if not hasattr(mlp, "act_fn"):
+            return f"{name}: layer {i} has no gated MLP (mlp.act_fn)"
+        if getattr(attn, "sliding_window", None) is not None:
+            return f"{name}: layer {i} attends a sliding window of {attn.sliding_window}"
+        if hasattr(attn, "q_norm") != hasattr(attn, "k_norm"):
+            return f"{name}: layer {i} normalises only one of q and k"
+        norms = {"input_layernorm": getattr(layer, "input_layernorm", None),
+                 "post_attention_layernorm": getattr(layer, "post_attention_layernorm", None),
+                 **{f"self_attn.{n}": getattr(attn, n) for n in ("q_norm", "k_norm") if hasattr(attn, n)}}
+        if i == 0:
+            norms["model.norm"] = a.norm
+        for where, m in norms.items():
+            if not (type(m).__name__.endswith("RMSNorm") and hasattr(m, "variance_epsilon")):
+                return f"{name}: layer {i} {where} is a {type(m).__name__} (supported: Llama / Qwen3 RMSNorm)"
+    return None
 
 
-def _layer_forward(layer, h, fused_adapter, **kw):
-    with _fused_adapter(layer, fused_adapter):  # here, so that the checkpoint recompute has it too
-        out = layer(h, **kw)
-    return out[0] if isinstance(out, tuple) else out
-
-
-def routing_state(model):
-    """The lora2r routing state shared by the model's wrapped Linears (None without lora2r)."""
-    return next((m.state for m in model.modules() if isinstance(m, Lora2rLinear)), None)
-
-
-def trunk_depth(model) -> int:
-    """Decoder layers below the first one holding a lora2r module: a frozen trunk whose output
-    no adapter update can change, so it is computed once per rollout batch, not per forward."""
-    for i, layer in enumerate(arch(model).layers):
-        if any(isinstance(m, Lora2rLinear) for m in layer.modules()):
-            return i
-    return len(arch(model).layers)
-
-
-# -- teacher-forced forwards with each prompt computed once -------------------------------------
-# The G rollouts of a group share their prompt, and a prompt is most of a row's tokens. The
-# forward therefore runs in two passes per layer: the distinct prompts (with the K/V they leave
-# behind), then every row's completion attending to its prompt's K/V. A prompt is computed once
-# per distinct routing mask (m, d) among its rows, since the adapter's forward depends on the mask.
-
-@dataclass
-class Split:
-    """A Seqs batch cut into distinct prompts and per-row completions."""
-    prompt_ids: torch.Tensor    # [U, Tp] left-padded distinct prompts
-    prompt_mask: torch.Tensor   # [U, Tp]
-    owner: torch.Tensor         # [B] the prompt of each row
-    comp_ids: torch.Tensor      # [B, Tc] right-padded completions
-    comp_mask: torch.Tensor     # [B, Tc]
-    lengths: torch.Tensor       # [B] real prompt tokens of each row (its completion's first position)
-
-
-def split(seqs: Seqs) -> Split:
-    ids, attn, comp = seqs.input_ids, seqs.attention_mask.bool(), seqs.completion_mask.bool()
-    prompts, owner, comps = {}, [], []
-    for i in range(ids.shape[0]):
-        p = tuple(ids[i][attn[i] & ~comp[i]].tolist())
-        owner.append(prompts.setdefault(p, len(prompts)))
-        comps.append(ids[i][comp[i]])
-    dev = ids.device
-    Tp, Tc = max(map(len, prompts)), max(1, max(len(c) for c in comps))
-    U, B = len(prompts), len(comps)
-    p_ids, p_mask = torch.zeros(U, Tp, dtype=torch.long, device=dev), torch.zeros(U, Tp, dtype=torch.long, device=dev)
-    for p, u in prompts.items():
-        p_ids[u, Tp - len(p):] = torch.tensor(p, device=dev)
-        p_mask[u, Tp - len(p):] = 1
-    c_ids, c_mask = torch.zeros(B, Tc, dtype=torch.long, device=dev), torch.zeros(B, Tc, dtype=torch.long, device=dev)
-    for i, c in enumerate(comps):
-        c_ids[i, :len(c)], c_mask[i, :len(c)] = c, 1
-    owner_t = torch.tensor(owner, device=dev)
-    return Split(p_ids, p_mask, owner_t, c_ids, c_mask, p_mask.sum(1)[owner_t])
-
-
-class PromptKV:
-    """The `past_key_values` a transformers attention layer calls `update` on: records each
-    layer's prompt K/V (prompt pass) or prepends the owner's prompt K/V (completion pass)."""
-
-    def __init__(self, owner: torch.Tensor | None = None, kv: dict | None = None):
-        self.owner, self.kv = owner, kv if kv is not None else {}
-
-    def update(self, k, v, layer_idx, *args, **kwargs):
-        if self.owner is None:
-            self.kv[layer_idx] = (k, v)
-            return k, v
-        pk, pv = self.kv[layer_idx]
-        return torch.cat([pk[self.owner], k], 2), torch.cat([pv[self.owner], v], 2)
-
-
-def _additive(allowed: torch.Tensor, dtype) -> torch.Tensor:
-    """A boolean [B, Tq, Tk] mask as the additive [B, 1, Tq, Tk] form transformers' attention takes."""
-    mask = torch.zeros(allowed.shape[0], 1, *allowed.shape[1:], dtype=dtype, device=allowed.device)
-    return mask.masked_fill_(~allowed[:, None], torch.finfo(dtype).min)
-
-
-@contextlib.contextmanager
-def _rows(st, m, d, pool):
-    """The lora2r routing state for one pass's rows."""
-    if st is None:
-        yield
-        return
-    old = (st.m, st.d, st.pool_weights)
-    st.m, st.d, st.pool_weights = m, d, pool
-    try:
-        yield
-    finally:
-        st.m, st.d, st.pool_weights = old
-
-
-def _two_pass_layer(layer, hp, hc, st, prompt_rows, comp_rows, owner, p_kw, c_kw, fused_adapter):
-    """One decoder layer over the prompts, then over the completions attending to them. The masks
-    are explicit arguments, so a checkpoint recompute in the backward sees the forward's masks."""
-    kv = PromptKV()
-    with _rows(st, *(prompt_rows or (None,) * 3)):
-        hp = _layer_forward(layer, hp, fused_adapter, past_key_values=kv, **p_kw)
-    with _rows(st, *(comp_rows or (None,) * 3)):
-        hc = _layer_forward(layer, hc, fused_adapter, past_key_values=PromptKV(owner, kv.kv), **c_kw)
-    return hp, hc
-
-
-def _keys(owner: torch.Tensor, st) -> tuple[torch.Tensor, torch.Tensor]:
-    """Distinct (prompt, m, d) among the rows: (the prompt of each key, the key of each row)."""
-    if st is None or st.m is None:
-        return torch.unique(owner, return_inverse=True)
-    d = st.d.long() if st.d is not None else torch.zeros_like(owner)
-    code = (owner * 2 + d) * 2 + (st.m > 0).long()
-    if not torch.equal(st.m, (st.m > 0).to(st.m.dtype)):
-        raise ValueError("fastgen: the quarantine mask m must be 0 or 1 per row")
-    uniq, key_of_row = torch.unique(code, return_inverse=True)
-    return uniq // 4, key_of_row
-
-
-def shares_prompts(seqs: Seqs) -> bool:
-    """Whether the two-pass forward pays: on a CPU, fewer tokens is less time; on a GPU a small
-    micro-batch is bound by kernel launches, which two passes per layer double (measured on an
-    H200: the issue's shape, 8 rows of 300 + 256 tokens, went from 7.2 s to 9.4 s a step)."""
-    return seqs.input_ids.device.type == "cpu" or seqs.input_ids.numel() > SHARE_ABOVE_TOKENS
-
-
-def hidden_states(model, seqs: Seqs, checkpoint_layers: bool = True, fused_adapter: bool = True,
-                  trunk=None, return_trunk: bool = False, keep_layers: int | None = None):
-    """Final-norm hidden states that predict each completion token, [B, Lc, D], right-aligned like
-    the completions in `seqs` (rows with fewer tokens start later). Each decoder layer is
-    checkpointed when grad is on and the batch is large.
-    fused_adapter: lora2r deltas through Lora2rDelta (x's dtype) instead of Lora2rLinear's fp32.
-    trunk: the frozen trunk's output for these rows (from an earlier call with return_trunk), so
-    only the adapted layers run; return_trunk: return (h, trunk). keep_layers: the top layers
-    that keep their activations when the others are checkpointed (default KEEP_LAYERS)."""
-    fn = _two_pass_hidden if shares_prompts(seqs) else _one_pass_hidden
-    keep = KEEP_LAYERS if keep_layers is None else keep_layers
-    out, trunk = fn(model, seqs, checkpoint_layers, fused_adapter, trunk, keep)
-    return (out, trunk) if return_trunk else out
-
-
-def _one_pass_hidden(model, seqs: Seqs, checkpoint_layers: bool, fused_adapter: bool, trunk, keep: int):
-    """Every row's prompt and completion in one pass. trunk: [B, T, D] at the first adapted layer."""
-    a = arch(model)
-    ids, attn = seqs.input_ids, seqs.attention_mask
-    B, T = ids.shape
-    pos = position_ids(attn)
-    depth = trunk_depth(model)
-    h = a.embed(ids)
-    ar = torch.arange(T, device=ids.device)
-    allowed = (ar[None, :] <= ar[:, None])[None] & attn.bool()[:, None, :]
-    allowed |= torch.eye(T, dtype=torch.bool, device=ids.device)[None]  # pad queries: themselves
-    kw = dict(attention_mask=_additive(allowed, h.dtype), position_ids=pos, position_embeddings=a.rotary(h, pos))
-    if trunk is None:
-        with torch.no_grad():  # frozen: no parameter below `depth` has a gradient
-            for layer in a.layers[:depth]:
-                h = _layer_forward(layer, h, fused_adapter, **kw)
-        trunk = h
-    h = trunk
-    ctx = _masks_at_forward(routing_state(model))
-    # small micro-batches keep their activations: the recompute costs a third of the step
-    grad = torch.is_grad_enabled() and checkpoint_layers and B * T > CHECKPOINT_ABOVE_TOKENS
-    for i, layer in enumerate(a.layers[depth:]):
-        if grad and i < len(a.layers) - depth - keep:
-            h = checkpoint(_layer_forward, layer, h, fused_adapter, use_reentrant=False, context_fn=ctx, **kw)
-        else:
-            h = _layer_forward(layer, h, fused_adapter, **kw)
-    out = _norm(a.norm, h) if fused_adapter else a.norm(h)
-    Lc = int(seqs.completion_mask.sum(1).max())
-    return out[:, -(Lc + 1):-1], trunk
-
-
-def _masks_at_forward(st):
-    """context_fn for checkpoint: the recompute in the backward runs under the lora2r masks
-    that were in force at the forward, whatever the masks are when backward() is called."""
-    def fn():
-        if st is None:
-            return contextlib.nullcontext(), contextlib.nullcontext()
-        return contextlib.nullcontext(), _rows(st, st.m, st.d, None)
-    return fn
-
-
-def _two_pass_hidden(model, seqs: Seqs, checkpoint_layers: bool, fused_adapter: bool, trunk, keep: int):
-    """Distinct prompts, then completions attending to them. trunk: (prompts, completions) at the
-    first adapted layer."""
-    a = arch(model)
-    sp = split(seqs)
-    st = routing_state(model)
-    m_rows = st.m if st is not None else None
-    d_rows = st.d if st is not None else None
-    pool_rows = None
-    if st is not None and st.pool_weights is not None:
-        # the caller's weights [B, T] over the left-padded rows, read at each completion token
-        # (the gate pools completion tokens only; the prompt pass pools nothing)
-        T, n = seqs.input_ids.shape[1], sp.comp_mask.sum(1, keepdim=True)
-        cols = (T - n + torch.arange(sp.comp_ids.shape[1], device=n.device)[None]).clamp(max=T - 1)
-        pool_rows = st.pool_weights.gather(1, cols) * sp.comp_mask
-    key_prompt, key_of_row = _keys(sp.owner, st)
-    m_keys = None if m_rows is None else torch.zeros_like(m_rows[:len(key_prompt)]).index_copy_(0, key_of_row, m_rows)
-    d_keys = None if d_rows is None else torch.zeros_like(d_rows[:len(key_prompt)]).index_copy_(0, key_of_row, d_rows)
-
-    Tp, Tc = sp.prompt_ids.shape[1], sp.comp_ids.shape[1]
-    ar_p, ar_c = torch.arange(Tp, device=sp.owner.device), torch.arange(Tc, device=sp.owner.device)
-    pos_p = position_ids(sp.prompt_mask)
-    pos_c = sp.lengths[:, None] + ar_c[None]
-    allowed_p = (ar_p[None, :] <= ar_p[:, None])[None] & sp.prompt_mask.bool()[:, None, :]
-    allowed_p |= torch.eye(Tp, dtype=torch.bool, device=allowed_p.device)[None]  # pad queries: themselves
-    # a completion token sees its own prompt and the completion tokens up to itself
-    allowed_c = torch.cat([sp.prompt_mask.bool()[sp.owner][:, None, :].expand(-1, Tc, -1),
-                           (ar_c[None, :] <= ar_c[:, None])[None].expand(len(sp.owner), -1, -1)], 2)
-
-    def kw(pos, allowed, h):
-        return dict(attention_mask=_additive(allowed, h.dtype), position_ids=pos,
-                    position_embeddings=a.rotary(h, pos))
-
-    depth = trunk_depth(model)
-    if trunk is None:  # the frozen trunk, once per distinct prompt, without grad
-        with torch.no_grad():
-            hp, hc = a.embed(sp.prompt_ids), a.embed(sp.comp_ids)
-            p_kw, c_kw = kw(pos_p, allowed_p, hp), kw(pos_c, allowed_c, hc)
-            for layer in a.layers[:depth]:
-                hp, hc = _two_pass_layer(layer, hp, hc, None, None, None, sp.owner, p_kw, c_kw, fused_adapter)
-        trunk = (hp, hc)
-    hp, hc = trunk
-    # the adapted layers: each prompt once per distinct routing mask among its rows
-    hp = hp[key_prompt]
-    p_kw, c_kw = kw(pos_p[key_prompt], allowed_p[key_prompt], hp), kw(pos_c, allowed_c, hc)
-    grad = torch.is_grad_enabled() and checkpoint_layers and \
-        sp.prompt_ids.numel() + sp.comp_ids.numel() > CHECKPOINT_ABOVE_TOKENS
-    prompt_rows, comp_rows = (m_keys, d_keys, None), (m_rows, d_rows, pool_rows)
-    for i, layer in enumerate(a.layers[depth:]):
-        args = (layer, hp, hc, st, prompt_rows, comp_rows, key_of_row, p_kw, c_kw, fused_adapter)
-        if grad and i < len(a.layers) - depth - keep:
-            hp, hc = checkpoint(_two_pass_layer, *args, use_reentrant=False)
-        else:
-            hp, hc = _two_pass_layer(*args)
-    norm = (lambda x: _norm(a.norm, x)) if fused_adapter else a.norm
-    # the token at completion position j is predicted by position j − 1; j = 0 by the prompt's last
-    last = norm(hp[:, -1:])[key_of_row]
-    pred = torch.cat([last, norm(hc[:, :-1])], 1)
-    # right-align each row's completion, like the left-padded `seqs`
-    n = sp.comp_mask.sum(1)
-    Lc = int(seqs.completion_mask.sum(1).max())
-    cols = (ar_c[None, :Lc] - (Lc - n)[:, None]).clamp(min=0)
-    return pred.gather(1, cols[..., None].expand(-1, -1, pred.shape[-1])), trunk
-
-
-def _chunk_logp(h: torch.Tensor, targets: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    logits = F.linear(h, weight).float()
-    return logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - logits.logsumexp(-1)
-
-
-def token_logprobs(model, seqs: Seqs, chunk_tokens: int = LOGP_TOKENS, fused_adapter: bool = True,
-                   trunk: tuple | None = None, return_trunk: bool = False, keep_layers: int | None = None):
-    """Drop-in for `grpo.token_logprobs`: log π(token) on the completion tokens ([B, Lc], mask).
-    With fused_adapter the lora2r deltas run in the model's dtype (bf16 on a GPU) with fp32
-    accumulation, like a standard bf16 LoRA; fused_adapter=False keeps Lora2rLinear's fp32.
-    trunk / return_trunk / keep_layers: as in `hidden_states` (return_trunk appends the trunk)."""
-    Lc = int(seqs.completion_mask.sum(1).max())
-    h = hidden_states(model, seqs, fused_adapter=fused_adapter, trunk=trunk, return_trunk=return_trunk,
-                      keep_layers=keep_layers)
-    if return_trunk:
-        h, h_trunk = h
-    targets = seqs.input_ids[:, -Lc:]
-    weight = arch(model).lm_head.weight
-    B = h.shape[0]
-    step = max(1, chunk_tokens // B)
-    parts = []
-    for t0 in range(0, Lc, step):
-        hc, tc = h[:, t0:t0 + step], targets[:, t0:t0 + step]
-        if torch.is_grad_enabled():  # recompute the chunk's logits in the backward
-            parts.append(checkpoint(_chunk_logp, hc, tc, weight, use_reentrant=False))
-        else:
-            parts.append(_chunk_logp(hc, tc, weight))
-    logp = torch.cat(parts, 1)
-    mask = seqs.completion_mask[:, -Lc:].to(logp.dtype)
-    return (logp * mask, mask, h_trunk) if return_trunk else (logp * mask, mask)
+def select(model, fast: bool) -> Backend:
+    """The fast backend when `fast` is on and `supports(model)`, else the reference one; the
+    first time a layout sends a fast request to the reference path, one line on stderr says why."""
+    if not fast:
+        return REFERENCE
+    reason = supports(model)
+    if reason is None:
+        return FAST
+    if reason not in _TOLD:
+        _TOLD.add(reason)
+        print(f"vgrout: fast path off, the fast engine does not run this model: {reason}; "
+              f"using the reference path (rollout.generate, logprob.reference_token_logprobs)",
+              file=sys.stderr)
+    return REFERENCE

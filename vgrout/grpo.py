@@ -1,11 +1,9 @@
 """Dr.GRPO: group-mean advantages (no std division) and the clipped surrogate summed over
-tokens and divided by a constant (no per-sequence length normalisation)."""
+tokens and divided by a constant (no per-sequence length normalisation). The log-probs it reads
+come from vgrout.logprob."""
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
-
-from vgrout.rollout import Seqs
 
 
 def advantages(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
@@ -14,26 +12,6 @@ def advantages(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
         raise ValueError(f"{rewards.numel()} rewards do not split into groups of {group_size}")
     r = rewards.view(-1, group_size)
     return (r - r.mean(1, keepdim=True)).view(-1)
-
-
-def position_ids(attention_mask: torch.Tensor) -> torch.Tensor:
-    # Left padding: positions count real tokens only, matching what generate() used.
-    return (attention_mask.cumsum(-1) - 1).clamp(min=0)
-
-
-def token_logprobs(model, seqs: Seqs) -> tuple[torch.Tensor, torch.Tensor]:
-    """log π(token) for the completion tokens: ([B, Lc], mask [B, Lc]).
-
-    Completions sit at the right end of every left-padded row, so only the last Lc+1
-    positions need logits: [B, Lc, V] is materialised, never [B, T, V]."""
-    Lc = int(seqs.completion_mask.sum(1).max())
-    out = model(input_ids=seqs.input_ids, attention_mask=seqs.attention_mask,
-                position_ids=position_ids(seqs.attention_mask), logits_to_keep=Lc + 1)
-    logits = out.logits[:, :-1].float()
-    targets = seqs.input_ids[:, -Lc:]
-    logp = torch.gather(F.log_softmax(logits, -1), 2, targets.unsqueeze(-1)).squeeze(-1)
-    mask = seqs.completion_mask[:, -Lc:].to(logp.dtype)
-    return logp * mask, mask
 
 
 def clipped_surrogate(logp: torch.Tensor, logp_old: torch.Tensor, adv: torch.Tensor,

@@ -99,15 +99,18 @@ def build_surrogate(problems: list[Problem], per_problem: int, rates: dict[str, 
 
 
 def build_teacher(problems: list[Problem], teacher: str, per_problem: int, temperature: float,
-                  max_new_tokens: int, adapter_dir: str | None = None, batch_size: int = 64) -> list[dict]:
+                  max_new_tokens: int, adapter_dir: str | None = None, batch_size: int = 64,
+                  fast: bool = False) -> list[dict]:
+    from vgrout import fastgen
     from vgrout.model import chat_prompt, load
-    from vgrout.rollout import generate
     model, tok = load(teacher)
     if adapter_dir:
         from peft import PeftModel
         model = PeftModel.from_pretrained(model, adapter_dir).eval()
     prompts = [chat_prompt(tok, p.messages) for p in problems for _ in range(per_problem)]
-    ids = generate(model, tok, prompts, max_new_tokens, temperature, batch_size=batch_size, progress=True)
+    backend = fastgen.select(model, fast)
+    ids = backend.generate(model, tok, prompts, max_new_tokens, temperature, batch_size=batch_size, progress=True)
+    backend.release()
     texts = tok.batch_decode(ids, skip_special_tokens=True)
     owners = [p for p in problems for _ in range(per_problem)]
     return [{"problem_id": p.id, "kind": "teacher", "completion": t} for p, t in zip(owners, texts)]
@@ -123,10 +126,11 @@ def grade_pool(problems: list[Problem], rows: list[dict]) -> list[dict]:
 
 def pool_stage(params, layout: Layout = Layout()) -> dict:
     """DVC stage teacher_pool: the frozen, graded teacher pool for the training prompts."""
-    return build(load_problems(layout.train_problems), layout.pool, layout.pool_metrics, params.pool)
+    return build(load_problems(layout.train_problems), layout.pool, layout.pool_metrics, params.pool, params.fast)
 
 
-def build(problems: list[Problem], out_path: str | Path, meta_path: str | Path, c: config.Pool) -> dict:
+def build(problems: list[Problem], out_path: str | Path, meta_path: str | Path, c: config.Pool,
+          fast: bool = False) -> dict:
     kind, per_problem, seed, teacher, adapter_dir = c.kind, c.per_problem, c.seed, c.teacher, c.adapter_dir
     rates = c.rates.model_dump()
     if kind == "surrogate":
@@ -134,7 +138,7 @@ def build(problems: list[Problem], out_path: str | Path, meta_path: str | Path, 
     elif kind == "teacher":
         if not teacher:
             raise InputError("pool.teacher must name a model when pool.kind is 'teacher'")
-        rows = build_teacher(problems, teacher, per_problem, c.temperature, c.max_new_tokens, adapter_dir)
+        rows = build_teacher(problems, teacher, per_problem, c.temperature, c.max_new_tokens, adapter_dir, fast=fast)
     else:
         raise InputError(f"pool.kind '{kind}' unknown; valid: surrogate, teacher")
     rows = grade_pool(problems, rows)

@@ -22,7 +22,6 @@ import random
 import shutil
 import time
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 
 import torch
@@ -30,7 +29,7 @@ from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 
 from vgrout import adapter as ad
-from vgrout import arms, config, grader, grpo, rollout, vact
+from vgrout import arms, config, fastgen, grader, grpo, rollout, vact
 from vgrout.gate import Gate
 from vgrout.io import (InputError, append_jsonl, atomic_path, read_jsonl, sha256_file, write_json,
                        write_jsonl)
@@ -233,14 +232,11 @@ def collect(cfg, lora, tok, problems: list[Problem], pool, sampler: random.Rando
         s_prompts += [text] * n_student
         s_problems += [p] * n_student
         s_deploy += [i < n_deploy for i in range(n_student)]
-    if cfg.fast:  # sampling only picks the tokens; every logπ below is the teacher-forced path
-        from vgrout import fastgen
-        ids = fastgen.generate(lora.model, tok, s_prompts, cfg.t.max_new_tokens, cfg.t.temperature,
-                               cfg.t.top_p, batch_size=cfg.t.gen_batch, lora=lora, deploy_rows=s_deploy)
-        fastgen.release()
-    else:
-        ids = rollout.generate(lora.model, tok, s_prompts, cfg.t.max_new_tokens, cfg.t.temperature,
-                               cfg.t.top_p, batch_size=cfg.t.gen_batch, lora=lora, deploy_rows=s_deploy)
+    # sampling only picks the tokens; every logπ below is the teacher-forced path
+    backend = fastgen.select(lora.model, cfg.fast)
+    ids = backend.generate(lora.model, tok, s_prompts, cfg.t.max_new_tokens, cfg.t.temperature,
+                           cfg.t.top_p, batch_size=cfg.t.gen_batch, lora=lora, deploy_rows=s_deploy)
+    backend.release()
     texts = tok.batch_decode(ids, skip_special_tokens=True)
     out: list[Rollout] = []
     k = 0
@@ -280,8 +276,9 @@ def to_seqs(tok, rollouts: list[Rollout]) -> rollout.Seqs:
 
 
 def _logprobs(cfg):
-    from vgrout import fastgen
-    return partial(fastgen.token_logprobs, keep_layers=cfg.t.keep_layers) if cfg.fast else grpo.token_logprobs
+    def token_logprobs(model, seqs, **kw):
+        return fastgen.select(model, cfg.fast).token_logprobs(model, seqs, keep_layers=cfg.t.keep_layers, **kw)
+    return token_logprobs
 
 
 @torch.no_grad()

@@ -19,9 +19,9 @@ from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 
 from vgrout.adapter import Lora2r
-from vgrout.grpo import position_ids
 from vgrout.io import InputError, atomic_path
 from vgrout.layout import Layout
+from vgrout.logprob import position_ids
 from vgrout.rollout import Seqs, encode
 
 Direction = dict[str, torch.Tensor]  # module name -> [r], unit norm per module

@@ -1,0 +1,490 @@
+"""The fast sampler: batched decode over preallocated static KV caches (a drop-in for
+`rollout.generate`, same arguments and results; `vgrout.fastgen.select` picks it).
+
+A group's prompt is computed and stored once for its rollouts, each row's completion apart. The
+decode step (every layer, the lora2r deltas, sampling, the cache write) has fixed shapes, so on a
+GPU it is captured once as a CUDA graph and replayed once per new token: no Python and no launch
+overhead per layer. Sampling runs on the GPU (softmax / exponential race, the same distribution as
+multinomial). Each row keeps its own sampling mode: quarantine on (absorb) or ablated (keep, a
+deploy row), as `Lora2r.sampling` sets it.
+
+In the engine (prompt prefill and decode step) each lora2r delta is one pair of matmuls in the
+model's dtype, from copies of the adapter refreshed at every call:
+    delta(x) = [B − B0, B0] · (s ⊙ [A; A − A0]·x),   s = (1 … 1, m … m, 1 … 1, m … m)
+(B·A − B0·A0 regrouped so no difference of nearly equal terms is formed after rounding)
+the same function as `Lora2rLinear` (deployed + m · quarantine; m = 0 on deploy rows makes the
+quarantine term exactly zero), computed in bf16 with fp32 accumulation on a GPU instead of
+Lora2rLinear's fp32. Sampling carries no gradient and the ratio ρ reads logπ_old from the
+teacher-forced forward, so this rounding only perturbs the sampler, never the loss.
+
+Runs the layout of `vgrout.arch` (Llama / Qwen3, full attention in every layer).
+"""
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter
+from functools import partial
+
+import torch
+import torch.nn.functional as F
+from tqdm import tqdm
+from transformers.models.llama.modeling_llama import rotate_half
+
+from vgrout.adapter import Lora2r, Lora2rLinear
+from vgrout.arch import Arch, arch, base_linear, rms_norm
+from vgrout.rollout import pad_id
+
+CACHE_ALIGN = 64       # cache lengths rounded up: aligned attention masks, fewer graph shapes
+SPAN = 128             # a decode step attends the first k·SPAN completion slots, not all of them
+PREFILL_TOKENS = 16384  # prompt tokens per prefill chunk (bounds the fp32 lora2r activations)
+
+
+# -- one decoder layer over static KV caches ----------------------------------------------------
+# The engine keeps two caches per layer: each prompt slot's K/V [U, Hkv, Tp, Dh], shared by the
+# R = B / U rows sampled from that prompt in the same mode (a group's rollouts), and each row's
+# own completion K/V [B, Hkv, Tc, Dh]. A decode step reads a prompt's K/V once for its R rows, and
+# the cache holds a prompt once per group instead of once per rollout.
+
+def _qkv(a: Arch, layer, h, cos, sin, lin):
+    """The attention inputs of h [B, L, D]: q [B, H, L, Dh], k and v [B, Hkv, L, Dh], rotated.
+    q, k and v come out of one projection, and q and k are rotated in one pass (fewer kernels:
+    a decode step is bound by their count)."""
+    attn = layer.self_attn
+    B, L, _ = h.shape
+    H, Hkv = a.n_heads, a.n_kv
+    x = rms_norm(layer.input_layernorm, h)
+    y = lin((attn.q_proj, attn.k_proj, attn.v_proj), x).view(B, L, H + 2 * Hkv, a.head_dim)
+    qk, v = y[:, :, :H + Hkv], y[:, :, H + Hkv:]
+    if hasattr(attn, "q_norm"):  # Qwen3: RMSNorm per head before the rotation
+        qk = torch.cat([rms_norm(attn.q_norm, qk[:, :, :H]), rms_norm(attn.k_norm, qk[:, :, H:])], 2)
+    qk = qk * cos[:, :, None] + rotate_half(qk) * sin[:, :, None]  # transformers' rotation, heads on dim 2
+    return qk[:, :, :H].transpose(1, 2), qk[:, :, H:].transpose(1, 2), v.transpose(1, 2)
+
+
+def _finish(layer, h, o, lin):
+    """The residual stream after attention output o [B, L, H·Dh]: o_proj, then the MLP."""
+    h = h + lin((layer.self_attn.o_proj,), o)
+    return h + _mlp(layer.mlp, rms_norm(layer.post_attention_layernorm, h), lin)
+
+
+def _prefill_layer(a: Arch, layer, h, cos, sin, k_out, v_out, mask, lin):
+    """Prompts h [b, P, D] attending to themselves under mask [b, 1, G·P, P]; their K/V go to
+    k_out, v_out [b, Hkv, P, Dh]."""
+    B, P, _ = h.shape
+    q, k, v = _qkv(a, layer, h, cos, sin, lin)
+    k_out.copy_(k)
+    v_out.copy_(v)
+    # grouped-query attention without repeating K/V: the G query heads that share a KV head
+    # become G·P query rows of that head (head h = kv·G + g, as transformers' repeat_kv)
+    G = a.n_heads // a.n_kv
+    q = q.reshape(B, a.n_kv, G * P, a.head_dim)
+    o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=layer.self_attn.scaling)
+    o = o.reshape(B, a.n_heads, P, a.head_dim).transpose(1, 2).reshape(B, P, -1)
+    return _finish(layer, h, o, lin)
+
+
+def _decode_layer(a: Arch, layer, h, cos, sin, kp, vp, kc, vc, slot, blocked, span, lin):
+    """One new token per row, h [B, 1, D]. Row b attends its prompt slot's K/V kp, vp[b // R]
+    and the first `span` slots of its own completion K/V kc, vc[b], except where blocked
+    [B, 1, 1, Tp + span] is True; this token's K/V is written at completion `slot`."""
+    B, U, Tp = h.shape[0], kp.shape[0], kp.shape[2]
+    R, G, Hkv, Dh = B // U, a.n_heads // a.n_kv, a.n_kv, a.head_dim
+    q, k, v = _qkv(a, layer, h, cos, sin, lin)
+    kc.index_copy_(2, slot, k)
+    vc.index_copy_(2, slot, v)
+    q = q.reshape(B, Hkv, G, Dh) * layer.self_attn.scaling  # head h = kv·G + g; scaled here, not the scores
+    # the R rows of a prompt slot are R·G query rows of one matmul against its K: read once
+    qu = q.view(U, R, Hkv, G, Dh).transpose(1, 2).reshape(U, Hkv, R * G, Dh)
+    sp = torch.matmul(qu, kp.transpose(-1, -2)).view(U, Hkv, R, G, Tp).transpose(1, 2).reshape(B, Hkv, G, Tp)
+    sc = torch.matmul(q, kc[:, :, :span].transpose(-1, -2))
+    # one softmax over the prompt's and the row's own positions; batched matmuls, no query
+    # tile padded from G rows to 64+ as a fused attention kernel would. The scores are the big
+    # elementwise tensor of the step ([B, H, Tp + span]): three passes in the model's dtype
+    # (softmax accumulates in fp32 inside its kernel)
+    w = torch.cat([sp, sc], -1).masked_fill_(blocked, float("-inf")).softmax(-1)
+    wp = w[..., :Tp].reshape(U, R, Hkv, G, Tp).transpose(1, 2).reshape(U, Hkv, R * G, Tp)
+    o = torch.matmul(wp, vp).view(U, Hkv, R, G, Dh).transpose(1, 2).reshape(B, Hkv, G, Dh)
+    o = o + torch.matmul(w[..., Tp:], vc[:, :, :span])
+    return _finish(layer, h, o.reshape(B, 1, -1), lin)
+
+
+
+def _mlp(mlp, x, lin):
+    return lin((mlp.down_proj,), mlp.act_fn(lin((mlp.gate_proj,), x)) * lin((mlp.up_proj,), x))
+
+
+
+class Projections:
+    """The engine's linear maps, called on a group of projections that read the same input: a
+    layer's (q, k, v), or one projection alone. A group of several runs as one GEMM on a
+    concatenated copy of their base weights (the engine's own, freed with it: 1.1 GB at Qwen3-4B's
+    shape). Its lora2r modules run as one GEMM into the static copy [A; A − A0] of all of them and
+    one into a block-diagonal [B − B0, B0], scaled per row by s. `refresh` copies the current
+    adapter in (it changes every optimizer step) and sets each row's quarantine factor m.
+    one_mode: every row has the same m, so m is folded into the copy of A and no row is scaled
+    (a kernel fewer per group in the decode step)."""
+
+    def __init__(self, layers, lora: Lora2r | None, batch: int, dtype: torch.dtype, one_mode: bool = False):
+        self.lora, self.one_mode = lora, one_mode
+        self.base: dict[tuple, tuple] = {}     # group -> (W, bias) concatenated
+        self.delta: dict[tuple, tuple] = {}    # group -> (A, B, [(module, first output row, first column)])
+        self.s: dict[int, torch.Tensor] = {}   # modules in a group -> per-row scale [batch, n · 4r]
+        for layer in layers:
+            at, mlp = layer.self_attn, layer.mlp
+            for group in [(at.q_proj, at.k_proj, at.v_proj), (at.o_proj,), (mlp.gate_proj,),
+                          (mlp.up_proj,), (mlp.down_proj,)]:
+                self._add(group, batch, dtype)
+
+    @torch.no_grad()
+    def _add(self, group: tuple, batch: int, dtype: torch.dtype) -> None:
+        lins = [base_linear(m) for m in group]
+        if len(group) > 1:
+            bias = None
+            if any(b.bias is not None for b in lins):
+                bias = torch.cat([b.bias if b.bias is not None else b.weight.new_zeros(b.out_features)
+                                  for b in lins])
+            self.base[group] = (torch.cat([b.weight for b in lins]), bias)
+        parts, row, col = [], 0, 0
+        for m in group:
+            if isinstance(m, Lora2rLinear):
+                parts.append((m, row, col))
+                col += 4 * m.r
+            row += base_linear(m).out_features
+        if not parts:
+            return
+        w = lins[0].weight
+        # zeros, not empty: no buffer a decode step reads is ever uninitialised (a NaN left in
+        # a masked cache slot still poisons the step: its weight is 0, and 0 · NaN = NaN)
+        self.delta[group] = (w.new_zeros(col, w.shape[1], dtype=dtype), w.new_zeros(row, col, dtype=dtype), parts)
+        if len(parts) not in self.s:
+            self.s[len(parts)] = w.new_ones(batch, col, dtype=dtype)
+
+    @torch.no_grad()
+    def refresh(self, m_rows: torch.Tensor) -> None:
+        if self.lora is None:
+            return
+        m = m_rows[:, None]
+        if self.one_mode and not torch.equal(m, m[:1].expand_as(m)):
+            raise ValueError("Projections(one_mode=True): the rows' quarantine factors differ")
+        for A, B, parts in self.delta.values():
+            for mod, o, c in parts:
+                r, n = mod.r, mod.B.shape[0]
+                A[c:c + 2 * r].copy_(mod.A)
+                A[c + 2 * r:c + 4 * r].copy_(mod.A - mod.A0)  # differences in fp32, then rounded: see Lora2rDelta
+                B[o:o + n, c:c + 2 * r].copy_(mod.B - mod.B0)
+                B[o:o + n, c + 2 * r:c + 4 * r].copy_(mod.B0)
+                if self.one_mode:  # the quarantine rows of A and of A − A0
+                    A[c + r:c + 2 * r] *= m[0, 0]
+                    A[c + 3 * r:c + 4 * r] *= m[0, 0]
+        r = self.lora.r
+        for s in self.s.values():
+            for c in range(0, s.shape[1], 4 * r):
+                s[:, c + r:c + 2 * r] = m
+                s[:, c + 3 * r:c + 4 * r] = m
+
+    def __call__(self, group: tuple, x: torch.Tensor, rows: slice = slice(None)) -> torch.Tensor:
+        """The group's outputs side by side for rows `rows` of the batch: W·x + [B − B0, B0]·(s ⊙ [A; A − A0]·x)."""
+        y = F.linear(x, *self.base[group]) if group in self.base else base_linear(group[0])(x)
+        if group not in self.delta:
+            return y
+        A, B, parts = self.delta[group]
+        h = F.linear(x, A)
+        if not self.one_mode:
+            s = self.s[len(parts)][rows]
+            h = h * s.view(s.shape[0], *[1] * (x.dim() - 2), s.shape[1])
+        return torch.addmm(y.flatten(0, -2), h.flatten(0, -2), B.t()).view_as(y)
+
+
+def sample_next(logits: torch.Tensor, temperature: float, top_p: float = 1.0) -> torch.Tensor:
+    """Next token per row [B] from logits [B, V], on the device with no host sync (capturable):
+    greedy at temperature 0, else softmax(logits / temperature) restricted to the top-p nucleus."""
+    if temperature == 0:
+        return logits.argmax(-1)
+    logits = logits.float() / temperature
+    if top_p < 1.0:
+        srt, idx = logits.sort(-1, descending=True)
+        p = srt.softmax(-1)
+        drop = p.cumsum(-1) - p > top_p  # keep the smallest prefix whose mass reaches top_p
+        srt = srt.masked_fill(drop, float("-inf"))
+        logits = torch.full_like(logits, float("-inf")).scatter(-1, idx, srt)
+    probs = logits.softmax(-1)
+    # argmax_i p_i / E_i with E_i ~ Exp(1) i.i.d. picks token i with probability p_i
+    return (probs / torch.empty_like(probs).exponential_()).argmax(-1)
+
+
+# -- the engine: static buffers and the captured decode step ------------------------------------
+
+class Engine:
+    """Static buffers and the decode step for one shape: B rows in U = B / R prompt slots of R
+    rows each, prompts of up to Tp tokens, up to Tc + 1 new tokens; one_mode: all rows sample in
+    the same mode (see Projections)."""
+
+    def __init__(self, model, lora: Lora2r | None, batch: int, group: int, prompt_len: int,
+                 comp_len: int, temperature: float, top_p: float, eos_id: int | None, pad: int,
+                 ignore_eos: bool, one_mode: bool = False):
+        if batch % group:
+            raise ValueError(f"engine batch {batch} is not a multiple of its group {group}")
+        self.model, self.lora, self.a = model, lora, arch(model)
+        self.B, self.R, self.U = batch, group, batch // group
+        self.Tp, self.Tc = prompt_len, comp_len
+        self.temperature, self.top_p = temperature, top_p
+        self.eos_id, self.pad_id, self.ignore_eos = eos_id, pad, ignore_eos
+        w = self.a.embed.weight
+        dev, dt = w.device, w.dtype
+        L, kv, Dh = len(self.a.layers), self.a.n_kv, self.a.head_dim
+        self.kp = torch.zeros(L, self.U, kv, prompt_len, Dh, dtype=dt, device=dev)
+        self.vp = torch.zeros_like(self.kp)
+        self.kc = torch.zeros(L, batch, kv, comp_len, Dh, dtype=dt, device=dev)
+        self.vc = torch.zeros_like(self.kc)
+        z = dict(dtype=torch.long, device=dev)
+        self.tok = torch.zeros(batch, 1, **z)       # the token fed at this step
+        self.pos = torch.zeros(batch, 1, **z)       # its rotary position (real tokens before it)
+        self.prompt_ok = torch.zeros(batch, prompt_len, dtype=torch.bool, device=dev)  # real prompt slots of each row
+        self.slot = torch.zeros(1, **z)             # completion slot written at this step
+        self.col = torch.zeros(1, **z)              # output column written at this step
+        self.done = torch.zeros(batch, dtype=torch.bool, device=dev)
+        self.out = torch.zeros(batch, comp_len + 1, **z)
+        self.ar = torch.arange(comp_len, device=dev)
+        self.proj = Projections(self.a.layers, lora, batch, dt, one_mode)
+        self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
+        # one decode graph per attended span: early steps do not read the empty tail of the cache
+        self.spans = sorted({min(comp_len, SPAN * k) for k in range(1, math.ceil(comp_len / SPAN) + 1)})
+
+    def sample(self, logits: torch.Tensor) -> torch.Tensor:
+        nxt = sample_next(logits, self.temperature, self.top_p)
+        if not self.ignore_eos and self.eos_id is not None:
+            nxt = torch.where(self.done, torch.full_like(nxt, self.pad_id), nxt)
+            self.done |= nxt == self.eos_id
+        return nxt
+
+    def span_for(self, slot: int) -> int:
+        return next(s for s in self.spans if s > slot)
+
+    def decode_step(self, span: int) -> None:
+        a = self.a
+        h = a.embed(self.tok)
+        cos, sin = a.rotary(h, self.pos)
+        own = (self.ar[:span] <= self.slot)[None, :].expand(self.B, -1)
+        blocked = ~torch.cat([self.prompt_ok, own], 1)[:, None, None, :]
+        lin = self.proj
+        for i, layer in enumerate(a.layers):
+            h = _decode_layer(a, layer, h, cos, sin, self.kp[i], self.vp[i], self.kc[i], self.vc[i],
+                              self.slot, blocked, span, lin)
+        nxt = self.sample(a.lm_head(rms_norm(a.norm, h[:, -1])))
+        self.out.index_copy_(1, self.col, nxt[:, None])
+        self.tok.copy_(nxt[:, None])
+        self.pos += 1
+        self.slot += 1
+        self.col += 1
+
+    def capture(self) -> None:
+        """Record the decode step of every span as a CUDA graph; the graphs share one memory
+        pool, as they never run at once. One eager warm-up step on a side stream first does the
+        libraries' lazy set-up (a training run captures every step, so warm-ups are paid often)."""
+        pool = torch.cuda.graph_pool_handle()
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            self.slot.fill_(self.spans[-1] - 1)
+            self.col.fill_(0)
+            self.decode_step(self.spans[-1])
+        torch.cuda.current_stream().wait_stream(s)
+        for span in self.spans:
+            self.slot.fill_(span - 1)
+            self.col.fill_(0)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g, pool=pool):
+                self.decode_step(span)
+            self.graphs[span] = g
+
+    @torch.no_grad()
+    def prefill(self, prompts: list[list[int]], m_rows: torch.Tensor) -> None:
+        """Left-pad each prompt slot's prompt into [0, Tp), run it through the layers (in chunks
+        of slots; a slot whose prompt and mode an earlier slot has is copied, not recomputed),
+        and sample every row's first new token."""
+        a, dev, R = self.a, self.tok.device, self.R
+        Tp = self.Tp
+        slot_rows = range(0, self.B, R)  # the first row of each prompt slot
+        keys: dict[tuple, int] = {}
+        src = [keys.setdefault((tuple(prompts[b]), float(m_rows[b])), u) for u, b in enumerate(slot_rows)]
+        comp = sorted(keys.values())  # the slots computed; the others copy one of them
+        ids = torch.full((self.U, Tp), self.pad_id, dtype=torch.long)
+        first = torch.zeros(self.U, dtype=torch.long)
+        for u, b in enumerate(slot_rows):
+            p = prompts[b]
+            ids[u, Tp - len(p):] = torch.tensor(p, dtype=torch.long)
+            first[u] = Tp - len(p)
+        ids, first = ids.to(dev), first.to(dev)
+        ar = torch.arange(Tp, device=dev)
+        self.prompt_ok.copy_((ar[None, :] >= first[:, None]).repeat_interleave(R, 0))
+        pos = (ar[None, :] - first[:, None]).clamp(min=0)  # = cumsum(attention_mask) - 1 on real tokens
+        G = a.n_heads // a.n_kv
+        causal = ar[None, :] <= ar[:, None]                                     # [Tp(query), Tp(key)]
+        chunk = max(1, PREFILL_TOKENS // Tp)
+        last = torch.empty(self.U, a.embed.weight.shape[1], dtype=a.embed.weight.dtype, device=dev)
+        for c0 in range(0, len(comp), chunk):
+            us = torch.tensor(comp[c0:c0 + chunk], device=dev)
+            valid = ar[None, :] >= first[us, None]                             # [b, Tp] real keys
+            m = (causal[None] & valid[:, None, :]) | torch.eye(Tp, dtype=torch.bool, device=dev)[None]
+            # pad queries see only themselves: no fully masked row, so no NaN in pad K/V
+            mask = m[:, None].repeat(1, 1, G, 1)                               # [b, 1, G·Tp, Tp]
+            h = a.embed(ids[us])
+            cos, sin = a.rotary(h, pos[us])
+            lin = partial(self.proj, rows=us * R)
+            k_tmp = self.kp.new_empty(len(a.layers), len(us), a.n_kv, Tp, a.head_dim)
+            v_tmp = torch.empty_like(k_tmp)
+            for i, layer in enumerate(a.layers):
+                h = _prefill_layer(a, layer, h, cos, sin, k_tmp[i], v_tmp[i], mask, lin)
+            self.kp[:, us], self.vp[:, us] = k_tmp, v_tmp
+            last[us] = h[:, -1]
+        src_t = torch.tensor(src, device=dev)
+        dup = (src_t != torch.arange(self.U, device=dev)).nonzero().squeeze(1)
+        self.kp[:, dup], self.vp[:, dup] = self.kp[:, src_t[dup]], self.vp[:, src_t[dup]]
+        logits = a.lm_head(rms_norm(a.norm, last[src_t]))                        # [U, V]
+        self.done.zero_()
+        self.out.fill_(self.pad_id)
+        self.tok[:, 0] = self.sample(logits.repeat_interleave(R, 0))
+        self.pos.copy_((Tp - first).repeat_interleave(R, 0)[:, None])
+        self.slot.fill_(0)
+        self.out[:, 0] = self.tok[:, 0]
+        self.col.fill_(1)
+
+    @torch.no_grad()
+    def run(self, prompts: list[list[int]], n_new: int, deploy: list[bool],
+            timings: list | None = None) -> torch.Tensor:
+        """Completions [B, n_new] (pad after an EOS unless ignore_eos) for B prompts laid out in
+        prompt slots: rows [u·R, (u+1)·R) share their prompt and sampling mode. With `timings`,
+        appends {"capture_s", "prefill_s", "decode_s"} (synchronising the device around each;
+        capture_s is 0 once the engine holds its graphs)."""
+        if len(prompts) != self.B:
+            raise ValueError(f"engine batch is {self.B}, got {len(prompts)} prompts")
+        for b in range(self.B):
+            u0 = b - b % self.R
+            if prompts[b] != prompts[u0] or deploy[b] != deploy[u0]:
+                raise ValueError(f"engine row {b}: prompt or sampling mode differs from row {u0}, "
+                                 f"the first row of its prompt slot (group {self.R})")
+        P = max(len(p) for p in prompts)
+        if P > self.Tp or n_new - 1 > self.Tc:
+            raise ValueError(f"prompt {P} and {n_new} new tokens exceed the engine's cache "
+                             f"({self.Tp} prompt, {self.Tc + 1} new)")
+        m_rows = torch.tensor([0.0 if d else 1.0 for d in deploy], device=self.tok.device)
+        self.proj.refresh(m_rows.to(self.a.embed.weight.dtype))
+        tc = _clock(timings is not None)
+        if not self.graphs and self.tok.is_cuda:
+            # before the prefill (the warm-up runs write the step's buffers), after the refresh (so
+            # the K/V they leave in unwritten cache slots is finite: 0 · NaN would poison the step)
+            self.capture()
+        t0 = _clock(timings is not None)
+        self.prefill(prompts, m_rows)
+        t1 = _clock(timings is not None)
+        # a GPU step is queued ahead of the host, so asking "all done?" stalls it; a CPU one is not
+        check_every = 64 if self.tok.is_cuda else 1
+        for step in range(1, n_new):
+            span = self.span_for(step - 1)  # the completion slot this step writes
+            if self.graphs:
+                self.graphs[span].replay()
+            else:
+                self.decode_step(span)
+            if not self.ignore_eos and step % check_every == 0 and bool(self.done.all()):
+                break
+        if timings is not None:
+            timings.append({"capture_s": t0 - tc, "prefill_s": t1 - t0, "decode_s": _clock(True) - t1})
+        return self.out[:, :n_new].clone()
+
+
+def _clock(sync: bool) -> float:
+    if sync and torch.cuda.is_available():
+        torch.cuda.synchronize()
+    return time.perf_counter()
+
+
+_ENGINE: dict[tuple, Engine] = {}
+
+
+def engine(model, lora, batch, group, prompt_len, comp_len, temperature, top_p, eos_id, pad,
+           ignore_eos, one_mode=False) -> Engine:
+    """The engine for this shape and sampler; one is kept alive (its cache is the big buffer)."""
+    key = (id(model), id(lora), batch, group, prompt_len, comp_len, float(temperature), float(top_p),
+           eos_id, pad, ignore_eos, one_mode)
+    if key not in _ENGINE:
+        _ENGINE.clear()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        _ENGINE[key] = Engine(model, lora, batch, group, prompt_len, comp_len, temperature, top_p,
+                              eos_id, pad, ignore_eos, one_mode)
+    return _ENGINE[key]
+
+
+def release() -> None:
+    """Free the kept engine (its KV cache and graph) before memory-hungry training."""
+    _ENGINE.clear()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def aligned(n: int) -> int:
+    return CACHE_ALIGN * max(1, math.ceil(n / CACHE_ALIGN))
+
+
+def prompt_slots(prompts: list[list[int]], deploy: list[bool]) -> tuple[list[int], int]:
+    """A row order that puts rows with the same prompt and sampling mode next to each other
+    (first appearance first; already-grouped rows keep their order), and the group R: the
+    largest size that cuts every such run of rows into whole prompt slots."""
+    first: dict[tuple, int] = {}
+    keys = [first.setdefault((tuple(p), d), i) for i, (p, d) in enumerate(zip(prompts, deploy))]
+    order = sorted(range(len(prompts)), key=lambda i: (keys[i], i))
+    return order, math.gcd(*Counter(keys).values())
+
+
+@torch.no_grad()
+def generate_ids(model, prompts: list[list[int]], max_new_tokens: int, temperature: float,
+                 top_p: float = 1.0, batch_size: int = 64, lora: Lora2r | None = None,
+                 deploy_rows: list[bool] | None = None, eos_id: int | None = None, pad: int = 0,
+                 ignore_eos: bool = False, cache_new_tokens: int | None = None,
+                 progress: bool = False, timings: list | None = None) -> torch.Tensor:
+    """Completion token ids [N, max_new_tokens] (on the CPU) for token-id prompts, in chunks of
+    batch_size rows (a short last chunk is filled with copies of its last prompt). Rows past their
+    EOS hold `pad`; ignore_eos forces every row to max_new_tokens (benchmarks). cache_new_tokens:
+    size the cache for this many new tokens (one engine for a short warm-up and the real run)."""
+    if max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+    deploy_rows = deploy_rows if deploy_rows is not None else [False] * len(prompts)
+    if len(deploy_rows) != len(prompts):
+        raise ValueError("deploy_rows and prompts differ in length")
+    Tp = aligned(max(len(p) for p in prompts))
+    Tc = aligned(max(max_new_tokens, cache_new_tokens or 0) - 1)
+    B = min(batch_size, len(prompts))
+    out = []
+    starts = range(0, len(prompts), B)
+    for s in tqdm(starts, desc="fastgen", disable=not progress, leave=False):
+        chunk, dep = prompts[s:s + B], deploy_rows[s:s + B]
+        n = len(chunk)
+        chunk = chunk + [chunk[-1]] * (B - n)
+        dep = dep + [dep[-1]] * (B - n)
+        order, R = prompt_slots(chunk, dep)
+        eng = engine(model, lora, B, R, Tp, Tc, temperature, top_p, eos_id, pad, ignore_eos,
+                     one_mode=len(set(dep)) == 1)
+        ids = eng.run([chunk[i] for i in order], max_new_tokens, [dep[i] for i in order], timings)
+        back = torch.empty_like(ids)
+        back[torch.tensor(order, device=ids.device)] = ids  # the caller's row order
+        out.append(back[:n].cpu())
+    return torch.cat(out)
+
+
+@torch.no_grad()
+def generate(model, tokenizer, prompts: list[str], max_new_tokens: int, temperature: float,
+             top_p: float = 1.0, batch_size: int = 64, lora: Lora2r | None = None,
+             deploy_rows: list[bool] | None = None, progress: bool = False) -> list[list[int]]:
+    """Drop-in for `rollout.generate`: completion ids per prompt, cut after the first EOS
+    (the EOS kept)."""
+    eos = tokenizer.eos_token_id
+    ids = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
+    toks = generate_ids(model, ids, max_new_tokens, temperature, top_p, batch_size, lora,
+                        deploy_rows, eos_id=eos, pad=pad_id(tokenizer), progress=progress)
+    out = []
+    for row in toks.tolist():
+        if eos in row:
+            row = row[:row.index(eos) + 1]
+        out.append(row)
+    return out

@@ -1,0 +1,330 @@
+"""Teacher-forced log-prob forwards: log π(token) on the completion tokens of a `Seqs` batch.
+
+- `reference_token_logprobs`: the model's own forward (transformers' layers, the adapter's fp32
+  deltas), [B, Lc, V] logits materialised; the reference every other path is tested against.
+- `token_logprobs`, its fast drop-in (same arguments and results; `vgrout.fastgen.select` picks
+  it): the decoder layers run under activation checkpointing (only each layer's input is kept for
+  the backward), and the log-probs are computed from the final hidden states in chunks of time
+  steps, so [batch, time, vocab] is never materialised, in fp32 or at all. The lora2r masks in
+  force at the forward are restored for the recompute in the backward, so `loss.backward()` may
+  run outside `Lora2r.masked`. With fused_adapter the adapter's routing state selects FusedDelta
+  (`Lora2rDelta` in the model's dtype) and the RMSNorms run as torch's fused rms_norm.
+
+The fast forward runs the layout of `vgrout.arch` (Llama / Qwen3, full attention in every layer).
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+from vgrout.adapter import ExactDelta, FusedDelta, Lora2rLinear, routing_state
+from vgrout.arch import arch, rms_norm
+from vgrout.rollout import Seqs
+
+LOGP_TOKENS = 4096      # tokens per log-prob chunk: [LOGP_TOKENS, vocab] fp32 at most
+CHECKPOINT_ABOVE_TOKENS = 8192  # micro-batches of more tokens checkpoint their decoder layers,
+KEEP_LAYERS = 0                 # all but the top KEEP_LAYERS (kept activations: memory for less recompute)
+SHARE_ABOVE_TOKENS = 8192       # on a GPU, micro-batches of more tokens compute each prompt once
+
+
+def position_ids(attention_mask: torch.Tensor) -> torch.Tensor:
+    # Left padding: positions count real tokens only, matching what generate() used.
+    return (attention_mask.cumsum(-1) - 1).clamp(min=0)
+
+
+def reference_token_logprobs(model, seqs: Seqs) -> tuple[torch.Tensor, torch.Tensor]:
+    """log π(token) for the completion tokens: ([B, Lc], mask [B, Lc]).
+
+    Completions sit at the right end of every left-padded row, so only the last Lc+1
+    positions need logits: [B, Lc, V] is materialised, never [B, T, V]."""
+    Lc = int(seqs.completion_mask.sum(1).max())
+    out = model(input_ids=seqs.input_ids, attention_mask=seqs.attention_mask,
+                position_ids=position_ids(seqs.attention_mask), logits_to_keep=Lc + 1)
+    logits = out.logits[:, :-1].float()
+    targets = seqs.input_ids[:, -Lc:]
+    logp = torch.gather(F.log_softmax(logits, -1), 2, targets.unsqueeze(-1)).squeeze(-1)
+    mask = seqs.completion_mask[:, -Lc:].to(logp.dtype)
+    return logp * mask, mask
+
+
+# -- one decoder layer --------------------------------------------------------------------------
+
+def _layer_forward(layer, h, st, fused_adapter, **kw):
+    """One decoder layer. The variant of the lora2r deltas is set on the routing state here, so
+    that a checkpoint recompute has it too. fused_adapter: FusedDelta, and the layer's RMSNorms
+    through `rms_norm` (`_fused_layer`); else transformers' layer with ExactDelta."""
+    with st.scope(variant=FusedDelta if fused_adapter else ExactDelta):
+        if fused_adapter:
+            return _fused_layer(layer, h, **kw)
+        out = layer(h, **kw)
+    return out[0] if isinstance(out, tuple) else out
+
+
+def _fused_layer(layer, h, attention_mask, position_ids, position_embeddings, past_key_values=None):
+    """transformers' Llama / Qwen3 decoder layer op for op (its own rotation and attention
+    functions), except that its RMSNorms, q_norm and k_norm included, run through `rms_norm`."""
+    attn = layer.self_attn
+    family = sys.modules[type(attn).__module__]  # modeling_llama, modeling_qwen3
+    x = rms_norm(layer.input_layernorm, h)
+    shape = (*x.shape[:-1], -1, attn.head_dim)
+    q, k = attn.q_proj(x).view(shape), attn.k_proj(x).view(shape)
+    if hasattr(attn, "q_norm"):  # Qwen3: RMSNorm per head before the rotation
+        q, k = rms_norm(attn.q_norm, q), rms_norm(attn.k_norm, k)
+    q, k, v = q.transpose(1, 2), k.transpose(1, 2), attn.v_proj(x).view(shape).transpose(1, 2)
+    cos, sin = position_embeddings
+    q, k = family.apply_rotary_pos_emb(q, k, cos, sin)
+    if past_key_values is not None:
+        k, v = past_key_values.update(k, v, attn.layer_idx)
+    impl = attn.config._attn_implementation
+    attend = family.eager_attention_forward if impl == "eager" else ALL_ATTENTION_FUNCTIONS[impl]
+    o, _ = attend(attn, q, k, v, attention_mask, dropout=attn.attention_dropout if attn.training else 0.0,
+                  scaling=attn.scaling)
+    h = h + attn.o_proj(o.reshape(*x.shape[:-1], -1).contiguous())
+    return h + layer.mlp(rms_norm(layer.post_attention_layernorm, h))
+
+
+def trunk_depth(model) -> int:
+    """Decoder layers below the first one holding a lora2r module: a frozen trunk whose output
+    no adapter update can change, so it is computed once per rollout batch, not per forward."""
+    for i, layer in enumerate(arch(model).layers):
+        if any(isinstance(m, Lora2rLinear) for m in layer.modules()):
+            return i
+    return len(arch(model).layers)
+
+
+# -- teacher-forced forwards with each prompt computed once -------------------------------------
+# The G rollouts of a group share their prompt, and a prompt is most of a row's tokens. The
+# forward therefore runs in two passes per layer: the distinct prompts (with the K/V they leave
+# behind), then every row's completion attending to its prompt's K/V. A prompt is computed once
+# per distinct routing mask (m, d) among its rows, since the adapter's forward depends on the mask.
+
+@dataclass
+class Split:
+    """A Seqs batch cut into distinct prompts and per-row completions."""
+    prompt_ids: torch.Tensor    # [U, Tp] left-padded distinct prompts
+    prompt_mask: torch.Tensor   # [U, Tp]
+    owner: torch.Tensor         # [B] the prompt of each row
+    comp_ids: torch.Tensor      # [B, Tc] right-padded completions
+    comp_mask: torch.Tensor     # [B, Tc]
+    lengths: torch.Tensor       # [B] real prompt tokens of each row (its completion's first position)
+
+
+def split(seqs: Seqs) -> Split:
+    ids, attn, comp = seqs.input_ids, seqs.attention_mask.bool(), seqs.completion_mask.bool()
+    prompts, owner, comps = {}, [], []
+    for i in range(ids.shape[0]):
+        p = tuple(ids[i][attn[i] & ~comp[i]].tolist())
+        owner.append(prompts.setdefault(p, len(prompts)))
+        comps.append(ids[i][comp[i]])
+    dev = ids.device
+    Tp, Tc = max(map(len, prompts)), max(1, max(len(c) for c in comps))
+    U, B = len(prompts), len(comps)
+    p_ids, p_mask = torch.zeros(U, Tp, dtype=torch.long, device=dev), torch.zeros(U, Tp, dtype=torch.long, device=dev)
+    for p, u in prompts.items():
+        p_ids[u, Tp - len(p):] = torch.tensor(p, device=dev)
+        p_mask[u, Tp - len(p):] = 1
+    c_ids, c_mask = torch.zeros(B, Tc, dtype=torch.long, device=dev), torch.zeros(B, Tc, dtype=torch.long, device=dev)
+    for i, c in enumerate(comps):
+        c_ids[i, :len(c)], c_mask[i, :len(c)] = c, 1
+    owner_t = torch.tensor(owner, device=dev)
+    return Split(p_ids, p_mask, owner_t, c_ids, c_mask, p_mask.sum(1)[owner_t])
+
+
+class PromptKV:
+    """The `past_key_values` a transformers attention layer calls `update` on: records each
+    layer's prompt K/V (prompt pass) or prepends the owner's prompt K/V (completion pass)."""
+
+    def __init__(self, owner: torch.Tensor | None = None, kv: dict | None = None):
+        self.owner, self.kv = owner, kv if kv is not None else {}
+
+    def update(self, k, v, layer_idx, *args, **kwargs):
+        if self.owner is None:
+            self.kv[layer_idx] = (k, v)
+            return k, v
+        pk, pv = self.kv[layer_idx]
+        return torch.cat([pk[self.owner], k], 2), torch.cat([pv[self.owner], v], 2)
+
+
+def _additive(allowed: torch.Tensor, dtype) -> torch.Tensor:
+    """A boolean [B, Tq, Tk] mask as the additive [B, 1, Tq, Tk] form transformers' attention takes."""
+    mask = torch.zeros(allowed.shape[0], 1, *allowed.shape[1:], dtype=dtype, device=allowed.device)
+    return mask.masked_fill_(~allowed[:, None], torch.finfo(dtype).min)
+
+
+def _two_pass_layer(layer, hp, hc, st, prompt_rows, comp_rows, owner, p_kw, c_kw, fused_adapter):
+    """One decoder layer over the prompts, then over the completions attending to them. The masks
+    are explicit arguments ({m, d, pool_weights} of each pass's rows; {}: leave the routing state
+    as it is), so a checkpoint recompute in the backward sees the forward's masks."""
+    kv = PromptKV()
+    with st.scope(**prompt_rows):
+        hp = _layer_forward(layer, hp, st, fused_adapter, past_key_values=kv, **p_kw)
+    with st.scope(**comp_rows):
+        hc = _layer_forward(layer, hc, st, fused_adapter, past_key_values=PromptKV(owner, kv.kv), **c_kw)
+    return hp, hc
+
+
+def _keys(owner: torch.Tensor, st) -> tuple[torch.Tensor, torch.Tensor]:
+    """Distinct (prompt, m, d) among the rows: (the prompt of each key, the key of each row)."""
+    if st.m is None:
+        return torch.unique(owner, return_inverse=True)
+    d = st.d.long() if st.d is not None else torch.zeros_like(owner)
+    code = (owner * 2 + d) * 2 + (st.m > 0).long()
+    if not torch.equal(st.m, (st.m > 0).to(st.m.dtype)):
+        raise ValueError("fastgen: the quarantine mask m must be 0 or 1 per row")
+    uniq, key_of_row = torch.unique(code, return_inverse=True)
+    return uniq // 4, key_of_row
+
+
+def shares_prompts(seqs: Seqs) -> bool:
+    """Whether the two-pass forward pays: on a CPU, fewer tokens is less time; on a GPU a small
+    micro-batch is bound by kernel launches, which two passes per layer double (measured on an
+    H200: the issue's shape, 8 rows of 300 + 256 tokens, went from 7.2 s to 9.4 s a step)."""
+    return seqs.input_ids.device.type == "cpu" or seqs.input_ids.numel() > SHARE_ABOVE_TOKENS
+
+
+def hidden_states(model, seqs: Seqs, checkpoint_layers: bool = True, fused_adapter: bool = True,
+                  trunk=None, return_trunk: bool = False, keep_layers: int | None = None):
+    """Final-norm hidden states that predict each completion token, [B, Lc, D], right-aligned like
+    the completions in `seqs` (rows with fewer tokens start later). Each decoder layer is
+    checkpointed when grad is on and the batch is large.
+    fused_adapter: lora2r deltas through Lora2rDelta (x's dtype) instead of Lora2rLinear's fp32.
+    trunk: the frozen trunk's output for these rows (from an earlier call with return_trunk), so
+    only the adapted layers run; return_trunk: return (h, trunk). keep_layers: the top layers
+    that keep their activations when the others are checkpointed (default KEEP_LAYERS)."""
+    fn = _two_pass_hidden if shares_prompts(seqs) else _one_pass_hidden
+    keep = KEEP_LAYERS if keep_layers is None else keep_layers
+    out, trunk = fn(model, seqs, checkpoint_layers, fused_adapter, trunk, keep)
+    return (out, trunk) if return_trunk else out
+
+
+def _one_pass_hidden(model, seqs: Seqs, checkpoint_layers: bool, fused_adapter: bool, trunk, keep: int):
+    """Every row's prompt and completion in one pass. trunk: [B, T, D] at the first adapted layer."""
+    a = arch(model)
+    ids, attn = seqs.input_ids, seqs.attention_mask
+    B, T = ids.shape
+    pos = position_ids(attn)
+    depth = trunk_depth(model)
+    st = routing_state(model)
+    h = a.embed(ids)
+    ar = torch.arange(T, device=ids.device)
+    allowed = (ar[None, :] <= ar[:, None])[None] & attn.bool()[:, None, :]
+    allowed |= torch.eye(T, dtype=torch.bool, device=ids.device)[None]  # pad queries: themselves
+    kw = dict(attention_mask=_additive(allowed, h.dtype), position_ids=pos, position_embeddings=a.rotary(h, pos))
+    if trunk is None:
+        with torch.no_grad():  # frozen: no parameter below `depth` has a gradient
+            for layer in a.layers[:depth]:
+                h = _layer_forward(layer, h, st, fused_adapter, **kw)
+        trunk = h
+    h = trunk
+    # small micro-batches keep their activations: the recompute costs a third of the step
+    grad = torch.is_grad_enabled() and checkpoint_layers and B * T > CHECKPOINT_ABOVE_TOKENS
+    for i, layer in enumerate(a.layers[depth:]):
+        if grad and i < len(a.layers) - depth - keep:
+            h = checkpoint(_layer_forward, layer, h, st, fused_adapter, use_reentrant=False,
+                           context_fn=st.at_recompute(), **kw)
+        else:
+            h = _layer_forward(layer, h, st, fused_adapter, **kw)
+    out = rms_norm(a.norm, h) if fused_adapter else a.norm(h)
+    Lc = int(seqs.completion_mask.sum(1).max())
+    return out[:, -(Lc + 1):-1], trunk
+
+
+def _two_pass_hidden(model, seqs: Seqs, checkpoint_layers: bool, fused_adapter: bool, trunk, keep: int):
+    """Distinct prompts, then completions attending to them. trunk: (prompts, completions) at the
+    first adapted layer."""
+    a = arch(model)
+    sp = split(seqs)
+    st = routing_state(model)
+    m_rows, d_rows, pool_rows = st.m, st.d, None
+    if st.pool_weights is not None:
+        # the caller's weights [B, T] over the left-padded rows, read at each completion token
+        # (the gate pools completion tokens only; the prompt pass pools nothing)
+        T, n = seqs.input_ids.shape[1], sp.comp_mask.sum(1, keepdim=True)
+        cols = (T - n + torch.arange(sp.comp_ids.shape[1], device=n.device)[None]).clamp(max=T - 1)
+        pool_rows = st.pool_weights.gather(1, cols) * sp.comp_mask
+    key_prompt, key_of_row = _keys(sp.owner, st)
+    m_keys = None if m_rows is None else torch.zeros_like(m_rows[:len(key_prompt)]).index_copy_(0, key_of_row, m_rows)
+    d_keys = None if d_rows is None else torch.zeros_like(d_rows[:len(key_prompt)]).index_copy_(0, key_of_row, d_rows)
+
+    Tp, Tc = sp.prompt_ids.shape[1], sp.comp_ids.shape[1]
+    ar_p, ar_c = torch.arange(Tp, device=sp.owner.device), torch.arange(Tc, device=sp.owner.device)
+    pos_p = position_ids(sp.prompt_mask)
+    pos_c = sp.lengths[:, None] + ar_c[None]
+    allowed_p = (ar_p[None, :] <= ar_p[:, None])[None] & sp.prompt_mask.bool()[:, None, :]
+    allowed_p |= torch.eye(Tp, dtype=torch.bool, device=allowed_p.device)[None]  # pad queries: themselves
+    # a completion token sees its own prompt and the completion tokens up to itself
+    allowed_c = torch.cat([sp.prompt_mask.bool()[sp.owner][:, None, :].expand(-1, Tc, -1),
+                           (ar_c[None, :] <= ar_c[:, None])[None].expand(len(sp.owner), -1, -1)], 2)
+
+    def kw(pos, allowed, h):
+        return dict(attention_mask=_additive(allowed, h.dtype), position_ids=pos,
+                    position_embeddings=a.rotary(h, pos))
+
+    depth = trunk_depth(model)
+    if trunk is None:  # the frozen trunk, once per distinct prompt, without grad
+        with torch.no_grad():
+            hp, hc = a.embed(sp.prompt_ids), a.embed(sp.comp_ids)
+            p_kw, c_kw = kw(pos_p, allowed_p, hp), kw(pos_c, allowed_c, hc)
+            for layer in a.layers[:depth]:
+                hp, hc = _two_pass_layer(layer, hp, hc, st, {}, {}, sp.owner, p_kw, c_kw, fused_adapter)
+        trunk = (hp, hc)
+    hp, hc = trunk
+    # the adapted layers: each prompt once per distinct routing mask among its rows
+    hp = hp[key_prompt]
+    p_kw, c_kw = kw(pos_p[key_prompt], allowed_p[key_prompt], hp), kw(pos_c, allowed_c, hc)
+    grad = torch.is_grad_enabled() and checkpoint_layers and \
+        sp.prompt_ids.numel() + sp.comp_ids.numel() > CHECKPOINT_ABOVE_TOKENS
+    prompt_rows = dict(m=m_keys, d=d_keys, pool_weights=None)
+    comp_rows = dict(m=m_rows, d=d_rows, pool_weights=pool_rows)
+    for i, layer in enumerate(a.layers[depth:]):
+        args = (layer, hp, hc, st, prompt_rows, comp_rows, key_of_row, p_kw, c_kw, fused_adapter)
+        if grad and i < len(a.layers) - depth - keep:
+            hp, hc = checkpoint(_two_pass_layer, *args, use_reentrant=False)
+        else:
+            hp, hc = _two_pass_layer(*args)
+    norm = (lambda x: rms_norm(a.norm, x)) if fused_adapter else a.norm
+    # the token at completion position j is predicted by position j − 1; j = 0 by the prompt's last
+    last = norm(hp[:, -1:])[key_of_row]
+    pred = torch.cat([last, norm(hc[:, :-1])], 1)
+    # right-align each row's completion, like the left-padded `seqs`
+    n = sp.comp_mask.sum(1)
+    Lc = int(seqs.completion_mask.sum(1).max())
+    cols = (ar_c[None, :Lc] - (Lc - n)[:, None]).clamp(min=0)
+    return pred.gather(1, cols[..., None].expand(-1, -1, pred.shape[-1])), trunk
+
+
+def _chunk_logp(h: torch.Tensor, targets: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    logits = F.linear(h, weight).float()
+    return logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - logits.logsumexp(-1)
+
+
+def token_logprobs(model, seqs: Seqs, chunk_tokens: int = LOGP_TOKENS, fused_adapter: bool = True,
+                   trunk: tuple | None = None, return_trunk: bool = False, keep_layers: int | None = None):
+    """Drop-in for `reference_token_logprobs`: log π(token) on the completion tokens ([B, Lc], mask).
+    With fused_adapter the lora2r deltas run in the model's dtype (bf16 on a GPU) with fp32
+    accumulation, like a standard bf16 LoRA; fused_adapter=False keeps Lora2rLinear's fp32.
+    trunk / return_trunk / keep_layers: as in `hidden_states` (return_trunk appends the trunk)."""
+    Lc = int(seqs.completion_mask.sum(1).max())
+    h = hidden_states(model, seqs, fused_adapter=fused_adapter, trunk=trunk, return_trunk=return_trunk,
+                      keep_layers=keep_layers)
+    if return_trunk:
+        h, h_trunk = h
+    targets = seqs.input_ids[:, -Lc:]
+    weight = arch(model).lm_head.weight
+    B = h.shape[0]
+    step = max(1, chunk_tokens // B)
+    parts = []
+    for t0 in range(0, Lc, step):
+        hc, tc = h[:, t0:t0 + step], targets[:, t0:t0 + step]
+        if torch.is_grad_enabled():  # recompute the chunk's logits in the backward
+            parts.append(checkpoint(_chunk_logp, hc, tc, weight, use_reentrant=False))
+        else:
+            parts.append(_chunk_logp(hc, tc, weight))
+    logp = torch.cat(parts, 1)
+    mask = seqs.completion_mask[:, -Lc:].to(logp.dtype)
+    return (logp * mask, mask, h_trunk) if return_trunk else (logp * mask, mask)
