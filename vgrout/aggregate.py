@@ -290,8 +290,8 @@ def _a2_table(con, arms: Iterable[str] | None = None) -> tuple[pd.DataFrame, pd.
     final = con.execute("""
         SELECT arm, count(*) AS n_seeds, list(seed ORDER BY seed) AS seeds,
                avg(hack) AS hack_mean, sem(hack) AS hack_sem, avg(solve) AS solve_mean, sem(solve) AS solve_sem
-        FROM per_run WHERE view = 'deploy' AND mode = 'overall' AND arm <> 'base'
-        GROUP BY arm""").df().set_index("arm")
+        FROM per_run WHERE view = 'deploy' AND mode = 'overall' AND arm <> $base
+        GROUP BY arm""", {"base": BASE}).df().set_index("arm")
     tests = {m: _paired_vs_none(con, m) for m in ("hack", "solve")}
     rows = []
     for arm in _arm_order(a for a in final.index if arms is None or a in arms):
@@ -343,7 +343,7 @@ def a2(con, out: Out) -> pd.DataFrame:
     per_run = con.execute("""
         SELECT run, arm, seed, n, n_hacked, hack, hack_lo, hack_hi, n_solved, solve, solve_lo, solve_hi
         FROM per_run WHERE view = 'deploy' AND mode = 'overall'
-        ORDER BY arm = 'base' DESC, arm, seed""").df()
+        ORDER BY arm = $base DESC, arm, seed""", {"base": BASE}).df()
     base = per_run[per_run["arm"] == BASE]
     body = ["Final deploy eval (quarantine ablated), overall rate. Mean ± SEM over seeds; Δ = arm − none "
             "paired by seed. " + _seed_note(table), md_table(md)]
@@ -691,7 +691,7 @@ def aggregate(metrics_root: str | Path = "metrics/runs", runs_root: str | Path =
     out.data("train_hack_rate", train_hack[["step"] + _arm_order(c for c in train_hack.columns if c != "step")])
 
     base = con.execute("SELECT hack AS deploy_hack, solve AS deploy_solve FROM per_run "
-                       "WHERE arm = 'base' AND view = 'deploy' AND mode = 'overall'").df()
+                       "WHERE arm = $base AND view = 'deploy' AND mode = 'overall'", {"base": BASE}).df()
     summary = _summary(a2_table, a3_table, a7_table, base.iloc[0].to_dict() if len(base) else None)
     write_json(summary_path, summary)
     return summary

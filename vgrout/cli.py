@@ -101,8 +101,8 @@ def train(arm: str = typer.Option(...), seed: int = typer.Option(0), params_file
 def eval_(arm: str = typer.Option(..., help="an arm, or 'base' for the base model"),
           seed: Optional[int] = typer.Option(0), params_file: Path = PARAMS):
     """Deploy and train-mode evaluation of one run (the `eval@ARM-SEED` stage)."""
-    from vgrout import evaluate
-    base = arm == "base"
+    from vgrout import arms, evaluate
+    base = arm == arms.BASE
     res = evaluate.eval_stage(stage.scoped("eval_base" if base else "eval", params_file), arm, None if base else seed)
     table = Table("view", "mode", "n", "solve", "hack")
     for r in res["rows"]:
