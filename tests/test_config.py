@@ -59,6 +59,7 @@ def _write(tmp_path, old: str, new: str) -> Path:
     ("  lr: 0.002", "  lr: 2e-3", r"YAML reads 2e-3 as text: write it with a dot, e.g. 0.002"),
     ("  old_micro_batch: 0", "  old_micro_batch: 24", r"train.old_micro_batch \(24\) is not a multiple"),
     ("  lr: 0.002", "", r"missing key 'train.lr'"),
+    ("canonical: 0.1, wrong: 0.15}", "canonical: 0.1}", r"missing key 'pool.rates.wrong'"),
 ])
 def test_a_bad_value_is_one_clear_error(tmp_path, old, new, message):
     with pytest.raises(InputError, match=message) as e:

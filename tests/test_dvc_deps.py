@@ -359,6 +359,27 @@ def test_checker_follows_every_import_form(tmp_path):
     assert missing_deps(tmp_path, [Stage("s", "s", cmds, ".", ("run.py", "pkg"), ())]) == {}
 
 
+def test_layout_and_dvc_yaml_name_the_same_paths():
+    """Every path vgrout.layout gives a stage to write is an output of a dvc.yaml stage (or lies
+    inside one), for every arm and seed of params.yaml: the two homes of a path cannot drift."""
+    from vgrout import config
+    from vgrout.layout import Layout, run_name
+
+    outs = {o.path for s in load_stages(ROOT) for o in s.outs}
+    params, lay = config.load(ROOT / "params.yaml"), Layout()
+    written = [lay.model, lay.train_problems, lay.test_problems, lay.substrate_check, lay.pairs,
+               lay.pairs_check, lay.pool, lay.pool_metrics, lay.artifacts, lay.summary,
+               lay.plots / "png", lay.plots / "html", lay.run_metrics("base") / "per_mode_deploy.json"]
+    for seed in params.train.seeds:
+        written += [lay.vact(seed), lay.vact_metrics(seed)]
+        for arm in params.train.arms:
+            run = run_name(arm, seed)
+            written += [lay.run(run), *(lay.run_metrics(run) / f for f in
+                                        ("steps.jsonl", "per_mode_deploy.json", "eval_curve.json"))]
+    inside = lambda p: any(p == o or p.startswith(o + "/") for o in outs)  # noqa: E731
+    assert [p.as_posix() for p in written if not inside(p.as_posix())] == []
+
+
 def test_git_tracked_metrics_persist():
     """DVC deletes a stage's outputs before running it unless they are `persist: true`: every
     `cache: false` file (git tracks it) must persist, so a failed stage leaves it in place.

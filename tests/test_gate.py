@@ -5,7 +5,11 @@ import torch
 from vgrout import arms
 from vgrout.io import InputError
 
-from vgrout.gate import Gate
+from vgrout.gate import Gate as _Gate
+
+
+def Gate(policy="quantile", q_lo=0.25, q_hi=0.75, buffer_size=64, warmup=4):
+    return _Gate(policy=policy, q_lo=q_lo, q_hi=q_hi, buffer_size=buffer_size, warmup=warmup)
 
 
 def test_warmup_is_all_absorb_then_cuts_from_past_scores():
@@ -44,7 +48,7 @@ def test_pinned_arms(arm, zone):
 def test_state_round_trip_continues_identically():
     g = Gate(policy="quantile", buffer_size=16, warmup=4)
     g.decide(torch.randn(10, generator=torch.Generator().manual_seed(0)))
-    h = Gate.from_state_dict(g.state_dict())
+    h = _Gate.from_state_dict(g.state_dict())
     batch = torch.randn(6, generator=torch.Generator().manual_seed(1))
     assert g.decide(batch) == h.decide(batch)
     assert g.state_dict() == h.state_dict()

@@ -13,13 +13,13 @@ from vgrout.gate import Gate
 from vgrout.rollout import pack
 from vgrout.vact import haar_direction, pooled_activations, score
 
-ROUTING_PATH = ["vgrout/vact.py", "vgrout/gate.py", "vgrout/adapter.py"]
+ROUTING_PATH = ["vgrout/vact.py", "vgrout/gate.py", "vgrout/adapter.py", "vgrout/logprob.py", "vgrout/arms.py"]
 FORBIDDEN_MODULES = {"vgrout.grader", "vgrout.evaluate", "vgrout.aggregate", "vgrout.diagnostics"}
 FORBIDDEN_NAMES = {"reward", "rewards", "hacked", "gt_pass", "flawed_pass", "label", "labels", "grade"}
 
 
 def _route(rollouts, acts, direction):
-    gate = Gate(policy="quantile", buffer_size=64, warmup=8)
+    gate = Gate(policy="quantile", q_lo=0.25, q_hi=0.75, buffer_size=64, warmup=8)
     zones = []
     for start in range(0, len(rollouts), 8):  # steps of 8 rollouts
         sl = slice(start, start + 8)

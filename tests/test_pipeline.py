@@ -156,7 +156,7 @@ def test_a_new_arm_is_one_registry_entry(copy, monkeypatch):
     """Registering one Arm is all it takes to run it through train -> eval -> aggregate."""
     from vgrout import aggregate, arms, config, evaluate, train
 
-    arm = arms.Arm("haar2", "quantile", "haar", "haar2", "#000000", "a second placebo, for this test")
+    arm = arms.Arm("haar2", "quantile", "haar", "#000000", "a second placebo, for this test")
     monkeypatch.setitem(arms.REGISTRY, arm.name, arm)
     monkeypatch.chdir(copy)
     p = config.load()

@@ -48,7 +48,8 @@ def _cfg(root, model_dir, name, arm="routeA", direction=None, stop_after=None, p
         vact_dir.mkdir(exist_ok=True)
         shutil.copyfile(direction, vact_dir / "v_act.safetensors")
     return train.TrainRun(arm=arms.get(arm), seed=0, t=params.train, adapter=params.adapter, gate=params.gate,
-                          pair_files=list(pair_files), pair_modes=None, fast=True, model_dir=model_dir,
+                          pair_files=list(pair_files), pair_modes=None, fast=True, vact_batch=params.vact.batch_size,
+                          model_dir=model_dir,
                           problems=str(root / "train.jsonl"), pool=str(root / "pool.jsonl"), vact_dir=str(vact_dir),
                           out_dir=str(root / name), log_path=str(root / name / "steps.jsonl"),
                           stale_root=str(root / "set_aside"), stop_after=stop_after)
@@ -125,6 +126,12 @@ def test_changed_config_never_resumes_a_stale_checkpoint(setup):
     aside = list((root / "set_aside").glob("routeA-0-*"))
     assert len(aside) == 1 and (aside[0] / "ckpt" / "step_00001" / "adapter.safetensors").exists()
     assert len(_rows(aside[0] / "steps.jsonl")) == 1
+    # back to the first config, then the second again: each set-aside copy is kept, none overwritten
+    train.train(_cfg(root, model_dir, "stale", steps=2, ckpt_every=1, stop_after=1), progress=False)
+    train.train(cfg2, progress=False)
+    names = sorted(p.name for p in (root / "set_aside").glob("routeA-0-*"))
+    assert len(names) == 3 and aside[0].name + "-2" in names, names
+    assert len(_rows(root / "set_aside" / aside[0].name / "steps.jsonl")) == 1  # the first copy is intact
 
 
 def test_refresh_re_extracts_v_act_in_the_current_basis(setup):
@@ -187,18 +194,19 @@ def test_one_old_forward_over_several_micro_batches_gives_the_same_step(setup):
         train.train(_cfg(root, model_dir, "old_rows_3", old_micro_batch=3, **kw), progress=False)
 
 
-def test_a_corrupt_latest_checkpoint_resumes_from_the_one_before(setup):
+@pytest.mark.parametrize("part", ["adapter.safetensors", "direction.safetensors"])
+def test_a_corrupt_latest_checkpoint_resumes_from_the_one_before(setup, part):
     """A checkpoint truncated by a crash mid-write is reported by name and set aside; the run
     resumes from the previous one and ends where an uninterrupted run ends."""
     root, model_dir = setup
     full = train.train(_cfg(root, model_dir, "whole", steps=3, ckpt_every=1), progress=False)
-    killed = _cfg(root, model_dir, "corrupt", steps=3, ckpt_every=1, stop_after=2)
+    killed = _cfg(root, model_dir, f"corrupt_{part}", steps=3, ckpt_every=1, stop_after=2)
     train.train(killed, progress=False)
-    latest = root / "corrupt" / "ckpt" / "step_00002" / "adapter.safetensors"
+    latest = root / f"corrupt_{part}" / "ckpt" / "step_00002" / part
     latest.write_bytes(latest.read_bytes()[:100])
     killed.stop_after = None
     resumed = train.train(killed, progress=False)
-    assert (root / "corrupt" / "ckpt" / "corrupt_step_00002").is_dir()
+    assert (root / f"corrupt_{part}" / "ckpt" / "corrupt_step_00002").is_dir()
     assert [r["step"] for r in _rows(killed.log_path)] == [0, 1, 2]
     a, b = load_file(str(full / "adapter.safetensors")), load_file(str(resumed / "adapter.safetensors"))
     assert max((a[k] - b[k]).abs().max().item() for k in a) <= 1e-6

@@ -1,6 +1,6 @@
 """The arm registry: every arm of the experiment is one entry here, and nothing else in the
 project compares an arm's name. train reads its gate policy, direction and refresh; evaluate,
-aggregate and plots read its label, colour and role in the tables.
+aggregate and plots read its name, colour and role in the tables.
 
 To add an arm: append one `Arm(...)` to ARMS, then list its name in params `train.arms`.
 """
@@ -23,12 +23,10 @@ class Arm:
     name: str
     policy: Policy            # gate: keep / absorb pin every rollout; quantile routes by score
     direction: DirectionKind  # what the gate scores with (pinned arms still log v_act's scores)
-    label: str                # how tables and plots name it
     color: str                # the same colour in every figure
     description: str          # one line for the tables' notes
     refresh: bool = False     # re-extract the direction from the pairs when gate.refresh_every > 0
     ablation: bool = False    # a column of the A3 ablation
-    oracle: bool = False      # reads labels of training rollouts (an upper bound, not the method)
 
     @property
     def heldout(self) -> bool:
@@ -40,15 +38,15 @@ class Arm:
 
 
 ARMS: tuple[Arm, ...] = (
-    Arm("none", "keep", "v_act", "none", "#4c78a8", "plain Dr.GRPO on the same adapter (every rollout kept)",
+    Arm("none", "keep", "v_act", "#4c78a8", "plain Dr.GRPO on the same adapter (every rollout kept)",
         ablation=True),
-    Arm("routeA", "quantile", "v_act", "routeA", "#e45756", "the method: v_act's score routes, keeps or absorbs",
+    Arm("routeA", "quantile", "v_act", "#e45756", "the method: v_act's score routes, keeps or absorbs",
         refresh=True, ablation=True),
-    Arm("placebo", "quantile", "haar", "placebo", "#b279a2",
+    Arm("placebo", "quantile", "haar", "#b279a2",
         "routeA's gate with a Haar-random direction (seeded gate.placebo_seed + run seed)", ablation=True),
-    Arm("absorb", "absorb", "v_act", "absorb", "#72b7b2", "gate pinned to absorb: both blocks train on everything",
+    Arm("absorb", "absorb", "v_act", "#72b7b2", "gate pinned to absorb: both blocks train on everything",
         ablation=True),
-    Arm("heldout", "quantile", "v_act_heldout", "heldout", "#f58518",
+    Arm("heldout", "quantile", "v_act_heldout", "#f58518",
         "routeA with v_act from the pairs of the modes not in vact.heldout_modes", refresh=True),
 )
 REGISTRY: dict[str, Arm] = {a.name: a for a in ARMS}

@@ -284,7 +284,7 @@ def _missing(model: type[BaseModel], data: dict, prefix: str = "") -> list[str]:
         sub = field.annotation if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel) else None
         if name not in data:
             out.append(prefix + name)
-        elif sub is not None and sub is not Rates and isinstance(data[name], dict):
+        elif sub is not None and isinstance(data[name], dict):
             out += _missing(sub, data[name], f"{prefix}{name}.")
     return out
 

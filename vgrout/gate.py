@@ -19,11 +19,12 @@ POLICIES = ("quantile", "keep", "absorb")  # each arm picks one (vgrout.arms)
 
 @dataclass
 class Gate:
-    policy: str = "quantile"
-    q_lo: float = 0.25
-    q_hi: float = 0.75
-    buffer_size: int = 512
-    warmup: int = 64
+    # no defaults: the one default of each knob is params' gate block (vgrout/config.py)
+    policy: str
+    q_lo: float
+    q_hi: float
+    buffer_size: int
+    warmup: int
     buffer: deque = field(default_factory=deque)
     cuts: tuple[float, float] | None = None  # the cuts of the last decision (None in warm-up)
 

@@ -1,5 +1,5 @@
 """Where the pipeline's files live: every path a stage reads or writes, in one place. dvc.yaml
-spells the same paths for DVC; tests/test_dvc.py checks that the two agree."""
+spells the same paths for DVC; tests/test_dvc_deps.py checks that the two agree."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -13,6 +13,7 @@ One optimizer step, top to bottom:
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
 import json
@@ -51,6 +52,7 @@ class TrainRun:
     pair_files: list[str]          # pairs.files: re-read when gate.refresh_every > 0
     pair_modes: list[str] | None   # the modes whose pairs build this arm's v_act
     fast: bool                     # the fused engine (vgrout.fastgen)
+    vact_batch: int                # vact.batch_size: pairs per forward when v_act is re-read
     model_dir: str
     problems: str                  # substrate train split
     pool: str                      # teacher pool jsonl
@@ -74,6 +76,7 @@ class TrainRun:
         return {"arm": dataclasses.asdict(self.arm), "seed": self.seed, "train": self.t.model_dump(),
                 "adapter": self.adapter.model_dump(), "gate": self.gate.model_dump(),
                 "pair_files": self.pair_files, "pair_modes": self.pair_modes, "fast": self.fast,
+                "vact_batch": self.vact_batch,
                 "model_dir": self.model_dir, "problems": self.problems, "pool": self.pool,
                 "vact_dir": self.vact_dir, "out_dir": self.out_dir, "log_path": self.log_path}
 
@@ -88,6 +91,7 @@ def train_run(params, arm: str, seed: int, layout: Layout = Layout()) -> TrainRu
     run = run_name(arm, seed)
     return TrainRun(arm=a, seed=seed, t=params.train, adapter=params.adapter, gate=params.gate,
                     pair_files=list(params.pairs.files), pair_modes=modes, fast=params.fast,
+                    vact_batch=params.vact.batch_size,
                     model_dir=str(layout.model), problems=str(layout.train_problems), pool=str(layout.pool),
                     vact_dir=str(layout.vact(seed)), out_dir=str(layout.run(run)),
                     log_path=str(layout.run_metrics(run) / "steps.jsonl"), stale_root=str(layout.stale_root))
@@ -148,19 +152,23 @@ def load_checkpoint(out: Path, lora, opt) -> dict | None:
         return None
     steps = sorted(ckpt_dir.glob("step_*"), key=lambda p: int(p.name.split("_")[1]), reverse=True)
     named = ckpt_dir / latest.read_text().strip()
+    # a checkpoint that fails half-way must not leave its adapter or optimizer state behind
+    init_lora, init_opt = lora.state_dict(), copy.deepcopy(opt.state_dict())
     for ckpt in [named] + [c for c in steps if c != named]:
         try:
             lora.load(ckpt / "adapter.safetensors")
             opt.load_state_dict(torch.load(ckpt / "optimizer.pt", weights_only=True))
             state = json.loads((ckpt / "state.json").read_text())
             state["name"] = ckpt.name
+            state["direction"] = vact.load_direction(ckpt / "direction.safetensors", lora)
             torch_rng = torch.tensor(state["torch_rng"], dtype=torch.uint8)
             cuda_rng = state["cuda_rng"]
         except Exception as e:  # noqa: BLE001 — any unreadable part makes the whole checkpoint unusable
+            lora.load_state_dict(init_lora)
+            opt.load_state_dict(init_opt)
             if not ckpt.exists():
                 continue
-            aside = ckpt.with_name(f"corrupt_{ckpt.name}")
-            shutil.rmtree(aside, ignore_errors=True)
+            aside = unused(ckpt.with_name(f"corrupt_{ckpt.name}"))
             os.replace(ckpt, aside)
             tqdm.write(f"warning: checkpoint {ckpt} is unreadable ({type(e).__name__}: {str(e)[:200]}); "
                        f"set aside as {aside.name}, trying the one before it")
@@ -173,6 +181,15 @@ def load_checkpoint(out: Path, lora, opt) -> dict | None:
     return None
 
 
+def unused(path: Path) -> Path:
+    """path, or path-2, path-3, ...: the first name not taken (nothing set aside is overwritten)."""
+    n, out = 1, path
+    while out.exists():
+        n += 1
+        out = path.with_name(f"{path.name}-{n}")
+    return out
+
+
 def set_aside(cfg: TrainRun, out: Path, fingerprint: dict) -> None:
     """A run's checkpoints and logs written under another config must never be resumed into this
     one; they are moved, whole and named, to the stale folder rather than deleted."""
@@ -183,11 +200,10 @@ def set_aside(cfg: TrainRun, out: Path, fingerprint: dict) -> None:
     if old == fingerprint:
         return
     tag = hashlib.sha256(json.dumps(old, sort_keys=True).encode()).hexdigest()[:10]
-    dest = Path(cfg.stale_root) / f"{cfg.run}-{tag}"
-    dest.mkdir(parents=True, exist_ok=True)
+    dest = unused(Path(cfg.stale_root) / f"{cfg.run}-{tag}")  # a config met twice is kept twice
+    dest.mkdir(parents=True)
     for f in [*out.iterdir(), Path(cfg.log_path)]:
         if f.exists():
-            shutil.rmtree(dest / f.name, ignore_errors=True) if f.is_dir() else None
             shutil.move(str(f), dest / f.name)
     tqdm.write(f"note: {out} was written under another config; its checkpoints and log are kept in {dest}")
 
@@ -287,7 +303,7 @@ def old_forward(cfg, lora, seqs, rollouts, direction):
     pooled bottleneck activations read in the same forward, and the gate scores. On the fast
     path it also keeps the frozen trunk's output (the layers below the adapter), which no
     update changes, so the train forward starts above it. With old_micro_batch above micro_batch
-    (launch-bound GPUs: fewer, larger forwards; above fastgen.SHARE_ABOVE_TOKENS a group's prompt
+    (launch-bound GPUs: fewer, larger forwards; above logprob.SHARE_ABOVE_TOKENS a group's prompt
     is computed once) the trunk is not kept, as it would not match the train micro-batches."""
     device = next(lora.model.parameters()).device
     logps, trunks, acts = [], [], {m: [] for m in lora.modules}
@@ -385,7 +401,7 @@ def train(cfg: TrainRun, progress: bool = True) -> Path:
         gate = Gate.from_state_dict(state["gate"])
         sampler.setstate(_tuplify(state["sampler"]))
         truncate_logs(cfg, out, start, state["n_log_rows"])
-        direction = vact.load_direction(out / "ckpt" / state["name"] / "direction.safetensors", lora)
+        direction = state["direction"]
     else:
         for stale in (Path(cfg.log_path), out / "rollouts.jsonl"):
             stale.unlink(missing_ok=True)
@@ -402,7 +418,7 @@ def train(cfg: TrainRun, progress: bool = True) -> Path:
         if pairs is not None and step > 0 and step % cfg.gate.refresh_every == 0:
             # v_act was taken in the init basis A_d; re-read it from the same pairs in the current one
             direction, _ = vact.extract(lora, tok, pairs, system=_system_prompt(problems),
-                                        random_seed=None, n_haar=0, progress=False)
+                                        random_seed=None, n_haar=0, progress=False, batch_size=cfg.vact_batch)
         times = {}
         t0 = time.perf_counter()
         batch = [problems[sampler.randrange(len(problems))] for _ in range(cfg.t.prompts_per_step)]

@@ -109,7 +109,7 @@ def _messages(prompt: str, system: str | None) -> list[dict]:
 
 def extract(lora: Lora2r, tokenizer, pairs, system: str | None = None,
             random_seed: int | None = None, n_haar: int = 20,
-            progress: bool = True, batch_size: int = 16) -> tuple[Direction, dict]:
+            progress: bool = True, *, batch_size: int) -> tuple[Direction, dict]:
     """v_act from the pairs (or the Haar placebo if random_seed is set) and its diagnostics."""
     if not pairs:
         raise InputError("no pairs selected for v_act (check vact.pair_files and vact.modes)")
@@ -192,8 +192,8 @@ def extract_stage(params, seed: int, layout: Layout = Layout(), progress: bool =
         raise InputError(f"vact.heldout_modes {sorted(held)} leave no pairs for the heldout arm")
 
     bs = params.vact.batch_size
-    v, diag = extract(lora, tok, chosen, system, params.gate.random_seed, n_haar, progress, bs)
-    v_held, diag_held = extract(lora, tok, kept, system, None, 0, progress, bs)
+    v, diag = extract(lora, tok, chosen, system, params.gate.random_seed, n_haar, progress, batch_size=bs)
+    v_held, diag_held = extract(lora, tok, kept, system, None, 0, progress, batch_size=bs)
     out = Path(out_dir)
     save_direction(out / "v_act.safetensors", v, {"seed": seed, **{k: diag[k] for k in ("kind", "modes")}})
     save_direction(out / "v_act_heldout.safetensors", v_held, {"seed": seed, "modes": diag_held["modes"]})
@@ -207,7 +207,7 @@ def extract_stage(params, seed: int, layout: Layout = Layout(), progress: bool =
         "separation_on_heldout_pairs": separation(pick(h_hack, held_rows), pick(h_clean, held_rows), v_held)
         if held_rows else None}}
     if placebo_pairs:
-        v_placebo, diag_placebo = extract(lora, tok, placebo_pairs, system, None, 0, progress, bs)
+        v_placebo, diag_placebo = extract(lora, tok, placebo_pairs, system, None, 0, progress, batch_size=bs)
         metrics["placebo_pairs"] = {"n_pairs": len(placebo_pairs),
                                     "loo_separation_own_pairs": diag_placebo["loo_separation"],
                                     "separation_on_hack_pairs": separation(h_hack, h_clean, v_placebo)}
