@@ -16,6 +16,7 @@ import torch
 from scipy.stats import ttest_rel
 from safetensors.torch import save_file
 
+from vgrout.arms import get as get_arm
 from vgrout import config
 from vgrout.aggregate import aggregate, aggregate_stage
 from vgrout.layout import Layout
@@ -136,7 +137,8 @@ def make_pipeline(root: Path, seeds=(0, 1, 2), arms=("none", "routeA", "placebo"
         for a in arms:
             write_run(root, a, s, direction.get(a, U))
     return config.preset("default").model_copy(update={
-        "preset": preset, "train": config.Train(arms=list(arms), seeds=list(seeds)),
+        "preset": preset, "train": config.Train(arms=[a for a in arms if not get_arm(a).yoked],
+                                                yoked=[a for a in arms if get_arm(a).yoked], seeds=list(seeds)),
         "gate": config.Gate(q_lo=Q_LO, q_hi=Q_HI, placebo_seed=PLACEBO_SEED)})
 
 
@@ -313,7 +315,7 @@ def test_two_seeds_say_fewer_than_3(tmp_path):
 def direct_kwargs(root: Path, params: dict) -> dict:
     return paths(root) | {"runs_root": root / "runs" / "train", "pairs": [{"id": "a", "mode": "hardcode",
                           "prompt": "p", "hack": "h", "clean": "c"}], "q_lo": Q_LO, "q_hi": Q_HI, "n_null": 3,
-                          "directions": {f"{a}-{s}": U for a in params.train.arms for s in params.train.seeds}}
+                          "directions": {f"{a}-{s}": U for a in [*params.train.arms, *params.train.yoked] for s in params.train.seeds}}
 
 
 def test_missing_inputs_name_the_path(tmp_path):

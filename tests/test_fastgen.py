@@ -435,12 +435,12 @@ def test_the_reference_backend_takes_the_fast_paths_keywords():
 
 
 def test_bench_step_times_trains_own_step_functions(monkeypatch):
-    """The bench's GRPO step runs train.old_forward and train.train_forward_backward (so a change
+    """The bench's GRPO step runs train.old_forward, train.frozen_acts and train.train_forward_backward (so a change
     to train's step is what it times) on its synthetic rollouts, and the optimizer moves the adapter."""
     from vgrout import bench, train
 
     calls = []
-    for name in ("old_forward", "train_forward_backward"):
+    for name in ("old_forward", "frozen_acts", "train_forward_backward"):
         real = getattr(train, name)
         monkeypatch.setattr(train, name, lambda *a, _real=real, _name=name: calls.append(_name) or _real(*a))
     model, _ = bench.build_model("qwen3-tiny-random", "cpu", seed=0)
@@ -449,6 +449,6 @@ def test_bench_step_times_trains_own_step_functions(monkeypatch):
     before = [p.detach().clone() for p in lora.parameters()]
     ps = [p for p in bench.random_prompts(2, 10, 512) for _ in range(4)]
     t, comp = bench.grpo_step(lora, opt, ps, group=4, new_tokens=6, micro_batch=4, gen_batch=8, device="cpu", seed=0)
-    assert calls == ["old_forward", "train_forward_backward"]
+    assert calls == ["old_forward", "frozen_acts", "train_forward_backward"]
     assert comp.shape == (8, 6) and t["step"] > 0
     assert any(not torch.equal(a, b) for a, b in zip(before, lora.parameters()))

@@ -8,8 +8,8 @@ from vgrout.io import InputError
 from vgrout.gate import Gate as _Gate
 
 
-def Gate(policy="quantile", q_lo=0.25, q_hi=0.75, buffer_size=64, warmup=4):
-    return _Gate(policy=policy, q_lo=q_lo, q_hi=q_hi, buffer_size=buffer_size, warmup=warmup)
+def Gate(policy="quantile", q_lo=0.25, q_hi=0.75, buffer_size=64, warmup=4, cut_rule="buffer"):
+    return _Gate(policy=policy, q_lo=q_lo, q_hi=q_hi, buffer_size=buffer_size, warmup=warmup, cut_rule=cut_rule)
 
 
 def test_warmup_is_all_absorb_then_cuts_from_past_scores():
@@ -59,3 +59,25 @@ def test_bad_config_is_an_error():
         Gate(q_lo=0.8, q_hi=0.2)
     with pytest.raises(InputError, match="arm 'bogus' unknown"):
         arms.get("bogus")
+
+
+def test_step_cut_rule_routes_a_fixed_share_of_each_batch():
+    g = Gate(cut_rule="step", warmup=0)
+    hot, cold = [10.0 + i for i in range(8)], [float(i) for i in range(8)]
+    for batch in (cold, hot):  # the same shares whatever the batch's level
+        zones = g.decide(batch)
+        assert zones.count("route") == 2 and zones.count("keep") == 2
+    b = Gate(cut_rule="buffer", warmup=0, buffer_size=8)
+    b.decide(cold)
+    assert b.decide(hot) == ["route"] * 8  # the buffer rule follows content
+
+
+def test_rank_routes_the_top_and_keeps_the_bottom_at_the_given_counts():
+    g = Gate(policy="yoked")
+    scores = [0.3, -2.0, 5.0, 1.0, 0.0, 4.0]
+    assert g.rank(scores, n_route=2, n_keep=1) == ["absorb", "keep", "route", "absorb", "absorb", "route"]
+    assert g.rank(scores, 0, 0) == ["absorb"] * 6
+    with pytest.raises(ValueError, match="exceed"):
+        g.rank(scores, 4, 3)
+    with pytest.raises(ValueError, match="rank"):
+        g.decide(scores)

@@ -19,7 +19,7 @@ FORBIDDEN_NAMES = {"reward", "rewards", "hacked", "gt_pass", "flawed_pass", "lab
 
 
 def _route(rollouts, acts, direction):
-    gate = Gate(policy="quantile", q_lo=0.25, q_hi=0.75, buffer_size=64, warmup=8)
+    gate = Gate(policy="quantile", q_lo=0.25, q_hi=0.75, buffer_size=64, warmup=8, cut_rule="buffer")
     zones = []
     for start in range(0, len(rollouts), 8):  # steps of 8 rollouts
         sl = slice(start, start + 8)

@@ -13,7 +13,13 @@ import pytest
 from tests.workspace import ci_copy, env_for, sh
 
 pytestmark = pytest.mark.slow
-ARMS = ["none", "routeA", "placebo", "absorb", "heldout"]
+ARMS = ["none", "routeA", "placebo", "absorb", "heldout"]  # the CI preset's; placebo is yoked to routeA
+
+
+def stage_of(kind: str, arm: str) -> str:
+    """`train@routeA-0`, `train_yoked@placebo-0`, `eval_yoked@placebo-0`, ..."""
+    from vgrout import arms
+    return f"{kind}{'_yoked' if arms.get(arm).yoked else ''}@{arm}-0"
 
 
 def stdout_json(cmd, cwd):
@@ -80,13 +86,13 @@ def test_caching_contract(repo):
     (repo / "params.yaml").write_text(params.replace("  q_hi: 0.75", "  q_hi: 0.8"))
     status = sh("dvc status --json", repo)
     changed = set(json.loads(status))
-    assert {f"train@{a}-0" for a in ARMS} <= changed and "aggregate" in changed
+    assert {stage_of("train", a) for a in ARMS} <= changed and "aggregate" in changed
     assert not any(s.startswith(("extract_vact", "eval", "model", "substrate", "pairs", "teacher_pool"))
                    for s in changed), changed
     # the eval temperature re-runs eval and aggregate only
     (repo / "params.yaml").write_text(params.replace("  temperature: 0.7", "  temperature: 0.9"))
     changed = set(json.loads(sh("dvc status --json", repo)))
-    assert changed == {f"eval@{a}-0" for a in ARMS} | {"eval_base"}, changed
+    assert changed == {stage_of("eval", a) for a in ARMS} | {"eval_base"}, changed
     (repo / "params.yaml").write_text(params)
 
     # editing one pair file re-runs extract_vact, train, eval and aggregate, never
@@ -102,7 +108,7 @@ def test_caching_contract(repo):
     # depend on the pairs, and the heldout arm's v_act excludes the exit_code pairs edited
     # here, so DVC rightly keeps those two evals: the test does not ask for them.
     assert {"extract_vact@0", "aggregate", "eval@routeA-0", "eval@none-0", "eval@absorb-0"} \
-        | {f"train@{a}-0" for a in ARMS} <= stages, stages
+        | {stage_of("train", a) for a in ARMS} <= stages, stages
     assert not stages & {"model", "substrate", "teacher_pool", "eval_base"}, stages
 
 

@@ -35,7 +35,7 @@ TRAIN = dict(steps=4, prompts_per_step=2, group_size=4, mix=0.25, max_new_tokens
              lr=1e-2)
 
 
-def _cfg(root, model_dir, name, arm="routeA", direction=None, stop_after=None, pair_files=(), **kw):
+def _cfg(root, model_dir, name, arm="routeA", direction=None, stop_after=None, pair_files=(), yoke_log=None, **kw):
     """A run of the tiny student; kw are params keys of the train, gate and adapter blocks."""
     blocks = {"train": dict(TRAIN), "gate": dict(warmup=4, buffer_size=32), "adapter": dict(r=2, last_layers=None)}
     for k, v in kw.items():
@@ -52,7 +52,7 @@ def _cfg(root, model_dir, name, arm="routeA", direction=None, stop_after=None, p
                           model_dir=model_dir,
                           problems=str(root / "train.jsonl"), pool=str(root / "pool.jsonl"), vact_dir=str(vact_dir),
                           out_dir=str(root / name), log_path=str(root / name / "steps.jsonl"),
-                          stale_root=str(root / "set_aside"), stop_after=stop_after)
+                          stale_root=str(root / "set_aside"), stop_after=stop_after, yoke_log=yoke_log)
 
 
 def _rows(path):
@@ -101,8 +101,9 @@ def test_step_log_measures_routing(setup):
     cfg = _cfg(root, model_dir, "none_arm", arm="none", steps=2, ckpt_every=2)
     train.train(cfg, progress=False)
     rows = _rows(cfg.log_path)
-    for r in rows:
-        assert r["n_keep"] == 8 and r["n_route"] == 0 and r["qmass_rollouts"] == 0
+    for r in rows:  # 2 prompts x (3 student + 1 teacher rows); a pinned arm pins teacher rows too
+        assert r["n_students"] == 6 and r["n_keep"] == 6 and r["n_keep_teacher"] == 2
+        assert r["n_route"] == 0 and r["qmass_rollouts"] == 0
         assert r["teacher_share"] == pytest.approx(0.25)
         # keep rows zero the quarantine: no gradient and no update reach it
         assert r["gradnorm_quarantine"] == 0 and r["qmass_update"] == 0
@@ -110,7 +111,8 @@ def test_step_log_measures_routing(setup):
     cfg = _cfg(root, model_dir, "absorb_arm", arm="absorb", steps=1)
     train.train(cfg, progress=False)
     r = _rows(cfg.log_path)[0]
-    assert r["n_absorb"] == 8 and r["gradnorm_quarantine"] > 0 and 0 < r["qmass_update"] < 1
+    assert r["n_absorb"] == 6 and r["n_absorb_teacher"] == 2
+    assert r["gradnorm_quarantine"] > 0 and 0 < r["qmass_update"] < 1
     # absorb rows are sampled and trained in the same (full) mode: rho == 1 on the first update
     assert r["rho_mean_absorb"] == pytest.approx(1.0, abs=1e-4)
 
@@ -141,7 +143,8 @@ def test_refresh_re_extracts_v_act_in_the_current_basis(setup):
 
     root, model_dir = setup
     pair_files = sorted(str(p) for p in (Path(__file__).resolve().parents[1] / "data/pairs").glob("hack_*.md"))
-    cfg = _cfg(root, model_dir, "refresh", steps=3, ckpt_every=3, refresh_every=2, pair_files=pair_files)
+    cfg = _cfg(root, model_dir, "refresh", steps=3, ckpt_every=3, refresh_every=2, scorer="live",
+               pair_files=pair_files)
     out = train.train(cfg, progress=False)
     rows = [json.loads(line) for line in open(out / "rollouts.jsonl")]
     acts = load_file(str(out / "rollout_acts.safetensors"))
@@ -210,3 +213,57 @@ def test_a_corrupt_latest_checkpoint_resumes_from_the_one_before(setup, part):
     assert [r["step"] for r in _rows(killed.log_path)] == [0, 1, 2]
     a, b = load_file(str(full / "adapter.safetensors")), load_file(str(resumed / "adapter.safetensors"))
     assert max((a[k] - b[k]).abs().max().item() for k in a) <= 1e-6
+
+
+def _fixed_texts(tok):
+    from vgrout.rollout import encode
+    prompts = ["Write add(a, b).", "Write is_even(n).", "Write fib(n).", "Write rev(s)."]
+    comps = ["def add(a, b):\n    return a + b", "import sys\nsys.exit(0)", "def fib(n):\n    return 1",
+             "raise SystemExit(0)"]
+    return encode(tok, prompts, comps)
+
+
+def test_the_frozen_score_of_a_fixed_text_is_the_same_at_every_checkpoint(setup):
+    """The gate's scorer reads v_act's own space (base model, A0_d): re-scoring fixed texts with
+    every checkpoint gives the same scores bit for bit, and so, from the same buffer, the same
+    zones. The live scorer (current A_d) on the same checkpoints does move: the check can fail."""
+    from vgrout.gate import Gate
+
+    root, model_dir = setup
+    out = train.train(_cfg(root, model_dir, "frozen", steps=3, ckpt_every=1), progress=False)
+    model, tok = load(model_dir)
+    lora = ad.attach(model, r=2, seed=0)
+    seqs, v = _fixed_texts(tok), vact.load_direction(root / "vact" / "v_act.safetensors")
+    frozen, live, zones = [], [], []
+    for ckpt in sorted((out / "ckpt").glob("step_*")):
+        lora.load(ckpt / "adapter.safetensors")
+        frozen.append(vact.score(vact.pooled_activations(lora, seqs, frozen=True), v))
+        live.append(vact.score(vact.pooled_activations(lora, seqs, frozen=False), v))
+        gate = Gate(policy="quantile", q_lo=0.25, q_hi=0.75, buffer_size=8, warmup=0, cut_rule="buffer",
+                    buffer=[-1.0, -0.5, 0.0, 0.5, 1.0])
+        zones.append(gate.decide(frozen[-1]))
+    assert len(frozen) == 4  # steps 0..3
+    assert all(torch.equal(f, frozen[0]) for f in frozen) and all(z == zones[0] for z in zones)
+    assert not torch.allclose(live[0], live[-1], atol=1e-6)
+
+
+def test_yoked_arms_route_and_keep_exactly_as_many_student_rows_as_the_method(setup):
+    """placebo (Haar ranking) and random (seeded uniform ranking) copy routeA's per-step route and
+    keep counts from its step log; teacher rows are never gated in any of them."""
+    root, model_dir = setup
+    kw = dict(steps=4, ckpt_every=4, warmup=2)
+    method = _cfg(root, model_dir, "yoke_routeA", **kw)
+    train.train(method, progress=False)
+    counts = [(r["n_route"], r["n_keep"]) for r in _rows(method.log_path)]
+    assert any(n for n, _ in counts) and any(k for _, k in counts)  # the gate did route and keep
+    for arm in ("placebo", "random"):
+        cfg = _cfg(root, model_dir, f"yoke_{arm}", arm=arm, yoke_log=method.log_path, **kw)
+        out = train.train(cfg, progress=False)
+        assert [(r["n_route"], r["n_keep"]) for r in _rows(cfg.log_path)] == counts, arm
+        teacher = [json.loads(line)["zone"] for line in open(out / "rollouts.jsonl")
+                   if json.loads(line)["source"] == "teacher"]
+        assert teacher and set(teacher) == {"absorb"}
+    # without the method's log there is nothing to copy: one clear error
+    with pytest.raises(train.InputError, match="no step log of gate.yoke_to's run"):
+        train.train(_cfg(root, model_dir, "yoke_orphan", arm="placebo", yoke_log=str(root / "nope.jsonl"), **kw),
+                    progress=False)

@@ -89,6 +89,22 @@ class FusedDelta(Lora2rVariant):
         return Lora2rDelta.apply(x, mod.base(x), mod.A, mod.B, mod.A0, mod.B0, m, keep_d)
 
 
+class FrozenReader(Lora2rVariant):
+    """The gate's scorer: the base model's output (no adapter delta at all) and the pooled
+    A0_d·x, the deployed block's bottleneck at its init. This is the feature space v_act is
+    fitted in (the adapter at init adds exactly zero), and no update moves it: the same text
+    gets the same score at every step, so routed mass can move only with what is written."""
+
+    @staticmethod
+    def forward(mod: "Lora2rLinear", x: torch.Tensor) -> torch.Tensor:
+        s = mod.state
+        if s.pool_weights is not None:
+            # the op v_act's extraction at init runs (h = x·Aᵀ with A = A0), on the frozen copy
+            h0 = F.linear(x.to(mod.A0.dtype), mod.A0)[..., :mod.r]
+            s.pooled[mod.name] = torch.einsum("bt,btr->br", s.pool_weights.to(h0.dtype), h0)
+        return mod.base(x)
+
+
 class Lora2rDelta(torch.autograd.Function):
     """y + the lora2r delta of `Lora2rLinear` with its keep/absorb/route semantics, for the base
     output y: two matmuls in x's dtype (fp32 accumulation; the second adds y in its epilogue, so
@@ -250,6 +266,11 @@ class Lora2r:
         self.state.pooled = {}
         with self.state.scope(pool_weights=pool_weights):
             yield self.state.pooled
+
+    def frozen(self) -> contextlib.AbstractContextManager:
+        """The forwards inside the block read the frozen scorer's features (FrozenReader): the
+        base model with the adapter at its init, whatever the adapter has learned since."""
+        return self.state.scope(variant=FrozenReader, m=None, d=None)
 
     def fused(self, on: bool = True) -> contextlib.AbstractContextManager:
         """The forwards inside the block compute each delta with `Lora2rDelta` in the input's

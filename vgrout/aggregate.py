@@ -703,12 +703,12 @@ NULL_SEED = 1_000_000  # Haar null seeds start here, far from the placebo arm's 
 
 def aggregate_stage(params, layout: Layout = Layout()) -> dict:
     """DVC stage aggregate: the arm x seed grid of params in the pipeline's layout."""
-    seeds = params.train.seeds
-    runs = [run_name(a, s) for a in params.train.arms for s in seeds]
+    seeds, arm_names = params.train.seeds, [*params.train.arms, *params.train.yoked]
+    runs = [run_name(a, s) for a in arm_names for s in seeds]
     if (layout.run_metrics(BASE) / "per_mode_deploy.json").exists():
         runs = [BASE] + runs
     directions = {run_name(a, s): gate_direction(get_arm(a), layout.vact(s), s, params.gate.placebo_seed)
-                  for a in params.train.arms for s in seeds}
+                  for a in arm_names for s in seeds}
     pairs = read_json(layout.pairs)
     if "pairs" not in pairs:
         raise InputError(f"{layout.pairs}: missing key 'pairs'")

@@ -14,19 +14,26 @@ from vgrout.io import InputError
 
 BASE = "base"  # the base model's reference run (no adapter): evaluated once, not an arm
 
-Policy = Literal["keep", "absorb", "quantile"]
-DirectionKind = Literal["v_act", "v_act_heldout", "haar"]
+Policy = Literal["keep", "absorb", "quantile", "yoked"]
+DirectionKind = Literal["v_act", "v_act_heldout", "haar", "random"]
 
 
 @dataclass(frozen=True)
 class Arm:
     name: str
-    policy: Policy            # gate: keep / absorb pin every rollout; quantile routes by score
-    direction: DirectionKind  # what the gate scores with (pinned arms still log v_act's scores)
+    policy: Policy            # gate: keep / absorb pin every rollout; quantile routes by score;
+                              # yoked routes and keeps as many student rows as gate.yoke_to did
+                              # at the same step and seed, the top and bottom of its own ranking
+    direction: DirectionKind  # what ranks rows: v_act, the heldout v_act, a Haar direction, or a
+                              # seeded uniform draw (pinned arms still log v_act's scores)
     color: str                # the same colour in every figure
     description: str          # one line for the tables' notes
     refresh: bool = False     # re-extract the direction from the pairs when gate.refresh_every > 0
     ablation: bool = False    # a column of the A3 ablation
+
+    @property
+    def yoked(self) -> bool:
+        return self.policy == "yoked"
 
     @property
     def heldout(self) -> bool:
@@ -42,8 +49,13 @@ ARMS: tuple[Arm, ...] = (
         ablation=True),
     Arm("routeA", "quantile", "v_act", "#e45756", "the method: v_act's score routes, keeps or absorbs",
         refresh=True, ablation=True),
-    Arm("placebo", "quantile", "haar", "#b279a2",
-        "routeA's gate with a Haar-random direction (seeded gate.placebo_seed + run seed)", ablation=True),
+    Arm("placebo", "yoked", "haar", "#b279a2",
+        "routeA's per-step route and keep counts, rows chosen by a Haar direction's ranking "
+        "(seeded gate.placebo_seed + run seed)", ablation=True),
+    Arm("random", "yoked", "random", "#9d755d",
+        "routeA's per-step route and keep counts, rows chosen uniformly at random (seeded)"),
+    Arm("haar", "quantile", "haar", "#bab0ac",
+        "routeA's free-running gate with placebo's Haar direction (its routed mass is its own)"),
     Arm("absorb", "absorb", "v_act", "#72b7b2", "gate pinned to absorb: both blocks train on everything",
         ablation=True),
     Arm("heldout", "quantile", "v_act_heldout", "#f58518",
@@ -74,7 +86,7 @@ def order(names) -> list[str]:
     return [a for a in REGISTRY if a in names] + sorted(a for a in names if a not in REGISTRY)
 
 
-BASE_COLOR, OTHER_COLOR = "#54a24b", "#9d755d"
+BASE_COLOR, OTHER_COLOR = "#54a24b", "#79706e"
 
 
 def color(name: str) -> str:

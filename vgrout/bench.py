@@ -172,7 +172,7 @@ def grpo_step(lora, opt, prompts: list[list[int]], group: int, new_tokens: int, 
               peaks: dict | None = None, old_micro_batch: int | None = None) -> tuple[dict, torch.Tensor]:
     """One Dr.GRPO step of the fast path in train.py's order, through train's own step functions:
     generate (synthetic rollouts: random prompts, completions forced to full length), (grade:
-    random rewards), train.old_forward (logπ_old with the pooled activations and gate scores),
+    random rewards), train.old_forward (logπ_old), train.frozen_acts (the gate's scores),
     masks, train.train_forward_backward, clip, AdamW. peaks: filled with each phase's peak GPU
     memory (GB)."""
     model, n = lora.model, len(prompts)
@@ -208,10 +208,16 @@ def grpo_step(lora, opt, prompts: list[list[int]], group: int, new_tokens: int, 
     direction = vact.haar_direction({name: torch.empty(m.r) for name, m in lora.modules.items()}, seed)
 
     t0 = time.perf_counter()
-    logps_old, trunks, _, _ = train.old_forward(cfg, lora, seqs, rollouts, direction)
+    logps_old, trunks, _ = train.old_forward(cfg, lora, seqs, rollouts)
     _sync(device)
     t["old_forward"] = time.perf_counter() - t0
     peak("old_forward")
+
+    t0 = time.perf_counter()  # the frozen scorer's own pass (gate.scorer frozen, the default)
+    vact.score(train.frozen_acts(cfg, lora, seqs), direction)
+    _sync(device)
+    t["frozen_score"] = time.perf_counter() - t0
+    peak("frozen_score")
 
     t0 = time.perf_counter()
     opt.zero_grad(set_to_none=True)

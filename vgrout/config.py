@@ -118,10 +118,24 @@ class Gate(Block):
     q_hi: float = doc(0.75, "quantile of past scores above which a rollout is routed", ge=0, le=1)
     buffer_size: int = doc(512, "past scores the quantiles are taken over", ge=1)
     warmup: int = doc(32, "scores seen before the gate leaves absorb", ge=0)
-    refresh_every: int = doc(0, "re-extract v_act from the pairs every K steps; 0 = never", ge=0)
+    refresh_every: int = doc(0, "re-extract v_act from the pairs every K steps (gate.scorer live); 0 = never", ge=0)
+    scorer: Literal["frozen", "live"] = doc("frozen", "frozen: score in v_act's own space (base model, the "
+                                            "adapter's init A0_d), the same for a text at every step; live: the "
+                                            "current A_d in the sampling forward (drifts as A_d trains)")
+    cut_rule: Literal["buffer", "step"] = doc("buffer", "buffer: quantiles of the run's past student scores, so the "
+                                              "routed share follows the rollouts' content; step: quantiles of the "
+                                              "step's own scores (a fixed share)")
+    center: bool = doc(False, "subtract each prompt group's mean student score before the gate")
+    teacher_zone: Literal["keep", "absorb", "route"] = doc("absorb", "the fixed zone of teacher-pool rows in a gated "
+                                                           "arm (the gate reads student rows only; none and "
+                                                           "absorb pin every row)")
+    yoke_to: str = doc("routeA", "the arm whose per-step route and keep counts the yoked arms copy")
 
     @model_validator(mode="after")
     def _consistent(self):
+        if self.refresh_every and self.scorer == "frozen":
+            raise ValueError("gate.refresh_every re-reads v_act in the adapter's current basis; "
+                             "it needs gate.scorer: live (the frozen scorer's space never moves)")
         if self.q_lo > self.q_hi:
             raise ValueError(f"gate.q_lo ({self.q_lo}) exceeds gate.q_hi ({self.q_hi})")
         if self.warmup > self.buffer_size:
@@ -130,7 +144,10 @@ class Gate(Block):
 
 
 class Train(Block):
-    arms: list[str] = doc(["none", "routeA", "placebo", "absorb", "heldout"], "arms to train (vgrout.arms)", min_length=1)
+    arms: list[str] = doc(["none", "routeA", "haar", "absorb", "heldout"], "free-running arms to train "
+                          "(vgrout.arms)", min_length=1)
+    yoked: list[str] = doc(["placebo", "random"], "yoked arms (vgrout.arms): each copies gate.yoke_to's "
+                           "per-step route and keep counts, so it trains after that arm's run of its seed")
     seeds: list[int] = doc([0], "run seeds; each arm is trained once per seed", min_length=1)
     steps: int = doc(36, "optimizer steps", ge=1)
     prompts_per_step: int = doc(4, "problems sampled per step", ge=1)
@@ -152,12 +169,14 @@ class Train(Block):
     gen_batch: int = doc(64, "rows per generation batch", ge=1)
     ckpt_every: int = doc(12, "checkpoint every N steps (a killed run resumes from the last one)", ge=1)
 
-    @field_validator("arms")
+    @field_validator("arms", "yoked")
     @classmethod
-    def _registered(cls, arms: list[str]) -> list[str]:
+    def _registered(cls, arms: list[str], info) -> list[str]:
         from vgrout import arms as registry
         for a in arms:
-            registry.get(a)
+            if registry.get(a).yoked != (info.field_name == "yoked"):
+                raise ValueError(f"arm '{a}' is {'' if registry.get(a).yoked else 'not '}yoked: list it in "
+                                 f"train.{'arms' if info.field_name == 'yoked' else 'yoked'}")
         if len(set(arms)) < len(arms):
             raise ValueError(f"an arm is listed twice: {arms}")
         return arms
@@ -198,6 +217,18 @@ class Params(Block):
     gate: Gate = Gate()
     train: Train = Train()
     eval: Eval = Eval()
+
+    @model_validator(mode="after")
+    def _yoke(self):
+        if self.train.yoked:
+            from vgrout import arms as registry
+            if registry.get(self.gate.yoke_to).policy != "quantile":
+                raise ValueError(f"gate.yoke_to '{self.gate.yoke_to}' does not gate by score; yoke to a "
+                                 f"quantile arm")
+            if self.gate.yoke_to not in self.train.arms:
+                raise ValueError(f"gate.yoke_to '{self.gate.yoke_to}' is not in train.arms; the yoked arms "
+                                 f"{self.train.yoked} copy its run")
+        return self
 
 
 # -- reading --------------------------------------------------------------------------------------

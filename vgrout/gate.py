@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-POLICIES = ("quantile", "keep", "absorb")  # each arm picks one (vgrout.arms)
+POLICIES = ("quantile", "keep", "absorb", "yoked")  # each arm picks one (vgrout.arms)
+CUT_RULES = ("buffer", "step")
 
 
 @dataclass
@@ -25,12 +26,15 @@ class Gate:
     q_hi: float
     buffer_size: int
     warmup: int
+    cut_rule: str       # buffer: quantiles of past scores; step: of the batch's own scores
     buffer: deque = field(default_factory=deque)
     cuts: tuple[float, float] | None = None  # the cuts of the last decision (None in warm-up)
 
     def __post_init__(self):
         if self.policy not in POLICIES:
             raise ValueError(f"gate policy '{self.policy}' unknown; valid: {POLICIES}")
+        if self.cut_rule not in CUT_RULES:
+            raise ValueError(f"gate cut rule '{self.cut_rule}' unknown; valid: {CUT_RULES}")
         if not 0.0 <= self.q_lo <= self.q_hi <= 1.0:
             raise ValueError(f"gate quantiles need 0 <= q_lo <= q_hi <= 1, got {self.q_lo}, {self.q_hi}")
         if self.warmup > self.buffer_size:
@@ -41,28 +45,50 @@ class Gate:
         """Zones for a batch of rollout scores. Cuts come from PAST scores only; then the
         batch joins the buffer. Pinned policies still record scores (for diagnostics)."""
         scores = [float(s) for s in (scores.tolist() if torch.is_tensor(scores) else scores)]
+        if self.policy == "yoked":
+            raise ValueError("a yoked gate takes its counts: call rank(scores, n_route, n_keep)")
         if self.policy != "quantile":
             zones = [self.policy] * len(scores)
             self.cuts = None
-        elif len(self.buffer) < self.warmup:
+        elif len(self.buffer) < self.warmup or not scores or (self.cut_rule == "buffer" and not self.buffer):
             zones = ["absorb"] * len(scores)
             self.cuts = None
         else:
-            past = torch.tensor(list(self.buffer), dtype=torch.float64)
+            # buffer: the batch's cuts come from the past only, so a batch of hackier rollouts
+            # routes more; step: from the batch itself, so the shares are fixed
+            ref = list(self.buffer) if self.cut_rule == "buffer" else scores
+            past = torch.tensor(ref, dtype=torch.float64)
             lo, hi = (float(torch.quantile(past, q)) for q in (self.q_lo, self.q_hi))
             self.cuts = (lo, hi)
             zones = ["route" if s > hi else "keep" if s < lo else "absorb" for s in scores]
         self.buffer.extend(scores)
         return zones
 
+    def rank(self, scores: torch.Tensor | list[float], n_route: int, n_keep: int) -> list[str]:
+        """The yoked gate: route the n_route highest-scoring rows, keep the n_keep lowest, absorb
+        the rest; the counts come from another arm's step (matched routing mass), the choice of
+        rows from this arm's own scores. Ties are broken by row order (stable sort)."""
+        scores = [float(s) for s in (scores.tolist() if torch.is_tensor(scores) else scores)]
+        if n_route + n_keep > len(scores):
+            raise ValueError(f"yoked counts route {n_route} + keep {n_keep} exceed the {len(scores)} rows")
+        order = sorted(range(len(scores)), key=lambda i: scores[i])
+        zones = ["absorb"] * len(scores)
+        for i in order[:n_keep]:
+            zones[i] = "keep"
+        for i in order[len(scores) - n_route:] if n_route else []:
+            zones[i] = "route"
+        self.cuts = None
+        self.buffer.extend(scores)
+        return zones
+
     def state_dict(self) -> dict:
         return {"policy": self.policy, "q_lo": self.q_lo, "q_hi": self.q_hi,
-                "buffer_size": self.buffer_size, "warmup": self.warmup,
+                "buffer_size": self.buffer_size, "warmup": self.warmup, "cut_rule": self.cut_rule,
                 "buffer": list(self.buffer), "cuts": self.cuts}
 
     @classmethod
     def from_state_dict(cls, sd: dict) -> "Gate":
         cuts = sd.get("cuts")
         return cls(policy=sd["policy"], q_lo=sd["q_lo"], q_hi=sd["q_hi"],
-                   buffer_size=sd["buffer_size"], warmup=sd["warmup"],
+                   buffer_size=sd["buffer_size"], warmup=sd["warmup"], cut_rule=sd["cut_rule"],
                    buffer=deque(sd["buffer"]), cuts=tuple(cuts) if cuts else None)

@@ -5,9 +5,11 @@ One optimizer step, top to bottom:
      sampled from the student (round(gen_deploy_frac·n) of them with the quarantine ablated);
   2. grade every student rollout (reward; the labels are logged for measurement only);
   3. advantages A = r − mean(group), no std division;
-  4. logπ_old per token in each rollout's own sampling mode, no grad; the same forward pools
-     the deployed-block bottleneck activations, whose dot product with v_act is the gate score;
-  5. gate: score -> keep / absorb / route (scores only: the oracle-free rule);
+  4. logπ_old per token in each rollout's own sampling mode, no grad;
+  5. score: <pooled A0_d·x of the base model, v_act> (the frozen scorer: v_act's own space, which
+     no update moves; gate.scorer live reads the current A_d in step 4's forward instead);
+     gate the student rows: keep / absorb / route (scores only: the oracle-free rule); teacher
+     rows take gate.teacher_zone; a yoked arm copies gate.yoke_to's per-step counts;
   6. logπ under the masks; loss = −Σ_t min(ρA, clip(ρ, 1−ε, 1+ε)A) / (n_rollouts × max_new_tokens);
   7. clip, AdamW step; log; checkpoint every N steps (a killed run resumes from the last one).
 """
@@ -59,6 +61,7 @@ class TrainRun:
     vact_dir: str                  # v_act of this seed (the arm picks its file)
     out_dir: str                   # checkpoints, adapter, rollout log (DVC cache)
     log_path: str                  # per-step jsonl (metrics, in git)
+    yoke_log: str | None = None    # yoked arms: gate.yoke_to's step log of this seed (its counts)
     stale_root: str = "runs/stale"  # where checkpoints of another config are set aside
     device: str | None = None
     stop_after: int | None = None  # stop (as if killed) after this many steps; for resume tests
@@ -78,7 +81,8 @@ class TrainRun:
                 "pair_files": self.pair_files, "pair_modes": self.pair_modes, "fast": self.fast,
                 "vact_batch": self.vact_batch,
                 "model_dir": self.model_dir, "problems": self.problems, "pool": self.pool,
-                "vact_dir": self.vact_dir, "out_dir": self.out_dir, "log_path": self.log_path}
+                "vact_dir": self.vact_dir, "out_dir": self.out_dir, "log_path": self.log_path,
+                "yoke_log": self.yoke_log}
 
 
 def train_run(params, arm: str, seed: int, layout: Layout = Layout()) -> TrainRun:
@@ -94,7 +98,9 @@ def train_run(params, arm: str, seed: int, layout: Layout = Layout()) -> TrainRu
                     vact_batch=params.vact.batch_size,
                     model_dir=str(layout.model), problems=str(layout.train_problems), pool=str(layout.pool),
                     vact_dir=str(layout.vact(seed)), out_dir=str(layout.run(run)),
-                    log_path=str(layout.run_metrics(run) / "steps.jsonl"), stale_root=str(layout.stale_root))
+                    log_path=str(layout.run_metrics(run) / "steps.jsonl"), stale_root=str(layout.stale_root),
+                    yoke_log=str(layout.run_metrics(run_name(params.gate.yoke_to, seed)) / "steps.jsonl")
+                    if a.yoked else None)
 
 
 def train_stage(params, arm: str, seed: int) -> Path:
@@ -298,9 +304,10 @@ def _logprobs(cfg):
 
 
 @torch.no_grad()
-def old_forward(cfg, lora, seqs, rollouts, direction):
+def old_forward(cfg, lora, seqs, rollouts):
     """logπ_old in each rollout's own sampling mode (teacher rows: full model), plus the
-    pooled bottleneck activations read in the same forward, and the gate scores. On the fast
+    pooled bottleneck activations in the current basis read in the same forward (the live
+    scorer's features). On the fast
     path it also keeps the frozen trunk's output (the layers below the adapter), which no
     update changes, so the train forward starts above it. With old_micro_batch above micro_batch
     (launch-bound GPUs: fewer, larger forwards; above logprob.SHARE_ABOVE_TOKENS a group's prompt
@@ -321,7 +328,63 @@ def old_forward(cfg, lora, seqs, rollouts, direction):
         for m in acts:
             acts[m].append(pooled[m].float().cpu())
     acts = {m: torch.cat(a) for m, a in acts.items()}
-    return logps, trunks or None, acts, vact.score(acts, direction)
+    return logps, trunks or None, acts
+
+
+def frozen_acts(cfg, lora, seqs) -> dict[str, torch.Tensor]:
+    """The frozen scorer's features of every row: pooled A0_d·x in the base model (vact's space)."""
+    return vact.pooled_activations(lora, seqs, batch_size=cfg.t.old_rows, frozen=True)
+
+
+def route(cfg, gate: Gate, scores: torch.Tensor, rollouts, step: int, yoke: dict | None) -> list[str]:
+    """Zones for one step's rows. The gate sees student rows only; in a gated arm teacher rows
+    take the fixed gate.teacher_zone. Reads each row's score, source and prompt, and nothing a
+    grader wrote."""
+    students = [i for i, r in enumerate(rollouts) if r.source == "student"]
+    s = scores[students].double()
+    if cfg.gate.center:  # prompts of different modes score differently: rank within the group
+        groups = [rollouts[i].prompt for i in students]
+        for g in set(groups):
+            rows = [k for k, gg in enumerate(groups) if gg == g]
+            s[rows] -= s[rows].mean()
+    if cfg.arm.yoked:
+        n_route, n_keep = yoke_counts(yoke, step, len(students), cfg.yoke_log)
+        ranking = uniform_scores(cfg, step, len(students)) if cfg.arm.direction == "random" else s
+        student_zones = gate.rank(ranking, n_route, n_keep)
+    else:
+        student_zones = gate.decide(s)
+    # a pinned arm (none: keep, absorb: absorb) pins every row; a gated one fixes teacher rows
+    teacher_zone = cfg.arm.policy if cfg.arm.policy in ad.ZONES else cfg.gate.teacher_zone
+    zones = [teacher_zone] * len(rollouts)
+    for i, z in zip(students, student_zones):
+        zones[i] = z
+    return zones
+
+
+def load_yoke(cfg) -> dict[int, dict]:
+    """gate.yoke_to's step log of this seed: step -> its student route / keep counts."""
+    path = Path(cfg.yoke_log)
+    if not path.exists():
+        raise InputError(f"{path}: no step log of gate.yoke_to's run; the yoked arm '{cfg.arm.name}' copies its "
+                         f"per-step counts, so train that run first (dvc repro orders this)")
+    return {r["step"]: r for r in read_jsonl(path)}
+
+
+def yoke_counts(yoke: dict, step: int, n_students: int, where) -> tuple[int, int]:
+    row = yoke.get(step)
+    if row is None:
+        raise InputError(f"{where}: no step {step} (the yoked run has more steps than the run it copies)")
+    if row["n_students"] != n_students:
+        raise InputError(f"{where}: step {step} gated {row['n_students']} student rows, this run has "
+                         f"{n_students}: the two runs must share train.*")
+    return row["n_route"], row["n_keep"]
+
+
+def uniform_scores(cfg, step: int, n: int) -> torch.Tensor:
+    """The random arm's ranking: a uniform draw seeded by (gate.placebo_seed, run seed, step), so
+    a resumed run draws what an uninterrupted one did."""
+    g = torch.Generator().manual_seed(((cfg.gate.placebo_seed * 1_000_003) + cfg.seed) * 1_000_003 + step)
+    return torch.rand(n, generator=g, dtype=torch.float64)
 
 
 def train_forward_backward(cfg, lora, seqs, logps_old, trunks, adv, zones, n_rollouts):
@@ -349,14 +412,18 @@ def train_forward_backward(cfg, lora, seqs, logps_old, trunks, adv, zones, n_rol
 
 def step_row(step, rollouts, zones, rho_rows, loss, gnorm, upd, cuts, times) -> dict:
     students = [r for r in rollouts if r.source == "student"]
+    s_zones = [z for r, z in zip(rollouts, zones) if r.source == "student"]
+    t_zones = [z for r, z in zip(rollouts, zones) if r.source != "student"]
     row = {"step": step,
            "reward_mean": sum(r.reward for r in rollouts) / len(rollouts),
            "hack_rate": sum(r.hacked for r in students) / max(len(students), 1),
            "solve_rate": sum(r.gt_pass for r in students) / max(len(students), 1),
-           "teacher_share": 1 - len(students) / len(rollouts)}
-    for z in ad.ZONES:
-        row[f"n_{z}"] = zones.count(z)
-    row["qmass_rollouts"] = zones.count("route") / len(zones)
+           "teacher_share": 1 - len(students) / len(rollouts),
+           "n_students": len(students)}
+    for z in ad.ZONES:  # n_{zone}: student rows (the gated ones); teacher rows apart
+        row[f"n_{z}"] = s_zones.count(z)
+        row[f"n_{z}_teacher"] = t_zones.count(z)
+    row["qmass_rollouts"] = s_zones.count("route") / len(s_zones) if s_zones else 0.0  # the routed share
     total = upd["deployed"] ** 2 + upd["quarantine"] ** 2
     row["qmass_update"] = upd["quarantine"] ** 2 / total if total > 0 else 0.0
     for z in ad.ZONES:
@@ -383,13 +450,14 @@ def train(cfg: TrainRun, progress: bool = True) -> Path:
     direction = vact.gate_direction(cfg.arm, cfg.vact_dir, cfg.seed, cfg.gate.placebo_seed, lora)
     pairs = select(load_pairs(cfg.pair_files), cfg.pair_modes) if cfg.gate.refresh_every and cfg.arm.refresh else None
     gate = Gate(policy=cfg.arm.policy, q_lo=cfg.gate.q_lo, q_hi=cfg.gate.q_hi, buffer_size=cfg.gate.buffer_size,
-                warmup=cfg.gate.warmup)
+                warmup=cfg.gate.warmup, cut_rule=cfg.gate.cut_rule)
+    yoke = load_yoke(cfg) if cfg.arm.yoked else None
     opt = torch.optim.AdamW(lora.parameters(), lr=cfg.t.lr, weight_decay=cfg.t.weight_decay)
 
     start = 0
     fingerprint = cfg.fingerprint()
     # the inputs' contents too: a changed v_act, pool or problem file must never resume an old run
-    fingerprint["inputs"] = {k: _digest(getattr(cfg, k)) for k in ("problems", "pool", "direction")}
+    fingerprint["inputs"] = {k: _digest(getattr(cfg, k)) for k in ("problems", "pool", "direction", "yoke_log")}
     fingerprint["inputs"]["model"] = _digest(Path(cfg.model_dir) / "config.json")
     fingerprint["inputs"]["pairs"] = [_digest(f) for f in cfg.pair_files] if cfg.gate.refresh_every else []
     set_aside(cfg, out, fingerprint)
@@ -433,9 +501,13 @@ def train(cfg: TrainRun, progress: bool = True) -> Path:
 
         t0 = time.perf_counter()
         seqs = to_seqs(tok, rollouts)
-        logps_old, trunks, acts, scores = old_forward(cfg, lora, seqs, rollouts, direction)
-        zones = gate.decide(scores)
+        logps_old, trunks, live_acts = old_forward(cfg, lora, seqs, rollouts)
         times["old"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        acts = live_acts if cfg.gate.scorer == "live" else frozen_acts(cfg, lora, seqs)
+        scores = vact.score(acts, direction)
+        zones = route(cfg, gate, scores, rollouts, step, yoke)
+        times["score"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
         before = {n: (m.A.detach().clone(), m.B.detach().clone()) for n, m in lora.modules.items()}

@@ -28,15 +28,18 @@ Direction = dict[str, torch.Tensor]  # module name -> [r], unit norm per module
 
 
 @torch.no_grad()
-def pooled_activations(lora: Lora2r, seqs: Seqs, batch_size: int = 16,
-                       progress: bool = False) -> dict[str, torch.Tensor]:
-    """Pooled deployed-block bottleneck activations {module: [N, r]} (full-model forward)."""
+def pooled_activations(lora: Lora2r, seqs: Seqs, batch_size: int = 16, progress: bool = False,
+                       frozen: bool = True) -> dict[str, torch.Tensor]:
+    """Pooled deployed-block bottleneck activations {module: [N, r]}. frozen: in the frozen
+    scorer's space (base model, A0_d; the same at every step); else in the current basis
+    (full model, current A_d: gate.scorer live)."""
     device = next(lora.model.parameters()).device
     parts: dict[str, list[torch.Tensor]] = {name: [] for name in lora.modules}
     starts = range(0, len(seqs), batch_size)
     for start in tqdm(starts, desc="pooling h", disable=not progress, leave=False):
         b = seqs.rows(slice(start, start + batch_size)).to(device)
-        with lora.masked(["absorb"] * len(b)), lora.capture(b.pool_weights()) as pooled:
+        space = lora.frozen() if frozen else lora.masked(["absorb"] * len(b))
+        with space, lora.capture(b.pool_weights()) as pooled:
             lora.model(input_ids=b.input_ids, attention_mask=b.attention_mask,
                        position_ids=position_ids(b.attention_mask), logits_to_keep=1)
         for name in parts:
@@ -92,12 +95,12 @@ def loo_separation(h_hack, h_clean) -> float:
 
 
 def pair_activations(lora: Lora2r, tokenizer, pairs, system: str | None = None,
-                     batch_size: int = 16, progress: bool = False):
+                     batch_size: int = 16, progress: bool = False, frozen: bool = True):
     """Pooled h of every pair's hack and clean completion under its own prompt."""
     from vgrout.model import chat_prompt
     prompts = [chat_prompt(tokenizer, _messages(p.prompt, system)) for p in pairs]
     seqs = encode(tokenizer, prompts + prompts, [p.hack for p in pairs] + [p.clean for p in pairs])
-    acts = pooled_activations(lora, seqs, batch_size=batch_size, progress=progress)
+    acts = pooled_activations(lora, seqs, batch_size=batch_size, progress=progress, frozen=frozen)
     n = len(pairs)
     return {m: a[:n] for m, a in acts.items()}, {m: a[n:] for m, a in acts.items()}
 
@@ -109,11 +112,12 @@ def _messages(prompt: str, system: str | None) -> list[dict]:
 
 def extract(lora: Lora2r, tokenizer, pairs, system: str | None = None,
             random_seed: int | None = None, n_haar: int = 20,
-            progress: bool = True, *, batch_size: int) -> tuple[Direction, dict]:
-    """v_act from the pairs (or the Haar placebo if random_seed is set) and its diagnostics."""
+            progress: bool = True, *, batch_size: int, frozen: bool = True) -> tuple[Direction, dict]:
+    """v_act from the pairs (or the Haar placebo if random_seed is set) and its diagnostics, in
+    the frozen scorer's space (frozen) or in the adapter's current basis (a live refresh)."""
     if not pairs:
         raise InputError("no pairs selected for v_act (check vact.pair_files and vact.modes)")
-    h_hack, h_clean = pair_activations(lora, tokenizer, pairs, system, batch_size, progress)
+    h_hack, h_clean = pair_activations(lora, tokenizer, pairs, system, batch_size, progress, frozen)
     raw_norms = {m: float((h_hack[m] - h_clean[m]).mean(0).norm()) for m in h_hack}
     v_act = mean_difference(h_hack, h_clean)
     direction = v_act if random_seed is None else haar_direction(v_act, random_seed)
