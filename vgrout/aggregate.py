@@ -53,6 +53,7 @@ CURVE_COLUMNS = {"run": "VARCHAR", "rows": ROW_TYPE.format(extra=", step BIGINT"
 # the `none` arm) still has a numeric type.
 STEP_COLUMNS = {"step": "BIGINT", "hack_rate": "DOUBLE", "solve_rate": "DOUBLE", "qmass_rollouts": "DOUBLE",
                 "qmass_update": "DOUBLE", "n_keep": "BIGINT", "n_absorb": "BIGINT", "n_route": "BIGINT",
+                **{f"n_{z}_teacher": "BIGINT" for z in ("keep", "absorb", "route")},
                 **{f"rho_{s}_{z}": "DOUBLE" for z in ("keep", "absorb", "route") for s in ("mean", "max")}}
 STEP_REQUIRED = ("step", "qmass_rollouts", "qmass_update")
 
@@ -362,7 +363,9 @@ def a2(con, out: Out) -> pd.DataFrame:
 
 def a3(con, out: Out) -> pd.DataFrame:
     table = con.execute("""
-        WITH q AS (SELECT run, avg(qmass_rollouts) AS qr, avg(qmass_update) AS qu FROM steps GROUP BY run),
+        WITH q AS (SELECT run, avg(qmass_rollouts) AS qr, avg(qmass_update) AS qu,
+                          sum(n_route_teacher) / nullif(sum(n_keep_teacher + n_absorb_teacher + n_route_teacher), 0) AS qt
+                   FROM steps GROUP BY run),
              d AS (SELECT run, hack, solve, n, n_hacked, n_solved FROM per_run WHERE view = 'deploy' AND mode = 'overall'),
              t AS (SELECT run, hack, solve, n, n_hacked, n_solved FROM per_run WHERE view = 'train' AND mode = 'overall')
         SELECT i.arm, count(*) AS n_seeds,
@@ -372,6 +375,7 @@ def a3(con, out: Out) -> pd.DataFrame:
                avg(t.solve) AS train_solve, sem(t.solve) AS train_solve_sem,
                avg(q.qr) AS qmass_rollouts, sem(q.qr) AS qmass_rollouts_sem,
                avg(q.qu) AS qmass_update, sem(q.qu) AS qmass_update_sem,
+               avg(q.qt) AS qmass_teacher, sem(q.qt) AS qmass_teacher_sem,
                sum(d.n_hacked) AS deploy_n_hacked, sum(d.n_solved) AS deploy_n_solved, sum(d.n) AS deploy_n,
                sum(t.n_hacked) AS train_n_hacked, sum(t.n_solved) AS train_n_solved, sum(t.n) AS train_n
         FROM run_info i JOIN d USING (run) JOIN q USING (run) LEFT JOIN t USING (run)
@@ -380,14 +384,17 @@ def a3(con, out: Out) -> pd.DataFrame:
     table = _by_arm(table)
     columns = [("deploy hack", "deploy_hack"), ("deploy solve", "deploy_solve"),
                ("train-view hack", "train_hack"), ("train-view solve", "train_solve"),
-               ("qmass (rollouts routed)", "qmass_rollouts"), ("qmass (update norm in quarantine)", "qmass_update")]
+               ("qmass (student rows routed)", "qmass_rollouts"), ("teacher rows routed", "qmass_teacher"),
+               ("qmass (update norm in quarantine)", "qmass_update")]
     md = pd.DataFrame({"arm": table["arm"], "seeds": table["n_seeds"]} | {
         label: [_pm(m, _none_if_nan(s)) for m, s in zip(table[col], table[f"{col}_sem"])] for label, col in columns})
     write_artifact(out.tables, "A3", "ablation: " + " / ".join(_ablation_arms()), [
         "Final eval, overall rate, mean ± SEM over seeds. Deploy = quarantine ablated; train-view = "
         "quarantine on (the model as it trained), which shows what the quarantine holds. qmass: per run "
-        "the mean over optimizer steps of the fraction of rollouts routed and of the share of the "
-        "update norm that lands in the quarantine block, then mean ± SEM over seeds.",
+        "the mean over optimizer steps of the fraction of student rows routed (the gated rows; teacher-pool "
+        "rows take a fixed zone, their routed share is its own column) and of the share of the update norm "
+        "that lands in the quarantine block, then mean ± SEM over seeds. Yoked arms route as many student "
+        "rows as routeA at every step, so equal row shares are not equal update mass: read both qmass columns.",
         out.figure("A3"), md_table(md)], {"A3": table})
 
     bars = []
@@ -395,7 +402,7 @@ def a3(con, out: Out) -> pd.DataFrame:
         for label, col, k, n in [("deploy hack", "deploy_hack", r.deploy_n_hacked, r.deploy_n),
                                  ("deploy solve", "deploy_solve", r.deploy_n_solved, r.deploy_n),
                                  ("train-view hack", "train_hack", r.train_n_hacked, r.train_n),
-                                 ("qmass (rollouts routed)", "qmass_rollouts", None, None)]:
+                                 ("qmass (student rows routed)", "qmass_rollouts", None, None)]:
             mean = _none_if_nan(getattr(r, col))
             if mean is not None:
                 lo, hi, interval = _interval(mean, _none_if_nan(getattr(r, f"{col}_sem")),
@@ -559,6 +566,7 @@ def a7(con, runs: list[Run], directions: dict, q_lo: float, q_hi: float, n_null:
                         "null_auroc_mean": res["null"]["auroc_mean"], "null_auroc_sd": res["null"]["auroc_sd"],
                         **{k: res["real"][k] for k in GATE_METRICS},
                         **{f"realised_{k}": res["realised"][k] for k in GATE_METRICS + ("qmass",)},
+                        "n_teacher": res["teacher"]["n"], "teacher_routed": res["teacher"]["zone_share"]["route"],
                         "score_vs_log_max_rel_diff": res["logged_score_max_rel_diff"]})
         null_rows += [{"run": r.run, "arm": r.arm, "auroc": a} for a in (res["null"]["auroc"] or [])]
     per_run = pd.DataFrame(per_run).merge(con.execute("""
@@ -568,7 +576,8 @@ def a7(con, runs: list[Run], directions: dict, q_lo: float, q_hi: float, n_null:
                avg(rho_mean_route) AS rho_mean_route, max(rho_max_route) AS rho_max_route
         FROM steps GROUP BY run""").df(), on="run", how="left")
 
-    metrics = [c for c in per_run.columns if c not in ("run", "arm", "seed", "n", "n_hacked", "score_vs_log_max_rel_diff")]
+    metrics = [c for c in per_run.columns
+               if c not in ("run", "arm", "seed", "n", "n_hacked", "n_teacher", "score_vs_log_max_rel_diff")]
     arm_rows = []
     for arm in _arm_order(per_run["arm"]):
         g = per_run[per_run["arm"] == arm]
@@ -598,7 +607,8 @@ def a7(con, runs: list[Run], directions: dict, q_lo: float, q_hi: float, n_null:
         "arm": table["arm"], "route precision": pm("realised_route_precision"),
         "route recall": pm("realised_route_recall"), "route F0.5": pm("realised_route_f05"),
         "keep precision": pm("realised_keep_precision"), "keep F0.5": pm("realised_keep_f05"),
-        "qmass (rollouts)": pm("qmass_rollouts"), "qmass (update)": pm("qmass_update"),
+        "qmass (student rows)": pm("qmass_rollouts"), "teacher rows routed": pm("teacher_routed"),
+        "qmass (update)": pm("qmass_update"),
         "ρ keep mean / max": rho("keep"), "ρ absorb mean / max": rho("absorb"), "ρ route mean / max": rho("route")})
     notes = [f"{r.run}: AUROC undefined ({r.n_hacked} of {r.n} student rollouts hacked)"
              for r in per_run.itertuples() if _none_if_nan(r.auroc) is None]
@@ -609,9 +619,10 @@ def a7(con, runs: list[Run], directions: dict, q_lo: float, q_hi: float, n_null:
         "The gate as a classifier, scored after training against the hack labels of each run's own "
         "training rollouts (labels are used here only, as a measurement; routing never saw them). "
         "Population: student rollouts (teacher-pool rollouts excluded). Each run is scored with the direction "
-        "its gate used (routeA, none, absorb: v_act of its seed; placebo: its Haar direction; heldout: the "
-        "v_act of the in-pair modes); for none and absorb the gate was pinned, so these rows say what v_act "
-        f"would have done. Cuts: the {q_lo:g} and {q_hi:g} quantiles of the run's scores. Route = above the "
+        "its gate used (routeA, none, absorb, random: v_act of its seed; placebo, haar: their Haar direction; "
+        "heldout: the v_act of the in-pair modes); for none and absorb the gate was pinned, and random ranked "
+        "rows by a uniform draw, so these rows say what v_act would have done. Teacher-pool rows take a fixed "
+        f"zone; their routed share is shown apart. Cuts: the {q_lo:g} and {q_hi:g} quantiles of the run's scores. Route = above the "
         "upper cut (precision = hack share of route, recall = share of hacks routed); keep = below the lower "
         "cut (precision = clean share of keep, recall = share of clean rollouts kept). F0.5 weighs precision "
         f"above recall. Null: {n_null} Haar-random directions (seeds from {null_seed}) scored on the same "

@@ -53,7 +53,7 @@ ARMS: tuple[Arm, ...] = (
         "routeA's per-step route and keep counts, rows chosen by a Haar direction's ranking "
         "(seeded gate.placebo_seed + run seed)", ablation=True),
     Arm("random", "yoked", "random", "#9d755d",
-        "routeA's per-step route and keep counts, rows chosen uniformly at random (seeded)"),
+        "routeA's per-step route and keep counts, rows chosen uniformly at random (seeded)", ablation=True),
     Arm("haar", "quantile", "haar", "#bab0ac",
         "routeA's free-running gate with placebo's Haar direction (its routed mass is its own)"),
     Arm("absorb", "absorb", "v_act", "#72b7b2", "gate pinned to absorb: both blocks train on everything",

@@ -137,6 +137,10 @@ def gate_eval(rollouts: list[dict], acts: dict[str, torch.Tensor], direction: di
         "q_lo": q_lo, "q_hi": q_hi,
         "real": real,
         "realised": _realised(rollouts_s, hacked),
+        # teacher-pool rows are not gated (a fixed zone): counted apart, never in the metrics above
+        "teacher": {"n": int((~student).sum()), "zone_share": {
+            z: float(np.mean([r["zone"] == z for r, s in zip(rollouts, student) if not s])) if (~student).any()
+            else None for z in ("keep", "absorb", "route")}},
         "null": null_summary,
         "auroc_percentile_in_null": percentile,
         "logged_score_max_rel_diff": logged_diff,
