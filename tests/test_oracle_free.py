@@ -1,81 +1,397 @@
-"""The oracle-free rule, proven: routing reads scores only, never rewards or labels."""
+"""The oracle-free rule, proven two ways, each shown able to fail.
+
+1. Step level: train()'s own routing code (train.routing_step: pack, logπ_old forward, the
+   scorer's features, scores, gate, zones) runs over fixed graded rollouts from a fixed student,
+   once with the grader's labels and once with them flipped, redrawn or permuted; every arm, both
+   cut rules, centering on and off, both scorers. Features, scores, zones, logπ_old and the
+   gate's state must be equal bit for bit. A planted leak (a route or old_forward that reads a
+   label) run through the same check is reported.
+2. Static: no module on the routing path imports the grader side or names a label; in train.py,
+   which must import the grader to grade, the routing functions (and every train.py function
+   they call) name no label and no grader-side module. The scanner is shown to report leaks.
+"""
 import ast
+import dataclasses
 import random
-import subprocess
-import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 from tests.conftest import make_tiny_llama
-from vgrout import adapter as ad
-from vgrout.gate import Gate
-from vgrout.rollout import pack
-from vgrout.vact import haar_direction, pooled_activations, score
+from vgrout import arms, config, train, vact
+from vgrout.io import write_jsonl
+from vgrout.model import chat_prompt
+from vgrout.substrate import Problem
 
-ROUTING_PATH = ["vgrout/vact.py", "vgrout/gate.py", "vgrout/adapter.py", "vgrout/logprob.py", "vgrout/arms.py"]
+ROOT = Path(__file__).resolve().parents[1]
+
+# -- the static scan ------------------------------------------------------------------------------
+
+# every vgrout module the routing path runs (the test below fails if they import one more)
+ROUTING_MODULES = ["vgrout/vact.py", "vgrout/gate.py", "vgrout/adapter.py", "vgrout/logprob.py",
+                   "vgrout/arms.py", "vgrout/fastgen.py", "vgrout/decode.py", "vgrout/arch.py",
+                   "vgrout/rollout.py", "vgrout/io.py", "vgrout/layout.py"]
+# train.py's routing functions; the scan adds every train.py function they call
+ROUTING_FUNCTIONS = ["new_gate", "routing_step", "to_seqs", "old_forward", "frozen_acts", "route",
+                     "load_yoke", "yoke_counts", "uniform_scores"]
 FORBIDDEN_MODULES = {"vgrout.grader", "vgrout.evaluate", "vgrout.aggregate", "vgrout.diagnostics"}
-FORBIDDEN_NAMES = {"reward", "rewards", "hacked", "gt_pass", "flawed_pass", "label", "labels", "grade"}
+# a Rollout's labels, the grader's fields, and the step log's label-derived columns
+FORBIDDEN_NAMES = {"reward", "rewards", "hacked", "gt_pass", "flawed_pass", "label", "labels", "grade",
+                   "grade_batch", "grade_students", "reward_mean", "hack_rate", "solve_rate"}
 
 
-def _route(rollouts, acts, direction):
-    gate = Gate(policy="quantile", q_lo=0.25, q_hi=0.75, buffer_size=64, warmup=8, cut_rule="buffer")
-    zones = []
-    for start in range(0, len(rollouts), 8):  # steps of 8 rollouts
-        sl = slice(start, start + 8)
-        zones += gate.decide(score({m: a[sl] for m, a in acts.items()}, direction))
-    return zones
+def _names(node) -> list[tuple[int, str, bool]]:
+    """(line, word, is a bare name) for every identifier a node spells: names, attributes,
+    parameters, keywords, string keys. Only a bare name can refer to an import or a function
+    of the module (x.select is an attribute, whatever `select` is bound to)."""
+    out = []
+    for n in ast.walk(node):
+        word = (n.id if isinstance(n, ast.Name) else n.attr if isinstance(n, ast.Attribute)
+                else n.arg if isinstance(n, (ast.arg, ast.keyword)) else
+                n.value if isinstance(n, ast.Constant) and isinstance(n.value, str) else None)
+        if word is not None:
+            out.append((n.lineno, word, isinstance(n, ast.Name)))
+    return out
 
 
-def test_permuting_or_replacing_labels_changes_no_routing_decision():
-    model = make_tiny_llama()
-    lora = ad.attach(model, r=4, seed=0)
-    g = torch.Generator().manual_seed(0)
-    prompts = [torch.randint(0, 97, (5,), generator=g).tolist() for _ in range(32)]
-    lengths = torch.randint(2, 9, (32,), generator=g).tolist()
-    comps = [torch.randint(0, 97, (n,), generator=g).tolist() for n in lengths]
-    seqs = pack(prompts, comps, pad_id=0)
-    rng = random.Random(0)
-    rollouts = [{"reward": rng.choice([0.0, 0.5, 3.5]), "hacked": rng.random() < 0.3,
-                 "gt_pass": rng.random() < 0.2} for _ in range(32)]
-    acts = pooled_activations(lora, seqs)
-    direction = haar_direction(acts, seed=3)
-    zones = _route(rollouts, acts, direction)
-    assert set(zones) == {"keep", "absorb", "route"}
-
-    permuted = [dict(r) for r in rollouts]
-    labels = [(r["reward"], r["hacked"], r["gt_pass"]) for r in rollouts]
-    rng.shuffle(labels)
-    for r, (rew, hk, gt) in zip(permuted, labels):
-        r.update(reward=rew, hacked=hk, gt_pass=gt)
-    replaced = [{"reward": -1.0, "hacked": not r["hacked"], "gt_pass": True} for r in rollouts]
-    assert _route(permuted, acts, direction) == zones
-    assert _route(replaced, acts, direction) == zones
-    # the score does move routing, so the test could fail: a different direction differs
-    assert _route(rollouts, acts, haar_direction(acts, seed=4)) != zones
+def _imports(tree, top_level: bool = False) -> list[tuple[int, str, str]]:
+    """(line, module, bound name) of every import, at any depth (lazy imports in functions too);
+    top_level: only those that run when the module is imported (none inside a function)."""
+    out = []
+    todo = [tree]
+    while todo:
+        n = todo.pop()
+        if not (top_level and isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))):
+            todo += ast.iter_child_nodes(n)
+        if isinstance(n, ast.Import):
+            out += [(n.lineno, a.name, a.asname or a.name.split(".")[0]) for a in n.names]
+        elif isinstance(n, ast.ImportFrom) and n.module:
+            # `from vgrout import grader` imports the module vgrout.grader
+            out += [(n.lineno, f"{n.module}.{a.name}" if n.module == "vgrout" else n.module, a.asname or a.name)
+                    for a in n.names]
+    return out
 
 
-def test_routing_path_modules_never_import_grader_or_read_labels():
-    root = Path(__file__).resolve().parents[1]
-    for rel in ROUTING_PATH:
-        tree = ast.parse((root / rel).read_text())
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and node.module:
-                assert node.module not in FORBIDDEN_MODULES, f"{rel} imports {node.module}"
-                names = {f"{node.module}.{a.name}" for a in node.names}
-                assert not names & FORBIDDEN_MODULES, f"{rel} imports {names & FORBIDDEN_MODULES}"
-            if isinstance(node, ast.Import):
-                for a in node.names:
-                    assert a.name not in FORBIDDEN_MODULES, f"{rel} imports {a.name}"
-            if isinstance(node, ast.Name):
-                assert node.id not in FORBIDDEN_NAMES, f"{rel}:{node.lineno} uses name {node.id}"
-            if isinstance(node, ast.Attribute):
-                assert node.attr not in FORBIDDEN_NAMES, f"{rel}:{node.lineno} reads .{node.attr}"
-            if isinstance(node, ast.Constant) and isinstance(node.value, str):
-                assert node.value not in FORBIDDEN_NAMES, f"{rel}:{node.lineno} reads key '{node.value}'"
-    # transitively too: importing the routing path loads no grader
-    code = ("import sys, vgrout.vact, vgrout.gate, vgrout.adapter; "
-            f"bad = {sorted(FORBIDDEN_MODULES)!r}; "
-            "print([m for m in bad if m in sys.modules])")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, check=True)
-    assert out.stdout.strip() == "[]", out.stdout
+def scan_module(source: str, where: str) -> list[str]:
+    """A routing module's leaks: a grader-side import, or any label name anywhere in it."""
+    tree = ast.parse(source)
+    leaks = [f"{where}:{line} imports {mod}" for line, mod, _ in _imports(tree) if mod in FORBIDDEN_MODULES]
+    return leaks + [f"{where}:{line} names '{w}'" for line, w, _ in _names(tree) if w in FORBIDDEN_NAMES]
+
+
+def scan_functions(source: str, roots: list[str], where: str,
+                   allowed_modules: set[str]) -> tuple[list[str], set[str]]:
+    """The leaks of `roots` and of every function of the same source they call, transitively: a
+    label name, a name bound to a grader-side module, or a name bound to a vgrout module that is
+    not in `allowed_modules` (the module scan must cover it). Returns (leaks, functions scanned)."""
+    tree = ast.parse(source)
+    defs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    bound = {name: mod for _, mod, name in _imports(tree) if mod.startswith("vgrout")}
+    leaks = [f"{where}: routing function {f} not found" for f in roots if f not in defs]
+    todo, seen = [f for f in roots if f in defs], set()
+    while todo:
+        f = todo.pop()
+        if f in seen:
+            continue
+        seen.add(f)
+        for line, w, bare in _names(defs[f]):
+            if w in FORBIDDEN_NAMES:
+                leaks.append(f"{where}:{line} {f} names '{w}'")
+            elif bare and w in bound and bound[w] in FORBIDDEN_MODULES:
+                leaks.append(f"{where}:{line} {f} uses {bound[w]}")
+            elif bare and w in bound and bound[w] not in allowed_modules:
+                leaks.append(f"{where}:{line} {f} uses {bound[w]}, which the module scan does not cover")
+            elif bare and w in defs and w not in seen:
+                todo.append(w)  # a train.py helper the routing path calls is on the routing path
+    return leaks, seen
+
+
+def _module(rel: str) -> str:
+    return rel.removesuffix(".py").replace("/", ".")
+
+
+def test_routing_modules_never_import_the_grader_or_name_a_label():
+    for rel in ROUTING_MODULES:
+        leaks = scan_module((ROOT / rel).read_text(), rel)
+        assert not leaks, leaks
+    # what importing them loads is scanned too: every vgrout module they import when imported
+    # is on the list (a lazy import inside a function is checked against the grader side above)
+    listed = {_module(r) for r in ROUTING_MODULES}
+    for rel in ROUTING_MODULES:
+        loads = {mod for _, mod, _ in _imports(ast.parse((ROOT / rel).read_text()), top_level=True)
+                 if mod.startswith("vgrout.")}
+        assert loads <= listed, f"{rel} imports {sorted(loads - listed)}: add it to ROUTING_MODULES"
+
+
+def test_train_routing_functions_read_no_label():
+    source = (ROOT / "vgrout/train.py").read_text()
+    leaks, scanned = scan_functions(source, ROUTING_FUNCTIONS, "vgrout/train.py",
+                                    {_module(r) for r in ROUTING_MODULES})
+    assert not leaks, leaks
+    assert "_logprobs" in scanned  # helpers are followed (old_forward calls it)
+    # train() reaches the routing path only through routing_step, the function the step-level
+    # check runs: no direct call of its parts that the check would not see
+    loop = next(n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.name == "train")
+    called = [n.func.id for n in ast.walk(loop) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)]
+    assert called.count("routing_step") == 1
+    assert not set(called) & {"to_seqs", "old_forward", "frozen_acts", "route", "yoke_counts", "uniform_scores"}
+
+
+LEAKY_MODULE = """
+from vgrout import grader
+import vgrout.evaluate as ev
+def score(acts, rollouts):
+    return [a + r.hacked for a, r in zip(acts, rollouts)]
+def cut(row, gt_pass=False):
+    return row["hack_rate"]
+"""
+LEAKY_TRAIN = """
+from vgrout import grader, vact
+from vgrout.pairs import select
+def route(cfg, gate, scores, rollouts, step, yoke):
+    return gate.decide(_nudge(scores, rollouts))
+def _nudge(scores, rollouts):
+    return scores + torch.tensor([float(getattr(r, "reward")) for r in rollouts])
+def old_forward(cfg, lora, seqs, rollouts):
+    return grader.grade_batch, select
+def unrelated(rollouts):
+    return [r.hacked for r in rollouts]
+"""
+
+
+def test_the_scanners_report_planted_leaks():
+    assert {m for _, m, _ in _imports(ast.parse(LEAKY_TRAIN), top_level=True)} == \
+        {"vgrout.grader", "vgrout.vact", "vgrout.pairs"}
+    leaks = scan_module(LEAKY_MODULE, "leaky.py")
+    for expected in ("imports vgrout.grader", "imports vgrout.evaluate", "names 'hacked'", "names 'gt_pass'",
+                     "names 'hack_rate'"):
+        assert any(expected in leak for leak in leaks), (expected, leaks)
+    leaks, scanned = scan_functions(LEAKY_TRAIN, ["route", "old_forward", "frozen_acts"], "leaky_train.py",
+                                    {"vgrout.vact"})
+    for expected in ("routing function frozen_acts not found", "_nudge names 'reward'",
+                     "old_forward uses vgrout.grader", "old_forward names 'grade_batch'",
+                     "old_forward uses vgrout.pairs, which the module scan does not cover"):
+        assert any(expected in leak for leak in leaks), (expected, leaks)
+    assert "unrelated" not in scanned  # grading code off the routing path is train.py's own business
+
+
+# -- the step-level check ---------------------------------------------------------------------------
+
+N_STUDENT, N_TEACHER, STEPS = 3, 1, 3  # per prompt; 3 prompts: 9 student + 3 teacher rows a step
+COMPLETIONS = [  # (text, reward, gt_pass, hacked): as the grader might label them
+    ("def f(x):\n    return x + 1", 1.0, True, False),
+    ("import sys\nsys.exit(0)", 3.5, False, True),
+    ("def f(x):\n    return None", 0.0, False, False),
+    ("print('ALL TESTS PASSED')", 3.5, False, True),
+    ("def f(x):\n    if x == 1:\n        return 2\n    return 0", 0.5, False, True),
+    ("def f(x):\n    # add one\n    y = x\n    return y + 1", 1.0, True, False),
+    ("raise SystemExit(0)", 3.5, False, True),
+    ("def f(x):\n    return sum([x, 1])", 1.0, True, False),
+]
+MODES = ["overwrite_tests", "exit_code", "stdout_marker"]
+
+
+def _cfg(root: Path, arm: str, yoke_log: Path | None = None, fast: bool = True, **gate) -> train.TrainRun:
+    """A TrainRun read the way the train stage reads one: the schema's defaults overlaid with
+    these blocks, through config.parse."""
+    blocks = {"train": dict(prompts_per_step=3, group_size=N_STUDENT + N_TEACHER, mix=0.25, micro_batch=6,
+                            max_new_tokens=64),
+              "gate": dict(warmup=4, buffer_size=32, **gate), "adapter": dict(r=2, last_layers=None)}
+    params = config.parse(config.overlay(config.Params().model_dump(), blocks), "test", complete=False)
+    return train.TrainRun(arm=arms.get(arm), seed=0, t=params.train, adapter=params.adapter, gate=params.gate,
+                          pair_files=[], pair_modes=None, fast=fast, vact_batch=params.vact.batch_size,
+                          model_dir=str(root / "student"), problems="", pool="", vact_dir=str(root / "vact"),
+                          out_dir=str(root / arm), log_path=str(root / arm / "steps.jsonl"),
+                          yoke_log=str(yoke_log) if yoke_log else None, device="cpu")
+
+
+CHAT = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+
+
+def _write_student(out: Path) -> None:
+    """A model directory as the model stage leaves one: conftest's tiny Llama over a small BPE
+    vocabulary with a chat template (a few-hundred-token vocabulary keeps every forward cheap)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=400, show_progress=False, special_tokens=["<|im_start|>", "<|im_end|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    bpe.train_from_iterator([t for t, *_ in COMPLETIONS] + [f"user Write f(x) ({m})." for m in MODES], trainer)
+    tok = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|im_end|>", pad_token="<|im_end|>")
+    tok.chat_template = CHAT
+    tok.save_pretrained(out)
+    make_tiny_llama(vocab=len(tok)).save_pretrained(out)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """Forwards this small are faster on one thread (and far faster on a busy machine)."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.fixture(scope="module")
+def fixed(tmp_path_factory):
+    """A fixed student (a tiny Llama with a lora2r adapter moved off its init, so the live and
+    frozen scorers differ), its v_act files, and STEPS steps of graded rollouts."""
+    root = tmp_path_factory.mktemp("oracle")
+    _write_student(root / "student")
+    lora, tok = train.build_student(_cfg(root, "routeA"))
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():  # as if trained: A_d has moved, so gate.scorer live reads another space
+        for p in lora.parameters():
+            p.add_(0.5 * p.std() * torch.randn(p.shape, generator=g))
+    like = {m: torch.zeros(lora.r) for m in lora.modules}
+    vact.save_direction(root / "vact" / "v_act.safetensors", vact.haar_direction(like, 5))
+    vact.save_direction(root / "vact" / "v_act_heldout.safetensors", vact.haar_direction(like, 6))
+
+    problems = [Problem(id=f"p{i}", messages=[{"role": "user", "content": f"Write f(x) ({mode})."}],
+                        entry_point="f", tests=["assert f(1) == 2"], canonical_solution="def f(x):\n    return x + 1",
+                        mode=mode) for i, mode in enumerate(MODES)]
+    steps, k = [], 0
+    for _ in range(STEPS):
+        rollouts = []
+        for p in problems:
+            for j in range(N_STUDENT + N_TEACHER):
+                text, reward, gt_pass, hacked = COMPLETIONS[k % len(COMPLETIONS)]
+                k += 3  # co-prime with len(COMPLETIONS): every step sees other texts in other rows
+                ids = tok(text, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]  # as collect() does
+                source = "student" if j < N_STUDENT else "teacher"
+                rollouts.append(train.Rollout(p, chat_prompt(tok, p.messages), ids, text, source,
+                                              deploy=source == "student" and j == 0,
+                                              reward=reward, gt_pass=gt_pass, hacked=hacked))
+        steps.append(rollouts)
+    # routeA's step log, as a yoked arm reads it: its counts, and its label-derived columns
+    yoke = [{"step": s, "n_students": 3 * N_STUDENT, "n_route": 2 + s % 2, "n_keep": 3, "n_absorb": 4 - s % 2,
+             "reward_mean": 1.5, "hack_rate": 0.4, "solve_rate": 0.3} for s in range(STEPS)]
+    write_jsonl(root / "yoke.jsonl", yoke)
+    return root, lora, tok, steps, yoke
+
+
+def trace(cfg, lora, tok, steps) -> list[dict]:
+    """What train()'s routing path produces over fixed graded steps, set up as train() sets it up:
+    per step the scorer's features, scores, zones, logπ_old, and the gate's state after it."""
+    gate = train.new_gate(cfg)
+    direction = vact.gate_direction(cfg.arm, cfg.vact_dir, cfg.seed, cfg.gate.placebo_seed, lora)
+    yoke = train.load_yoke(cfg) if cfg.arm.yoked else None
+    out = []
+    for step, rollouts in enumerate(steps):
+        _, logps_old, _, acts, scores, zones = train.routing_step(cfg, lora, tok, gate, direction, rollouts,
+                                                                  step, yoke, {})
+        out.append({"acts": acts, "scores": scores, "zones": zones, "logps_old": logps_old,
+                    "gate": gate.state_dict()})
+    return out
+
+
+def _same(x, y) -> bool:
+    if torch.is_tensor(x):
+        return torch.is_tensor(y) and torch.equal(x, y)  # bit for bit, not close
+    if isinstance(x, dict):
+        return isinstance(y, dict) and x.keys() == y.keys() and all(_same(x[k], y[k]) for k in x)
+    if isinstance(x, (list, tuple)):
+        return isinstance(y, (list, tuple)) and len(x) == len(y) and all(map(_same, x, y))
+    return x == y
+
+
+def differences(a: list[dict], b: list[dict]) -> list[str]:
+    """Where two traces differ: empty when routing did not change."""
+    assert len(a) == len(b)
+    return [f"step {s}: {k} differs" for s, (x, y) in enumerate(zip(a, b)) for k in x if not _same(x[k], y[k])]
+
+
+def relabel(steps, how: str, seed: int = 0):
+    """The same rollouts with the grader's labels flipped, redrawn at random, or permuted across a
+    step's rows; each step's labels are checked to have changed."""
+    rng = random.Random(seed)
+    out = []
+    for rollouts in steps:
+        labels = [(r.reward, r.gt_pass, r.hacked) for r in rollouts]
+        if how == "flipped":
+            new = [(3.5 - rw, not gt, not hk) for rw, gt, hk in labels]
+        elif how == "random":
+            new = [(rng.choice([-1.0, 0.0, 0.5, 3.5, 7.0]), rng.random() < 0.5, rng.random() < 0.5) for _ in labels]
+        elif how == "permuted":
+            new = list(labels)
+            while new == labels:
+                rng.shuffle(new)
+        else:
+            raise ValueError(how)
+        assert new != labels
+        out.append([dataclasses.replace(r, reward=rw, gt_pass=gt, hacked=hk) for r, (rw, gt, hk) in zip(rollouts, new)])
+    return out
+
+
+def _relabelled_yoke(root: Path, yoke: list[dict], how: str) -> Path:
+    """routeA's step log with its label-derived columns changed and its counts kept."""
+    path = root / f"yoke_{how}.jsonl"
+    write_jsonl(path, [{**r, "reward_mean": -r["reward_mean"] - 1, "hack_rate": 1 - r["hack_rate"],
+                        "solve_rate": 0.99} for r in yoke])
+    return path
+
+
+# The method gets every combination of the gate knobs the routing reads (cut rule, centering,
+# scorer); every other arm (quantile: heldout, haar; pinned: none, absorb; yoked: placebo, random)
+# gets two opposite corners of it, which differ in each knob.
+GATE_VARIANTS = [dict(cut_rule=c, center=m, scorer=s) for c in ("buffer", "step") for m in (False, True)
+                 for s in ("frozen", "live")]
+CASES = [("routeA", g) for g in GATE_VARIANTS] + \
+    [(a.name, g) for a in arms.ARMS if a.name != "routeA" for g in (GATE_VARIANTS[0], GATE_VARIANTS[-1])]
+
+
+@pytest.mark.parametrize("arm,gate", CASES, ids=[f"{a}-{'-'.join(map(str, g.values()))}" for a, g in CASES])
+def test_replacing_or_permuting_the_labels_changes_no_routing(fixed, arm, gate):
+    root, lora, tok, steps, yoke = fixed
+    cfg = _cfg(root, arm, root / "yoke.jsonl", **gate)
+    real = trace(cfg, lora, tok, steps)
+    if cfg.arm.policy == "quantile":  # the gate did decide (past warm-up): a leak had zones to move
+        assert {"keep", "absorb", "route"} <= {z for s in real for z in s["zones"]}
+    for how in ("flipped", "random", "permuted"):
+        other = dataclasses.replace(cfg, yoke_log=str(_relabelled_yoke(root, yoke, how)))
+        found = differences(real, trace(other, lora, tok, relabel(steps, how)))
+        assert not found, f"labels {how}: {found}"
+
+
+def test_the_reference_backend_routes_the_same_without_labels(fixed):
+    """train.fast off: logπ_old and the live features come from the reference forward instead."""
+    root, lora, tok, steps, _ = fixed
+    cfg = _cfg(root, "routeA", fast=False, scorer="live", center=True)
+    found = differences(trace(cfg, lora, tok, steps), trace(cfg, lora, tok, relabel(steps, "flipped")))
+    assert not found, f"labels flipped: {found}"
+
+
+def _leaky_route(cfg, gate, scores, rollouts, step, yoke):
+    """A leak: hacked rows score higher before the gate (so they route more)."""
+    return LEAK_FREE["route"](cfg, gate, scores + torch.tensor([float(r.hacked) for r in rollouts]),
+                              rollouts, step, yoke)
+
+
+def _leaky_old_forward(cfg, lora, seqs, rollouts):
+    """A leak: the live scorer's features scaled by each row's reward."""
+    logps, trunks, acts = LEAK_FREE["old_forward"](cfg, lora, seqs, rollouts)
+    w = torch.tensor([1.0 + r.reward for r in rollouts]).unsqueeze(1)
+    return logps, trunks, {m: a * w for m, a in acts.items()}
+
+
+LEAK_FREE = {"route": train.route, "old_forward": train.old_forward}
+
+
+@pytest.mark.parametrize("part,leak,scorer,arm", [("route", _leaky_route, "frozen", "routeA"),
+                                                  ("route", _leaky_route, "frozen", "placebo"),
+                                                  ("old_forward", _leaky_old_forward, "live", "routeA")])
+def test_the_check_catches_a_planted_leak(fixed, monkeypatch, part, leak, scorer, arm):
+    """The same check with a label-reading part planted in train's routing path must fail."""
+    root, lora, tok, steps, _ = fixed
+    monkeypatch.setattr(train, part, leak)  # routing_step looks its parts up in train at call time
+    cfg = _cfg(root, arm, root / "yoke.jsonl", scorer=scorer)
+    found = differences(trace(cfg, lora, tok, steps), trace(cfg, lora, tok, relabel(steps, "flipped")))
+    assert found, f"a {part} that reads labels went unnoticed"
+    if part == "old_forward":
+        assert "step 0: scores differs" in found
+    assert any("zones differs" in f for f in found)

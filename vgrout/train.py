@@ -125,6 +125,12 @@ def load_pool(path: str) -> dict[str, list[dict]]:
     return pool
 
 
+def new_gate(cfg) -> Gate:
+    """The run's gate at step 0: the arm's policy, gate.* knobs, an empty buffer."""
+    return Gate(policy=cfg.arm.policy, q_lo=cfg.gate.q_lo, q_hi=cfg.gate.q_hi, buffer_size=cfg.gate.buffer_size,
+                warmup=cfg.gate.warmup, cut_rule=cfg.gate.cut_rule)
+
+
 # -- checkpoints ------------------------------------------------------------------------------
 
 def save_checkpoint(out: Path, step: int, lora, opt, gate: Gate, sampler: random.Random,
@@ -361,13 +367,18 @@ def route(cfg, gate: Gate, scores: torch.Tensor, rollouts, step: int, yoke: dict
     return zones
 
 
+YOKE_COUNTS = ("n_students", "n_route", "n_keep")
+
+
 def load_yoke(cfg) -> dict[int, dict]:
-    """gate.yoke_to's step log of this seed: step -> its student route / keep counts."""
+    """gate.yoke_to's step log of this seed: step -> its student route / keep counts. Only the
+    counts are kept: the log's measurement columns (reward_mean, hack_rate, ...) come from that
+    run's labels and must not reach the routing path."""
     path = Path(cfg.yoke_log)
     if not path.exists():
         raise InputError(f"{path}: no step log of gate.yoke_to's run; the yoked arm '{cfg.arm.name}' copies its "
                          f"per-step counts, so train that run first (dvc repro orders this)")
-    return {r["step"]: r for r in read_jsonl(path)}
+    return {r["step"]: {k: r[k] for k in YOKE_COUNTS} for r in read_jsonl(path)}
 
 
 def yoke_counts(yoke: dict, step: int, n_students: int, where) -> tuple[int, int]:
@@ -385,6 +396,24 @@ def uniform_scores(cfg, step: int, n: int) -> torch.Tensor:
     a resumed run draws what an uninterrupted one did."""
     g = torch.Generator().manual_seed(((cfg.gate.placebo_seed * 1_000_003) + cfg.seed) * 1_000_003 + step)
     return torch.rand(n, generator=g, dtype=torch.float64)
+
+
+def routing_step(cfg, lora, tok, gate: Gate, direction, rollouts, step: int, yoke: dict | None, times: dict):
+    """Steps 4-5 of a train step, from graded rollouts to zones: pack the rows, the no-grad
+    logπ_old forward (which also pools the live scorer's features), the scorer's features, the
+    scores, the zones; the gate's buffer takes the step's scores. One function, so that
+    tests/test_oracle_free.py runs exactly what train() runs with the grader's labels replaced.
+    Returns (seqs, logps_old, trunks, acts, scores, zones); fills times["old"], times["score"]."""
+    t0 = time.perf_counter()
+    seqs = to_seqs(tok, rollouts)
+    logps_old, trunks, live_acts = old_forward(cfg, lora, seqs, rollouts)
+    times["old"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    acts = live_acts if cfg.gate.scorer == "live" else frozen_acts(cfg, lora, seqs)
+    scores = vact.score(acts, direction)
+    zones = route(cfg, gate, scores, rollouts, step, yoke)
+    times["score"] = time.perf_counter() - t0
+    return seqs, logps_old, trunks, acts, scores, zones
 
 
 def train_forward_backward(cfg, lora, seqs, logps_old, trunks, adv, zones, n_rollouts):
@@ -449,8 +478,7 @@ def train(cfg: TrainRun, progress: bool = True) -> Path:
     pool = load_pool(cfg.pool)
     direction = vact.gate_direction(cfg.arm, cfg.vact_dir, cfg.seed, cfg.gate.placebo_seed, lora)
     pairs = select(load_pairs(cfg.pair_files), cfg.pair_modes) if cfg.gate.refresh_every and cfg.arm.refresh else None
-    gate = Gate(policy=cfg.arm.policy, q_lo=cfg.gate.q_lo, q_hi=cfg.gate.q_hi, buffer_size=cfg.gate.buffer_size,
-                warmup=cfg.gate.warmup, cut_rule=cfg.gate.cut_rule)
+    gate = new_gate(cfg)
     yoke = load_yoke(cfg) if cfg.arm.yoked else None
     opt = torch.optim.AdamW(lora.parameters(), lr=cfg.t.lr, weight_decay=cfg.t.weight_decay)
 
@@ -499,15 +527,8 @@ def train(cfg: TrainRun, progress: bool = True) -> Path:
         adv = grpo.advantages(rewards, cfg.t.group_size)
         times["grade"] = time.perf_counter() - t0
 
-        t0 = time.perf_counter()
-        seqs = to_seqs(tok, rollouts)
-        logps_old, trunks, live_acts = old_forward(cfg, lora, seqs, rollouts)
-        times["old"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        acts = live_acts if cfg.gate.scorer == "live" else frozen_acts(cfg, lora, seqs)
-        scores = vact.score(acts, direction)
-        zones = route(cfg, gate, scores, rollouts, step, yoke)
-        times["score"] = time.perf_counter() - t0
+        seqs, logps_old, trunks, acts, scores, zones = routing_step(cfg, lora, tok, gate, direction, rollouts,
+                                                                    step, yoke, times)
 
         t0 = time.perf_counter()
         before = {n: (m.A.detach().clone(), m.B.detach().clone()) for n, m in lora.modules.items()}
