@@ -200,3 +200,53 @@ def test_fused_variant_computes_and_routes_like_the_exact_one():
             assert (e[block] == 0) == (f[block] == 0)
             assert abs(e[block] - f[block]) <= 1e-4 * e[block]
     assert not any("forward" in vars(m) for m in model.modules())  # no module's forward replaced
+
+
+def _grads(lora):
+    return [p.grad.clone() for p in lora.parameters()]
+
+
+def test_each_block_is_clipped_on_its_own():
+    """A huge deployed gradient (keep rows with a 1e4 loss scale) is clipped to max_norm and leaves
+    the quarantine's gradient (route rows) untouched, bit for bit; one global clip would have
+    shrunk it. A block above max_norm is scaled to it, by its own norm alone."""
+    model = make_tiny_llama()
+    lora = ad.attach(model, r=4, seed=0)
+    ids = _batch(n=4)
+    _train_a_bit(lora, ids)
+
+    def backward(keep_scale):
+        for p in lora.parameters():
+            p.grad = None
+        with lora.masked(["keep", "keep", "route", "route"]):
+            logits = lora.model(ids).logits
+        (keep_scale * logits[:2].pow(2).mean() + logits[2:].pow(2).mean()).backward()
+
+    backward(1e4)
+    before, norms = _grads(lora), lora.block_norms(grads=True)
+    assert norms["deployed"] > 1e3 * norms["quarantine"] > 0
+    max_norm = 2 * norms["quarantine"]
+    assert lora.clip_grad_norms(max_norm) == norms  # the norms before the clip
+    after = lora.block_norms(grads=True)
+    assert after["deployed"] == pytest.approx(max_norm, rel=1e-4)
+    for mod, (gA, gB) in zip(lora.modules.values(), zip(before[::2], before[1::2])):
+        assert torch.equal(mod.A.grad[mod.r:], gA[mod.r:]) and torch.equal(mod.B.grad[:, mod.r:], gB[:, mod.r:])
+        scale = max_norm / (norms["deployed"] + 1e-6)
+        torch.testing.assert_close(mod.A.grad[:mod.r], gA[:mod.r] * scale)
+        torch.testing.assert_close(mod.B.grad[:, :mod.r], gB[:, :mod.r] * scale)
+    # the global clip this replaces: the quarantine's update scaled down with the deployed norm
+    for p, g in zip(lora.parameters(), before):
+        p.grad = g.clone()
+    torch.nn.utils.clip_grad_norm_(lora.parameters(), max_norm)
+    assert lora.block_norms(grads=True)["quarantine"] < 1e-3 * norms["quarantine"]
+    # both blocks above max_norm: each ends at max_norm
+    backward(1.0)
+    norms = lora.block_norms(grads=True)
+    lora.clip_grad_norms(0.1 * min(norms.values()))
+    after = lora.block_norms(grads=True)
+    assert after["deployed"] == pytest.approx(after["quarantine"], rel=1e-4)
+    assert after["deployed"] == pytest.approx(0.1 * min(norms.values()), rel=1e-4)
+    # a non-finite gradient is an error, not a silent NaN update
+    next(iter(lora.modules.values())).B.grad[0, -1] = float("nan")
+    with pytest.raises(FloatingPointError, match="quarantine"):
+        lora.clip_grad_norms(1.0)

@@ -58,6 +58,8 @@ def _write(tmp_path, old: str, new: str) -> Path:
     ("  modes: null", "  modes: [exit]", r"'exit' is not a hackable loophole mode"),
     ("  lr: 0.002", "  lr: 2e-3", r"YAML reads 2e-3 as text: write it with a dot, e.g. 0.002"),
     ("  old_micro_batch: 0", "  old_micro_batch: 24", r"train.old_micro_batch \(24\) is not a multiple"),
+    ("  dual_clip: 3.0", "  dual_clip: 1.1", r"train.dual_clip \(1.1\) must exceed 1 \+ train.clip_eps \(1.2\)"),
+    ("  is_cap: 2.0", "  is_cap: 1.0", r"train.is_cap = 1.0: Input should be greater than 1"),
     ("  lr: 0.002", "", r"missing key 'train.lr'"),
     ("canonical: 0.1, wrong: 0.15}", "canonical: 0.1}", r"missing key 'pool.rates.wrong'"),
 ])

@@ -152,16 +152,19 @@ def test_eos_cut_equals_hf_generate():
     assert any(len(r) < 20 and r[-1] == eos for r in ref)
 
 
-@pytest.mark.parametrize("fused_adapter,checkpointed,keep_layers",
-                         [(True, True, 0), (True, True, 1), (True, False, 0), (False, True, 0)])
-def test_chunked_logprobs_and_grads_equal_token_logprobs(fused_adapter, checkpointed, keep_layers, monkeypatch):
+@pytest.mark.parametrize("fused_adapter,checkpointed,keep_layers,temperature",
+                         [(True, True, 0, 1.0), (True, True, 1, 1.0), (True, False, 0, 1.0), (False, True, 0, 1.0),
+                          (True, True, 0, 0.7), (False, False, 0, 1.6)])
+def test_chunked_logprobs_and_grads_equal_token_logprobs(fused_adapter, checkpointed, keep_layers, temperature,
+                                                         monkeypatch):
+    """At the sampling temperature too: both paths compute log softmax(logits / T)."""
     monkeypatch.setattr(logprob, "CHECKPOINT_ABOVE_TOKENS", 0 if checkpointed else 10 ** 9)
     monkeypatch.setattr(logprob, "KEEP_LAYERS", keep_layers)  # 1: the top layer keeps its activations
     model = spread(tiny_qwen3())
     tok = synthetic_tokenizer(V)
     lora = perturbed_lora(model)
     ps = prompts(6)
-    comps = rollout.generate(model, tok, ps, 16, 1.0, batch_size=6, lora=lora)
+    comps = rollout.generate(model, tok, ps, 16, temperature, batch_size=6, lora=lora)
     seqs = rollout.pack([tok(p, add_special_tokens=False)["input_ids"] for p in ps], comps, 0)
     zones = ["keep", "absorb", "route", "route", "absorb", "keep"]
 
@@ -174,12 +177,23 @@ def test_chunked_logprobs_and_grads_equal_token_logprobs(fused_adapter, checkpoi
         (logp * torch.linspace(-1, 1, logp.numel()).view_as(logp)).sum().backward()
         return logp.detach(), mask, [p.grad.clone() for p in lora.parameters()]
 
-    ref, ref_mask, ref_g = run(logprob.reference_token_logprobs)
-    fast, mask, g = run(lambda m, s: logprob.token_logprobs(m, s, chunk_tokens=18, fused_adapter=fused_adapter))
+    ref, ref_mask, ref_g = run(lambda m, s: logprob.reference_token_logprobs(m, s, temperature=temperature))
+    fast, mask, g = run(lambda m, s: logprob.token_logprobs(m, s, chunk_tokens=18, fused_adapter=fused_adapter,
+                                                            temperature=temperature))
     assert torch.equal(mask, ref_mask)
     torch.testing.assert_close(fast, ref, atol=1e-5, rtol=1e-5)
     for a, b in zip(g, ref_g):
         assert (a - b).norm() <= 1e-4 * b.norm()
+    # the reference is log softmax(logits / T) of the model's own forward, row by row unpadded
+    for i, (p, c) in enumerate(zip(ps, comps)):
+        ids = torch.tensor([tok(p, add_special_tokens=False)["input_ids"] + c])
+        with torch.no_grad(), lora.masked([zones[i]]):
+            logits = model(ids).logits[0, -len(c) - 1:-1].float()
+        own = torch.log_softmax(logits / temperature, -1).gather(1, ids[0, -len(c):, None])[:, 0]
+        torch.testing.assert_close(ref[i][ref_mask[i] > 0], own, atol=1e-5, rtol=1e-5)
+        if temperature != 1.0:  # the temperature is applied: T = 1 gives other values
+            plain = torch.log_softmax(logits, -1).gather(1, ids[0, -len(c):, None])[:, 0]
+            assert (plain - own).abs().max() > 1e-2
     # route rows train the quarantine only: a route-only batch leaves the deployed grads at zero
     for p in lora.parameters():
         p.grad = None
@@ -193,9 +207,9 @@ def test_chunked_logprobs_and_grads_equal_token_logprobs(fused_adapter, checkpoi
     deploy = [True, False, True, False, False, True]
     with torch.no_grad():
         with lora.sampling(deploy), lora.capture(seqs.pool_weights()) as ref_pooled:
-            ref_old, _ = logprob.reference_token_logprobs(model, seqs)
+            ref_old, _ = fastgen.REFERENCE.token_logprobs(model, seqs, temperature=temperature)
         with lora.sampling(deploy), lora.capture(seqs.pool_weights()) as pooled:
-            old, _ = logprob.token_logprobs(model, seqs, fused_adapter=fused_adapter)
+            old, _ = logprob.token_logprobs(model, seqs, fused_adapter=fused_adapter, temperature=temperature)
     torch.testing.assert_close(old, ref_old, atol=1e-5, rtol=1e-5)
     assert set(pooled) == set(ref_pooled) == set(lora.modules)
     for k in pooled:
@@ -435,12 +449,13 @@ def test_the_reference_backend_takes_the_fast_paths_keywords():
 
 
 def test_bench_step_times_trains_own_step_functions(monkeypatch):
-    """The bench's GRPO step runs train.old_forward, train.frozen_acts and train.train_forward_backward (so a change
-    to train's step is what it times) on its synthetic rollouts, and the optimizer moves the adapter."""
+    """The bench's GRPO step runs train.old_forward, train.frozen_acts, train.masked_old_forward and
+    train.train_forward_backward (so a change to train's step is what it times) on its synthetic rollouts,
+    and the optimizer moves the adapter."""
     from vgrout import bench, train
 
     calls = []
-    for name in ("old_forward", "frozen_acts", "train_forward_backward"):
+    for name in ("old_forward", "frozen_acts", "masked_old_forward", "train_forward_backward"):
         real = getattr(train, name)
         monkeypatch.setattr(train, name, lambda *a, _real=real, _name=name: calls.append(_name) or _real(*a))
     model, _ = bench.build_model("qwen3-tiny-random", "cpu", seed=0)
@@ -449,6 +464,6 @@ def test_bench_step_times_trains_own_step_functions(monkeypatch):
     before = [p.detach().clone() for p in lora.parameters()]
     ps = [p for p in bench.random_prompts(2, 10, 512) for _ in range(4)]
     t, comp = bench.grpo_step(lora, opt, ps, group=4, new_tokens=6, micro_batch=4, gen_batch=8, device="cpu", seed=0)
-    assert calls == ["old_forward", "frozen_acts", "train_forward_backward"]
-    assert comp.shape == (8, 6) and t["step"] > 0
+    assert calls == ["old_forward", "frozen_acts", "masked_old_forward", "train_forward_backward"]
+    assert comp.shape == (8, 6) and t["step"] > 0 and t["old_masked"] > 0
     assert any(not torch.equal(a, b) for a, b in zip(before, lora.parameters()))

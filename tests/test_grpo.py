@@ -1,4 +1,6 @@
 """Dr.GRPO pieces: group-mean advantages, the constant divisor, the clip, padded log-probs."""
+import math
+
 import torch
 
 from tests.conftest import make_tiny_llama
@@ -46,3 +48,83 @@ def test_loss_divisor_is_constant_not_per_sequence_length():
     short = torch.tensor([[1.0, 0.0]])
     long = torch.tensor([[1.0] + [0.0] * 9])
     assert grpo.dr_grpo_loss(short, 1, 16) == grpo.dr_grpo_loss(long, 1, 16) == -1 / 16
+
+
+# -- bounded importance weights ----------------------------------------------------------------
+
+EPS, CAP, DUAL = 0.2, 2.0, 3.0
+
+
+def _grid():
+    """One row per advantage (both signs), its tokens over a grid of (π_old_mask/π_sample, ρ):
+    importance ratios from e^-3 to e^10 (the review saw 22,394 ≈ e^10 on keep rows), ρ from e^-2
+    to e^2. Returns logπ_sample, logπ_old (mask), logπ and A."""
+    li, lr = torch.meshgrid(torch.linspace(-3, 10, 27), torch.linspace(-2, 2, 201), indexing="ij")
+    adv = torch.tensor([-5.0, -1.0, -0.1, 0.1, 1.0, 5.0])
+    prox = torch.full((len(adv), li.numel()), -1.0)
+    return prox - li.reshape(1, -1), prox, prox + lr.reshape(1, -1), adv
+
+
+def test_the_effective_weight_on_any_token_is_at_most_the_bound_and_reaches_it():
+    """∂obj/∂logπ = weff·A with weff = w·ρ where the gradient flows, 0 where a clip holds the
+    objective; the largest weff over every token is grpo.weight_bound = max(c·(1+ε), c_dual) = 3
+    at the defaults: above the cap c (the PPO clip bounds ρ only where A > 0), and reached."""
+    behav, prox, logp, adv = _grid()
+    logp.requires_grad_(True)
+    obj, st = grpo.bounded_surrogate(logp, prox, behav, adv, torch.ones_like(prox), EPS, CAP, DUAL)
+    obj.sum().backward()
+    g = logp.grad / adv[:, None]
+    torch.testing.assert_close(g, st.weff, rtol=1e-5, atol=1e-6)  # weff is the gradient's weight
+    assert torch.all(st.weff[st.clip_ppo | st.clip_dual] == 0) and st.clip_is.any()
+    bound = grpo.weight_bound(EPS, CAP, DUAL)
+    assert bound == max(CAP * (1 + EPS), DUAL) == 3.0
+    assert 0 <= g.min() and g.max() <= bound * (1 + 1e-6)
+    assert g[adv > 0].max() <= CAP * (1 + EPS) * (1 + 1e-6)
+    assert g.max() >= 0.98 * bound and g.max() > CAP * (1 + EPS)  # reached, on an A < 0 token
+
+
+def test_the_importance_weight_is_capped_and_carries_no_gradient():
+    prox = torch.tensor([[-1.0, -1.0, -1.0]], requires_grad=True)
+    behav = torch.tensor([[-1.0, -1.5, -12.0]])  # ratios 1, e^0.5, e^11
+    w, ratio = grpo.importance_weight(prox, behav, CAP)
+    assert not w.requires_grad and not ratio.requires_grad
+    torch.testing.assert_close(w, torch.tensor([[1.0, math.exp(0.5), CAP]]))
+    assert ratio[0, 2] > 1e4
+
+
+def test_w_is_one_where_the_row_trains_in_its_sampling_mode():
+    """logp_behav = logp_prox (masks agree, or a teacher row): the bounded surrogate is the plain
+    clipped surrogate, value and gradient, whatever the ratio ρ."""
+    prox = torch.tensor([[-1.0, -2.0, -0.5, -3.0]])
+    lp = (prox + torch.tensor([[0.5, 0.0, -0.5, 0.1]])).requires_grad_(True)
+    lp2 = lp.detach().clone().requires_grad_(True)
+    mask = torch.tensor([[1.0, 1.0, 1.0, 0.0]])
+    for adv in (torch.tensor([1.5]), torch.tensor([-1.5])):
+        obj, st = grpo.bounded_surrogate(lp, prox, prox, adv, mask, EPS, CAP, DUAL)
+        ref, rho = grpo.clipped_surrogate(lp2, prox, adv, mask, EPS)
+        assert torch.equal(obj, ref) and torch.equal(st.rho, rho)
+        assert torch.equal(st.ratio_is, mask) and not st.clip_is.any() and not st.clip_dual.any()
+        obj.sum().backward()
+        ref.sum().backward()
+        assert torch.equal(lp.grad, lp2.grad)
+        lp.grad, lp2.grad = None, None
+
+
+def test_dual_clip_bounds_the_loss_of_a_negative_advantage_with_a_huge_ratio():
+    """A < 0 and ρ = e^10: PPO's min(ρA, clip(ρ)A) is ρA (unbounded below, the gradient grows with
+    ρ); the dual clip floors the objective at c_dual·A and stops the gradient."""
+    prox = torch.tensor([[-12.0, -1.0]])
+    lp = torch.tensor([[-2.0, -1.0]], requires_grad=True)  # ρ = e^10, 1
+    adv, mask = torch.tensor([-1.0]), torch.ones(1, 2)
+    ppo, _ = grpo.clipped_surrogate(lp.detach(), prox, adv, mask, EPS)
+    assert ppo[0, 0] < -2e4  # what nothing bounded before
+    obj, st = grpo.bounded_surrogate(lp, prox, prox, adv, mask, EPS, CAP, DUAL)
+    assert obj[0, 0] == -DUAL and st.clip_dual.tolist() == [[True, False]]
+    torch.testing.assert_close(obj[0, 1], torch.tensor(-1.0))
+    obj.sum().backward()
+    assert lp.grad[0, 0] == 0 and lp.grad[0, 1] == -1.0
+    # through the weight too: w = c = 2 and ρ = 1.6 is w·ρ = 3.2 > c_dual, floored
+    lp = torch.tensor([[-1.0 + math.log(1.6)]], requires_grad=True)
+    obj, st = grpo.bounded_surrogate(lp, torch.tensor([[-1.0]]), torch.tensor([[-9.0]]), adv, torch.ones(1, 1),
+                                     EPS, CAP, DUAL)
+    assert obj.item() == -DUAL and st.clip_is.item() and st.clip_dual.item() and st.weff.item() == 0

@@ -56,7 +56,7 @@ def _cfg(root, model_dir, name, arm="routeA", direction=None, stop_after=None, p
 
 
 def _rows(path):
-    drop = {"t_generate", "t_grade", "t_old", "t_train"}
+    drop = {"t_generate", "t_grade", "t_old", "t_score", "t_old_masked", "t_train"}
     return [{k: v for k, v in json.loads(line).items() if k not in drop}
             for line in open(path)]
 
@@ -186,7 +186,7 @@ def test_one_old_forward_over_several_micro_batches_gives_the_same_step(setup):
     b = train.train(_cfg(root, model_dir, "old_rows_8", old_micro_batch=8, **kw), progress=False)
     ra, rb = _rows(a / "steps.jsonl")[0], _rows(b / "steps.jsonl")[0]
     # rows of one step's policy: a misread row or column would move rho off 1
-    assert rb["n_keep"] == 8
+    assert rb["n_keep"] == 6 and rb["n_keep_teacher"] == 2  # every row: 6 student, 2 teacher
     assert rb["rho_mean_keep"] == pytest.approx(1.0, abs=1e-4)
     assert rb["rho_max_keep"] == pytest.approx(1.0, abs=1e-4)
     for k in ("loss", "gradnorm_deployed", "reward_mean"):
@@ -267,3 +267,40 @@ def test_yoked_arms_route_and_keep_exactly_as_many_student_rows_as_the_method(se
     with pytest.raises(train.InputError, match="no step log of gate.yoke_to's run"):
         train.train(_cfg(root, model_dir, "yoke_orphan", arm="placebo", yoke_log=str(root / "nope.jsonl"), **kw),
                     progress=False)
+
+
+def test_importance_weights_are_bounded_and_teacher_rows_train_at_rho_one(setup):
+    """routeA with teacher rows in keep (sampled by neither mode, trained with the quarantine
+    masked) and deploy-sampled student rows, at T = 0.7: on every step and every zone and source,
+    the largest effective weight on a token is at most grpo.weight_bound (and, as ρ = 1 at the
+    single update, at most the cap c); teacher rows train at ρ = 1 and w = 1; the importance
+    ratio of student keep rows does pass its cap on some token (so the cap is exercised)."""
+    from vgrout import grpo
+
+    root, model_dir = setup
+    cfg = _cfg(root, model_dir, "bounded", steps=4, ckpt_every=4, warmup=2, teacher_zone="keep",
+               gen_deploy_frac=0.34, temperature=0.7, lr=5e-2, is_cap=1.5)
+    train.train(cfg, progress=False)
+    rows = _rows(cfg.log_path)
+    bound = grpo.weight_bound(cfg.t.clip_eps, cfg.t.is_cap, cfg.t.dual_clip)
+    assert bound == 3.0
+    groups = [(z, s) for z in ad.ZONES for s in ("student", "teacher")]
+    for r in rows:
+        for z, s in groups:
+            keys = [f"{k}_{z}_{s}" for k in ("rho_min", "rho_p50", "rho_p90", "rho_p99", "rho_max", "is_min", "is_p50",
+                                             "is_p90", "is_p99", "is_max", "weff_max", "clipfrac_ppo", "clipfrac_is",
+                                             "clipfrac_dual")]
+            assert all(k in r for k in keys)
+            if r[f"weff_max_{z}_{s}"] is not None:
+                assert r[f"weff_max_{z}_{s}"] <= bound * (1 + 1e-6), (r["step"], z, s)
+                # one update per batch: π = π_old under the same mask, up to the forwards' rounding,
+                # so the weight is w·ρ ≤ c·ρ
+                assert abs(r[f"rho_min_{z}_{s}"] - 1) <= 1e-4 and abs(r[f"rho_max_{z}_{s}"] - 1) <= 1e-4
+                assert r[f"weff_max_{z}_{s}"] <= cfg.t.is_cap * r[f"rho_max_{z}_{s}"] * (1 + 1e-6)
+        assert r["n_keep_teacher"] == 2
+        assert abs(r["rho_min_keep_teacher"] - 1) <= 1e-5 and abs(r["rho_max_keep_teacher"] - 1) <= 1e-5
+        assert r["is_min_keep_teacher"] == r["is_max_keep_teacher"] == 1.0  # w = 1 on teacher rows
+        assert r["clipfrac_is_keep_teacher"] == 0
+    # the keep rows' ratio π_keep / π_full passed the cap on some token, and was capped there
+    capped = [r for r in rows if (r["is_max_keep_student"] or 0) > cfg.t.is_cap]
+    assert capped and all(r["clipfrac_is_keep_student"] > 0 for r in capped)

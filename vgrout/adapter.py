@@ -16,7 +16,7 @@ Per-rollout masks, set before the single grad-carrying forward (SGTM Table 1):
     y = W·x + (detach(delta_deployed) if d else delta_deployed) + m · delta_quarantine
 
 The gate reads h = A_deployed·x (the deployed-block bottleneck), pooled over completion
-tokens; `Lora2r.capture` collects it during the no-grad logπ_old forward.
+tokens; `Lora2r.capture` collects it during the no-grad sampling-mode log-prob forward.
 
 The masks, the pooling and the variant that computes the delta live in one `RoutingState` shared
 by the model's wrapped Linears: ExactDelta (fp32, the default) or FusedDelta (`Lora2rDelta`, two
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -302,6 +303,26 @@ class Lora2r:
                         sq = sq + _block_slice(t, mod, is_A, block).float().pow(2).sum().cpu()
             out[block] = float(sq) ** 0.5
         return out
+
+    @torch.no_grad()
+    def clip_grad_norms(self, max_norm: float) -> dict[str, float]:
+        """Scale the deployed block's gradient and the quarantine block's gradient, each on its
+        own, to an L2 norm (over all modules) of at most max_norm; returns the norms before.
+        The blocks are slices of the same A and B, and one global clip lets a large gradient in
+        one block scale the other's update down (a deployed norm of 93 shrank the quarantine's
+        update 93x). The scale is torch's clip_grad_norm_'s: max_norm / (norm + 1e-6), at most 1."""
+        norms = self.block_norms(grads=True)
+        for block, norm in norms.items():
+            if not math.isfinite(norm):
+                raise FloatingPointError(f"the {block} block's gradient norm is {norm}")
+            scale = max_norm / (norm + 1e-6)
+            if scale >= 1:
+                continue
+            for mod in self.modules.values():
+                for t, is_A in ((mod.A, True), (mod.B, False)):
+                    if t.grad is not None:
+                        _block_slice(t.grad, mod, is_A, block).mul_(scale)
+        return norms
 
     # -- persistence ---------------------------------------------------------------------
     def state_dict(self) -> dict[str, torch.Tensor]:

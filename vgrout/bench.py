@@ -6,8 +6,9 @@ What it measures, all on the same GPU in one run:
   floor = Σ over decode steps of (weight bytes + KV-cache bytes read) / copy bandwidth;
 - the plain HF `generate` path (what vgrout.rollout.generate runs), timed at two short lengths
   and extrapolated to the full length (its cost per step is flat in the step);
-- the no-grad logπ_old forward and the train forward+backward under keep/absorb/route masks
-  (train.old_forward and train.train_forward_backward: train's own step), the optimizer step,
+- the no-grad logπ forwards (sampling modes; the training masks where they differ) and the
+  train forward+backward under keep/absorb/route masks (train.old_forward,
+  train.masked_old_forward and train.train_forward_backward: train's own step), the optimizer step,
   the whole step, and peak GPU memory;
 - optionally TRL's GRPOTrainer on the same shape (bench/trl_grpo.py, its own process).
 
@@ -172,15 +173,17 @@ def grpo_step(lora, opt, prompts: list[list[int]], group: int, new_tokens: int, 
               peaks: dict | None = None, old_micro_batch: int | None = None) -> tuple[dict, torch.Tensor]:
     """One Dr.GRPO step of the fast path in train.py's order, through train's own step functions:
     generate (synthetic rollouts: random prompts, completions forced to full length), (grade:
-    random rewards), train.old_forward (logπ_old), train.frozen_acts (the gate's scores),
-    masks, train.train_forward_backward, clip, AdamW. peaks: filled with each phase's peak GPU
+    random rewards), train.old_forward (logπ in the sampling modes), train.frozen_acts (the gate's
+    scores), masks, train.masked_old_forward (logπ_old under the masks, for the rows whose mask
+    differs from their sampling mode: here the keep rows), train.train_forward_backward, per-block
+    clip, AdamW. peaks: filled with each phase's peak GPU
     memory (GB)."""
     model, n = lora.model, len(prompts)
     cuda = torch.device(device).type == "cuda"
     # the parts of a TrainRun that train's step functions read
     cfg = SimpleNamespace(fast=True, t=config.Train(keep_layers=keep_layers, micro_batch=micro_batch,
                                                     old_micro_batch=old_micro_batch or 0, clip_eps=0.2,
-                                                    max_new_tokens=new_tokens))
+                                                    max_new_tokens=new_tokens, temperature=1.0))
 
     def peak(phase):
         if cuda and peaks is not None:
@@ -190,7 +193,7 @@ def grpo_step(lora, opt, prompts: list[list[int]], group: int, new_tokens: int, 
 
     peak("before")
     t, t0, chunks = {}, time.perf_counter(), []
-    comp = decode.generate_ids(model, prompts, new_tokens, temperature=1.0, batch_size=gen_batch,
+    comp = decode.generate_ids(model, prompts, new_tokens, temperature=cfg.t.temperature, batch_size=gen_batch,
                                lora=lora, deploy_rows=[False] * n, eos_id=EOS, pad=PAD,
                                ignore_eos=True, timings=chunks)
     decode.release()  # as train.py does: the train forward gets the cache's memory
@@ -204,11 +207,11 @@ def grpo_step(lora, opt, prompts: list[list[int]], group: int, new_tokens: int, 
     adv = grpo.advantages(rewards, group)
     seqs = rollout.pack(prompts, comp.tolist(), PAD)
     zones = [ad.ZONES[i % 3] for i in torch.randperm(n, generator=g).tolist()]
-    rollouts = [SimpleNamespace(deploy=False)] * n  # every row sampled with the quarantine on
+    rollouts = [SimpleNamespace(deploy=False, source="student")] * n  # every row sampled with the quarantine on
     direction = vact.haar_direction({name: torch.empty(m.r) for name, m in lora.modules.items()}, seed)
 
     t0 = time.perf_counter()
-    logps_old, trunks, _ = train.old_forward(cfg, lora, seqs, rollouts)
+    logps_sample, trunks, _ = train.old_forward(cfg, lora, seqs, rollouts)
     _sync(device)
     t["old_forward"] = time.perf_counter() - t0
     peak("old_forward")
@@ -220,14 +223,20 @@ def grpo_step(lora, opt, prompts: list[list[int]], group: int, new_tokens: int, 
     peak("frozen_score")
 
     t0 = time.perf_counter()
+    logps_old = train.masked_old_forward(cfg, lora, seqs, rollouts, zones, logps_sample, trunks)
+    _sync(device)
+    t["old_masked"] = time.perf_counter() - t0
+    peak("old_masked")
+
+    t0 = time.perf_counter()
     opt.zero_grad(set_to_none=True)
-    train.train_forward_backward(cfg, lora, seqs, logps_old, trunks, adv, zones, n)
+    train.train_forward_backward(cfg, lora, seqs, logps_old, logps_sample, trunks, adv, zones, rollouts, n)
     _sync(device)
     t["train_fwd_bwd"] = time.perf_counter() - t0
     peak("train_fwd_bwd")
 
     t0 = time.perf_counter()
-    torch.nn.utils.clip_grad_norm_(lora.parameters(), 1.0)
+    lora.clip_grad_norms(cfg.t.max_grad_norm)
     opt.step()
     _sync(device)
     t["optimizer"] = time.perf_counter() - t0

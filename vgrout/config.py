@@ -155,17 +155,21 @@ class Train(Block):
     mix: float = doc(0.5, "share of each group replaced by teacher-pool rollouts", ge=0, le=1)
     gen_deploy_frac: float = doc(0.0, "share of student rollouts sampled with the quarantine ablated", ge=0, le=1)
     max_new_tokens: int = doc(64, "completion budget of a rollout", ge=1)
-    temperature: float = doc(0.8, "sampling temperature", gt=0)
+    temperature: float = doc(0.8, "sampling temperature; every logπ of the loss is computed at it", gt=0)
     top_p: float = doc(1.0, "nucleus sampling threshold", gt=0, le=1)
     lr: float = doc(0.002, "AdamW learning rate", gt=0)
     weight_decay: float = doc(0.0, "AdamW weight decay", ge=0)
     clip_eps: float = doc(0.2, "PPO ratio clip ε", gt=0)
-    max_grad_norm: float = doc(1.0, "gradient norm clip", gt=0)
+    is_cap: float = doc(2.0, "cap c of the importance weight min(π_mask/π_sample, c) of a student row trained "
+                        "under another mask than it was sampled in (decoupled PPO)", gt=1)
+    dual_clip: float = doc(3.0, "dual clip: where A < 0 a token's objective is floored at dual_clip·A "
+                           "(Ye et al. 2020); above 1 + clip_eps", gt=1)
+    max_grad_norm: float = doc(1.0, "gradient norm clip, each block (deployed, quarantine) on its own", gt=0)
     micro_batch: int = doc(16, "rows per grad-carrying forward", ge=1)
     keep_layers: int = doc(0, "top decoder layers that keep their activations in a checkpointed micro-batch "
                               "(GPU memory for less recompute)", ge=0)
-    old_micro_batch: int = doc(0, "rows per no-grad logπ_old forward (0: micro_batch); a multiple of "
-                                  "micro_batch: fewer, larger forwards on a GPU", ge=0)
+    old_micro_batch: int = doc(0, "rows per no-grad log-prob forward (sampling modes; training masks) "
+                                  "(0: micro_batch); a multiple of micro_batch: fewer, larger forwards on a GPU", ge=0)
     gen_batch: int = doc(64, "rows per generation batch", ge=1)
     ckpt_every: int = doc(12, "checkpoint every N steps (a killed run resumes from the last one)", ge=1)
 
@@ -182,6 +186,14 @@ class Train(Block):
         return arms
 
     @model_validator(mode="after")
+    def _dual_clip_outside_the_trust_region(self):
+        # a floor inside [1 − ε, 1 + ε] would stop the gradient of A < 0 tokens PPO leaves alone
+        if self.dual_clip <= 1 + self.clip_eps:
+            raise ValueError(f"train.dual_clip ({self.dual_clip}) must exceed 1 + train.clip_eps "
+                             f"({1 + self.clip_eps})")
+        return self
+
+    @model_validator(mode="after")
     def _old_rows(self):
         if self.old_micro_batch % self.micro_batch:
             raise ValueError(f"train.old_micro_batch ({self.old_micro_batch}) is not a multiple of "
@@ -190,7 +202,7 @@ class Train(Block):
 
     @property
     def old_rows(self) -> int:
-        """Rows per no-grad logπ_old forward."""
+        """Rows per no-grad log-prob forward (train.old_forward, train.masked_old_forward)."""
         return self.old_micro_batch or self.micro_batch
 
 

@@ -5,7 +5,7 @@ does not run the model.
     ids = be.generate(model, tok, prompts, max_new_tokens, temperature, top_p, batch_size=..., lora=...,
                       deploy_rows=...)           # rollout.generate's arguments and result
     be.release()                               # the engine's KV cache back before the log-prob forwards
-    logp, mask = be.token_logprobs(model, seqs, keep_layers=...)    # also trunk= / return_trunk=
+    logp, mask = be.token_logprobs(model, seqs, keep_layers=..., temperature=T)  # also trunk= / return_trunk=
 
 fast: `decode.generate` (static KV caches, CUDA graphs) and `logprob.token_logprobs` (checkpointed,
 chunked, fused lora2r deltas); reference: `rollout.generate` (HF generate) and
@@ -30,16 +30,17 @@ from vgrout.arch import arch
 class Backend:
     name: str                        # "fast" | "reference"
     generate: Callable               # rollout.generate's arguments and result
-    token_logprobs: Callable         # (model, seqs, trunk=None, return_trunk=False, keep_layers=None)
+    token_logprobs: Callable         # (model, seqs, trunk=None, return_trunk=False, keep_layers=None, temperature=1.0)
     release: Callable[[], None]      # free what generate keeps (the engine's cache and graphs)
 
 
-def _reference_logprobs(model, seqs, trunk=None, return_trunk: bool = False, keep_layers: int | None = None):
+def _reference_logprobs(model, seqs, trunk=None, return_trunk: bool = False, keep_layers: int | None = None,
+                        temperature: float = 1.0):
     """`logprob.reference_token_logprobs` taking the fast path's keywords: it keeps no trunk
     (return_trunk appends None, and trunk is None: the only trunk it hands out), keep_layers has no use."""
     if trunk is not None:
         raise ValueError("the reference log-prob forward takes no trunk")
-    out = logprob.reference_token_logprobs(model, seqs)
+    out = logprob.reference_token_logprobs(model, seqs, temperature=temperature)
     return (*out, None) if return_trunk else out
 
 

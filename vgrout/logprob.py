@@ -37,15 +37,16 @@ def position_ids(attention_mask: torch.Tensor) -> torch.Tensor:
     return (attention_mask.cumsum(-1) - 1).clamp(min=0)
 
 
-def reference_token_logprobs(model, seqs: Seqs) -> tuple[torch.Tensor, torch.Tensor]:
-    """log π(token) for the completion tokens: ([B, Lc], mask [B, Lc]).
+def reference_token_logprobs(model, seqs: Seqs, temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """log π(token) for the completion tokens: ([B, Lc], mask [B, Lc]), π = softmax(logits / T):
+    at the temperature the tokens were sampled at, π is the policy that sampled them.
 
     Completions sit at the right end of every left-padded row, so only the last Lc+1
     positions need logits: [B, Lc, V] is materialised, never [B, T, V]."""
     Lc = int(seqs.completion_mask.sum(1).max())
     out = model(input_ids=seqs.input_ids, attention_mask=seqs.attention_mask,
                 position_ids=position_ids(seqs.attention_mask), logits_to_keep=Lc + 1)
-    logits = out.logits[:, :-1].float()
+    logits = out.logits[:, :-1].float() / temperature
     targets = seqs.input_ids[:, -Lc:]
     logp = torch.gather(F.log_softmax(logits, -1), 2, targets.unsqueeze(-1)).squeeze(-1)
     mask = seqs.completion_mask[:, -Lc:].to(logp.dtype)
@@ -298,14 +299,16 @@ def _two_pass_hidden(model, seqs: Seqs, checkpoint_layers: bool, fused_adapter: 
     return pred.gather(1, cols[..., None].expand(-1, -1, pred.shape[-1])), trunk
 
 
-def _chunk_logp(h: torch.Tensor, targets: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    logits = F.linear(h, weight).float()
+def _chunk_logp(h: torch.Tensor, targets: torch.Tensor, weight: torch.Tensor, temperature: float) -> torch.Tensor:
+    logits = F.linear(h, weight).float() / temperature
     return logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - logits.logsumexp(-1)
 
 
 def token_logprobs(model, seqs: Seqs, chunk_tokens: int = LOGP_TOKENS, fused_adapter: bool = True,
-                   trunk: tuple | None = None, return_trunk: bool = False, keep_layers: int | None = None):
-    """Drop-in for `reference_token_logprobs`: log π(token) on the completion tokens ([B, Lc], mask).
+                   trunk: tuple | None = None, return_trunk: bool = False, keep_layers: int | None = None,
+                   temperature: float = 1.0):
+    """Drop-in for `reference_token_logprobs`: log π(token) on the completion tokens ([B, Lc], mask),
+    π = softmax(logits / temperature).
     With fused_adapter the lora2r deltas run in the model's dtype (bf16 on a GPU) with fp32
     accumulation, like a standard bf16 LoRA; fused_adapter=False keeps Lora2rLinear's fp32.
     trunk / return_trunk / keep_layers: as in `hidden_states` (return_trunk appends the trunk)."""
@@ -322,9 +325,9 @@ def token_logprobs(model, seqs: Seqs, chunk_tokens: int = LOGP_TOKENS, fused_ada
     for t0 in range(0, Lc, step):
         hc, tc = h[:, t0:t0 + step], targets[:, t0:t0 + step]
         if torch.is_grad_enabled():  # recompute the chunk's logits in the backward
-            parts.append(checkpoint(_chunk_logp, hc, tc, weight, use_reentrant=False))
+            parts.append(checkpoint(_chunk_logp, hc, tc, weight, temperature, use_reentrant=False))
         else:
-            parts.append(_chunk_logp(hc, tc, weight))
+            parts.append(_chunk_logp(hc, tc, weight, temperature))
     logp = torch.cat(parts, 1)
     mask = seqs.completion_mask[:, -Lc:].to(logp.dtype)
     return (logp * mask, mask, h_trunk) if return_trunk else (logp * mask, mask)

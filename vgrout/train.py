@@ -5,13 +5,20 @@ One optimizer step, top to bottom:
      sampled from the student (round(gen_deploy_frac·n) of them with the quarantine ablated);
   2. grade every student rollout (reward; the labels are logged for measurement only);
   3. advantages A = r − mean(group), no std division;
-  4. logπ_old per token in each rollout's own sampling mode, no grad;
+  4. logπ_sample per token in each rollout's own sampling mode, no grad (teacher rows: full model);
   5. score: <pooled A0_d·x of the base model, v_act> (the frozen scorer: v_act's own space, which
      no update moves; gate.scorer live reads the current A_d in step 4's forward instead);
      gate the student rows: keep / absorb / route (scores only: the oracle-free rule); teacher
      rows take gate.teacher_zone; a yoked arm copies gate.yoke_to's per-step counts;
-  6. logπ under the masks; loss = −Σ_t min(ρA, clip(ρ, 1−ε, 1+ε)A) / (n_rollouts × max_new_tokens);
-  7. clip, AdamW step; log; checkpoint every N steps (a killed run resumes from the last one).
+  6. logπ_old under each row's training mask, no grad: a forward only where the mask computes
+     another function than the sampling mode (keep: the deploy model; absorb, route: the full one),
+     step 4's logπ elsewhere;
+  7. logπ under the masks; per token w = min(π_old/π_sample, c) (1 on teacher rows: no student
+     mode sampled them), ρ = π/π_old, loss = −Σ_t w·min(ρA, clip(ρ, 1−ε, 1+ε)A), floored at
+     c_dual·A where A < 0, / (n_rollouts × max_new_tokens) (grpo.bounded_surrogate); every logπ at
+     the sampling temperature;
+  8. clip each block's gradient on its own, AdamW step; log; checkpoint every N steps (a killed
+     run resumes from the last one).
 """
 from __future__ import annotations
 
@@ -305,13 +312,15 @@ def to_seqs(tok, rollouts: list[Rollout]) -> rollout.Seqs:
 
 def _logprobs(cfg):
     def token_logprobs(model, seqs, **kw):
-        return fastgen.select(model, cfg.fast).token_logprobs(model, seqs, keep_layers=cfg.t.keep_layers, **kw)
+        # at the sampling temperature: softmax(logits / T) is the policy that sampled the tokens
+        return fastgen.select(model, cfg.fast).token_logprobs(model, seqs, keep_layers=cfg.t.keep_layers,
+                                                              temperature=cfg.t.temperature, **kw)
     return token_logprobs
 
 
 @torch.no_grad()
 def old_forward(cfg, lora, seqs, rollouts):
-    """logπ_old in each rollout's own sampling mode (teacher rows: full model), plus the
+    """logπ_sample: logπ_old in each rollout's own sampling mode (teacher rows: full model), plus the
     pooled bottleneck activations in the current basis read in the same forward (the live
     scorer's features). On the fast
     path it also keeps the frozen trunk's output (the layers below the adapter), which no
@@ -403,25 +412,57 @@ def routing_step(cfg, lora, tok, gate: Gate, direction, rollouts, step: int, yok
     logπ_old forward (which also pools the live scorer's features), the scorer's features, the
     scores, the zones; the gate's buffer takes the step's scores. One function, so that
     tests/test_oracle_free.py runs exactly what train() runs with the grader's labels replaced.
-    Returns (seqs, logps_old, trunks, acts, scores, zones); fills times["old"], times["score"]."""
+    Returns (seqs, logps_sample, trunks, acts, scores, zones): logps_sample is logπ in each row's
+    sampling mode; fills times["old"], times["score"]."""
     t0 = time.perf_counter()
     seqs = to_seqs(tok, rollouts)
-    logps_old, trunks, live_acts = old_forward(cfg, lora, seqs, rollouts)
+    logps_sample, trunks, live_acts = old_forward(cfg, lora, seqs, rollouts)
     times["old"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     acts = live_acts if cfg.gate.scorer == "live" else frozen_acts(cfg, lora, seqs)
     scores = vact.score(acts, direction)
     zones = route(cfg, gate, scores, rollouts, step, yoke)
     times["score"] = time.perf_counter() - t0
-    return seqs, logps_old, trunks, acts, scores, zones
+    return seqs, logps_sample, trunks, acts, scores, zones
 
 
-def train_forward_backward(cfg, lora, seqs, logps_old, trunks, adv, zones, n_rollouts):
-    """The single grad-carrying forward per micro-batch, under the routing masks. logps_old holds
-    one tensor per old_forward micro-batch; completions are right-aligned, so a train micro-batch
-    reads its rows and its own last columns."""
+
+def trains_another_function(rollout, zone: str) -> bool:
+    """Whether the row's training mask computes another function than the mode it was sampled in:
+    keep is the deploy model, absorb and route the full one; a teacher row counts as sampled by
+    the full model."""
+    return (zone == "keep") != rollout.deploy
+
+
+@torch.no_grad()
+def masked_old_forward(cfg, lora, seqs, rollouts, zones, logps_sample, trunks):
+    """logπ_old under each row's training mask, per old_forward micro-batch (its layout). A row
+    whose mask computes the function it was sampled in reads logπ_sample (the same function, so
+    no forward); a micro-batch holding another row runs one masked forward, from old_forward's
+    trunk where it kept one."""
     device = next(lora.model.parameters()).device
-    loss_total, rho_rows = 0.0, []
+    rows, out = cfg.t.old_rows, []
+    for k, s in enumerate(range(0, len(seqs), rows)):
+        other = torch.tensor([trains_another_function(r, z) for r, z in zip(rollouts[s:s + rows], zones[s:s + rows])],
+                             device=device)
+        if not other.any():
+            out.append(logps_sample[k])
+            continue
+        mb = seqs.rows(slice(s, s + rows)).to(device)
+        with lora.masked(zones[s:s + rows]):
+            logp, _ = _logprobs(cfg)(lora.model, mb, **({"trunk": trunks[k]} if trunks else {}))
+        out.append(torch.where(other[:, None], logp, logps_sample[k]))
+    return out
+
+
+def train_forward_backward(cfg, lora, seqs, logps_old, logps_sample, trunks, adv, zones, rollouts, n_rollouts):
+    """The single grad-carrying forward per micro-batch, under the routing masks, and the bounded
+    surrogate (grpo.bounded_surrogate). logps_old (under the training masks) and logps_sample (in
+    the sampling modes) hold one tensor per old_forward micro-batch; completions are right-aligned,
+    so a train micro-batch reads its rows and its own last columns. Returns the loss and, per row,
+    its completion tokens' grpo.TokenStats (1-D tensors on the CPU)."""
+    device = next(lora.model.parameters()).device
+    loss_total, token_rows = 0.0, []
     rows = cfg.t.old_rows
     for k, s in enumerate(range(0, len(seqs), cfg.t.micro_batch)):
         mb = seqs.rows(slice(s, s + cfg.t.micro_batch)).to(device)
@@ -429,17 +470,48 @@ def train_forward_backward(cfg, lora, seqs, logps_old, trunks, adv, zones, n_rol
             logp, mask = _logprobs(cfg)(lora.model, mb, **({"trunk": trunks[k]} if trunks else {}))
         j, off = divmod(s, rows)
         old = logps_old[j][off:off + len(mb), -logp.shape[1]:]
-        obj, rho = grpo.clipped_surrogate(logp, old, adv[s:s + cfg.t.micro_batch].to(device), mask, cfg.t.clip_eps)
+        sample = logps_sample[j][off:off + len(mb), -logp.shape[1]:]
+        # a teacher row was sampled by neither student mode: no sampling probability to correct
+        # by, so its behaviour policy is taken as π_old under its mask (w = 1)
+        teacher = torch.tensor([r.source == "teacher" for r in rollouts[s:s + len(mb)]], device=device)
+        behav = torch.where(teacher[:, None], old, sample)
+        obj, st = grpo.bounded_surrogate(logp, old, behav, adv[s:s + cfg.t.micro_batch].to(device), mask,
+                                         cfg.t.clip_eps, cfg.t.is_cap, cfg.t.dual_clip)
         loss = grpo.dr_grpo_loss(obj, n_rollouts, cfg.t.max_new_tokens)
         loss.backward()
         loss_total += float(loss.detach())
-        n_tok = mask.sum(1).clamp(min=1)
-        rho_rows += list(zip((rho.sum(1) / n_tok).tolist(),
-                             rho.masked_fill(mask == 0, float("-inf")).max(1).values.tolist()))
-    return loss_total, rho_rows
+        on = (mask > 0).cpu()
+        fields = {f.name: getattr(st, f.name).cpu() for f in dataclasses.fields(st)}
+        token_rows += [grpo.TokenStats(**{n: v[i][on[i]] for n, v in fields.items()}) for i in range(len(mb))]
+    return loss_total, token_rows
 
 
-def step_row(step, rollouts, zones, rho_rows, loss, gnorm, upd, cuts, times) -> dict:
+QUANTILES = {"min": 0.0, "p50": 0.5, "p90": 0.9, "p99": 0.99, "max": 1.0}
+
+
+def token_summary(stats: list) -> dict:
+    """Over the completion tokens of some rows (their grpo.TokenStats): quantiles of ρ (rho_*) and
+    of the importance ratio before its cap (is_*), the largest effective weight (weff_max), and the
+    share of tokens each clip holds (clipfrac_ppo, clipfrac_is, clipfrac_dual); None without tokens."""
+    cat = {f.name: torch.cat([getattr(t, f.name) for t in stats]) if stats else torch.empty(0)
+           for f in dataclasses.fields(grpo.TokenStats)}
+    n = cat["rho"].numel()
+    out = {}
+    for name, key in (("rho", "rho"), ("is", "ratio_is")):
+        x = cat[key].double()
+        for q, p in QUANTILES.items():
+            out[f"{name}_{q}"] = float(torch.quantile(x, p)) if n else None
+    out["weff_max"] = float(cat["weff"].max()) if n else None
+    for c in ("ppo", "is", "dual"):
+        out[f"clipfrac_{c}"] = float(cat[f"clip_{c}"].float().mean()) if n else None
+    return out
+
+
+def step_row(step, rollouts, zones, token_rows, loss, gnorm, upd, cuts, times) -> dict:
+    """One step's log row. ρ = π/π_old under the training mask; is: π_old/π_sample before the cap
+    (1 where a row trains in its sampling mode); weff: the weight w·ρ on a token's gradient. The
+    token measures come per zone and source (rho_p99_route_student, clipfrac_is_keep_teacher, ...);
+    rho_mean_{zone} (the mean of the rows' mean ρ) and rho_max_{zone} cover both sources."""
     students = [r for r in rollouts if r.source == "student"]
     s_zones = [z for r, z in zip(rollouts, zones) if r.source == "student"]
     t_zones = [z for r, z in zip(rollouts, zones) if r.source != "student"]
@@ -456,9 +528,13 @@ def step_row(step, rollouts, zones, rho_rows, loss, gnorm, upd, cuts, times) -> 
     total = upd["deployed"] ** 2 + upd["quarantine"] ** 2
     row["qmass_update"] = upd["quarantine"] ** 2 / total if total > 0 else 0.0
     for z in ad.ZONES:
-        zr = [rr for rr, zz in zip(rho_rows, zones) if zz == z]
-        row[f"rho_mean_{z}"] = sum(m for m, _ in zr) / len(zr) if zr else None
-        row[f"rho_max_{z}"] = max(mx for _, mx in zr) if zr else None
+        zr = [t.rho for t, zz in zip(token_rows, zones) if zz == z and t.rho.numel()]
+        row[f"rho_mean_{z}"] = sum(float(r.mean()) for r in zr) / len(zr) if zr else None
+        row[f"rho_max_{z}"] = max(float(r.max()) for r in zr) if zr else None
+    for z in ad.ZONES:
+        for source in ("student", "teacher"):
+            summary = token_summary([t for t, zz, r in zip(token_rows, zones, rollouts) if zz == z and r.source == source])
+            row.update({f"{k}_{z}_{source}": v for k, v in summary.items()})
     row["cut_lo"], row["cut_hi"] = cuts if cuts else (None, None)
     row["loss"] = loss
     row["gradnorm_deployed"], row["gradnorm_quarantine"] = gnorm["deployed"], gnorm["quarantine"]
@@ -527,20 +603,23 @@ def train(cfg: TrainRun, progress: bool = True) -> Path:
         adv = grpo.advantages(rewards, cfg.t.group_size)
         times["grade"] = time.perf_counter() - t0
 
-        seqs, logps_old, trunks, acts, scores, zones = routing_step(cfg, lora, tok, gate, direction, rollouts,
+        seqs, logps_sample, trunks, acts, scores, zones = routing_step(cfg, lora, tok, gate, direction, rollouts,
                                                                     step, yoke, times)
+        t0 = time.perf_counter()
+        logps_old = masked_old_forward(cfg, lora, seqs, rollouts, zones, logps_sample, trunks)
+        times["old_masked"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
         before = {n: (m.A.detach().clone(), m.B.detach().clone()) for n, m in lora.modules.items()}
         opt.zero_grad(set_to_none=True)
-        loss, rho_rows = train_forward_backward(cfg, lora, seqs, logps_old, trunks, adv, zones, len(rollouts))
-        gnorm = lora.block_norms(grads=True)
-        torch.nn.utils.clip_grad_norm_(lora.parameters(), cfg.t.max_grad_norm)
+        loss, token_rows = train_forward_backward(cfg, lora, seqs, logps_old, logps_sample, trunks, adv, zones,
+                                                  rollouts, len(rollouts))
+        gnorm = lora.clip_grad_norms(cfg.t.max_grad_norm)  # the norms before the clip
         opt.step()
         upd = _update_norms(lora, before)
         times["train"] = time.perf_counter() - t0
 
-        row = step_row(step, rollouts, zones, rho_rows, loss, gnorm, upd, gate.cuts, times)
+        row = step_row(step, rollouts, zones, token_rows, loss, gnorm, upd, gate.cuts, times)
         append_jsonl(cfg.log_path, row)
         _log_rollouts(out, step, rollouts, scores, zones, acts)
         n_rows += 1
