@@ -54,6 +54,7 @@ CURVE_COLUMNS = {"run": "VARCHAR", "rows": ROW_TYPE.format(extra=", step BIGINT"
 STEP_COLUMNS = {"step": "BIGINT", "hack_rate": "DOUBLE", "solve_rate": "DOUBLE", "qmass_rollouts": "DOUBLE",
                 "qmass_update": "DOUBLE", "n_keep": "BIGINT", "n_absorb": "BIGINT", "n_route": "BIGINT",
                 **{f"n_{z}_teacher": "BIGINT" for z in ("keep", "absorb", "route")},
+                "gradnorm_deployed": "DOUBLE", "gradnorm_quarantine": "DOUBLE",
                 **{f"rho_{s}_{z}": "DOUBLE" for z in ("keep", "absorb", "route") for s in ("mean", "max")}}
 STEP_REQUIRED = ("step", "qmass_rollouts", "qmass_update")
 
@@ -364,7 +365,9 @@ def a2(con, out: Out) -> pd.DataFrame:
 def a3(con, out: Out) -> pd.DataFrame:
     table = con.execute("""
         WITH q AS (SELECT run, avg(qmass_rollouts) AS qr, avg(qmass_update) AS qu,
-                          sum(n_route_teacher) / nullif(sum(n_keep_teacher + n_absorb_teacher + n_route_teacher), 0) AS qt
+                          sum(n_route_teacher) / nullif(sum(n_keep_teacher + n_absorb_teacher + n_route_teacher), 0) AS qt,
+                          -- the quarantine's share of the squared gradient norm, before clipping and Adam
+                          avg(gradnorm_quarantine ^ 2 / nullif(gradnorm_deployed ^ 2 + gradnorm_quarantine ^ 2, 0)) AS qg
                    FROM steps GROUP BY run),
              d AS (SELECT run, hack, solve, n, n_hacked, n_solved FROM per_run WHERE view = 'deploy' AND mode = 'overall'),
              t AS (SELECT run, hack, solve, n, n_hacked, n_solved FROM per_run WHERE view = 'train' AND mode = 'overall')
@@ -376,6 +379,7 @@ def a3(con, out: Out) -> pd.DataFrame:
                avg(q.qr) AS qmass_rollouts, sem(q.qr) AS qmass_rollouts_sem,
                avg(q.qu) AS qmass_update, sem(q.qu) AS qmass_update_sem,
                avg(q.qt) AS qmass_teacher, sem(q.qt) AS qmass_teacher_sem,
+               avg(q.qg) AS qmass_grad, sem(q.qg) AS qmass_grad_sem,
                sum(d.n_hacked) AS deploy_n_hacked, sum(d.n_solved) AS deploy_n_solved, sum(d.n) AS deploy_n,
                sum(t.n_hacked) AS train_n_hacked, sum(t.n_solved) AS train_n_solved, sum(t.n) AS train_n
         FROM run_info i JOIN d USING (run) JOIN q USING (run) LEFT JOIN t USING (run)
@@ -385,16 +389,19 @@ def a3(con, out: Out) -> pd.DataFrame:
     columns = [("deploy hack", "deploy_hack"), ("deploy solve", "deploy_solve"),
                ("train-view hack", "train_hack"), ("train-view solve", "train_solve"),
                ("qmass (student rows routed)", "qmass_rollouts"), ("teacher rows routed", "qmass_teacher"),
-               ("qmass (update norm in quarantine)", "qmass_update")]
+               ("qmass (gradient, ‖g‖² share in quarantine)", "qmass_grad"),
+               ("qmass (update, ‖Δ‖² share in quarantine)", "qmass_update")]
     md = pd.DataFrame({"arm": table["arm"], "seeds": table["n_seeds"]} | {
         label: [_pm(m, _none_if_nan(s)) for m, s in zip(table[col], table[f"{col}_sem"])] for label, col in columns})
     write_artifact(out.tables, "A3", "ablation: " + " / ".join(_ablation_arms()), [
         "Final eval, overall rate, mean ± SEM over seeds. Deploy = quarantine ablated; train-view = "
         "quarantine on (the model as it trained), which shows what the quarantine holds. qmass: per run "
         "the mean over optimizer steps of the fraction of student rows routed (the gated rows; teacher-pool "
-        "rows take a fixed zone, their routed share is its own column) and of the share of the update norm "
-        "that lands in the quarantine block, then mean ± SEM over seeds. Yoked arms route as many student "
-        "rows as routeA at every step, so equal row shares are not equal update mass: read both qmass columns.",
+        "rows take a fixed zone, their routed share is its own column), and of the quarantine's share of "
+        "the squared gradient norm (before clipping and AdamW: the routing mass) and of the squared update "
+        "norm (about one half wherever a block gets any gradient, since AdamW normalises each parameter's "
+        "step), then mean ± SEM over seeds. Yoked arms route as many student rows as routeA at every step; "
+        "equal row shares are not equal gradient mass: read the gradient column.",
         out.figure("A3"), md_table(md)], {"A3": table})
 
     bars = []
