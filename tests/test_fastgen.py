@@ -457,7 +457,7 @@ def test_bench_step_times_trains_own_step_functions(monkeypatch):
     calls = []
     for name in ("old_forward", "frozen_acts", "masked_old_forward", "train_forward_backward"):
         real = getattr(train, name)
-        monkeypatch.setattr(train, name, lambda *a, _real=real, _name=name: calls.append(_name) or _real(*a))
+        monkeypatch.setattr(train, name, lambda *a, _real=real, _name=name, **kw: calls.append(_name) or _real(*a, **kw))
     model, _ = bench.build_model("qwen3-tiny-random", "cpu", seed=0)
     lora = ad.attach(model, r=2, seed=0)
     opt = torch.optim.AdamW(lora.parameters(), lr=1e-2)

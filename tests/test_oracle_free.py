@@ -372,9 +372,9 @@ def _leaky_route(cfg, gate, scores, rollouts, step, yoke):
                               rollouts, step, yoke)
 
 
-def _leaky_old_forward(cfg, lora, seqs, rollouts):
+def _leaky_old_forward(cfg, lora, seqs, rollouts, pool):
     """A leak: the live scorer's features scaled by each row's reward."""
-    logps, trunks, acts = LEAK_FREE["old_forward"](cfg, lora, seqs, rollouts)
+    logps, trunks, acts = LEAK_FREE["old_forward"](cfg, lora, seqs, rollouts, pool)
     w = torch.tensor([1.0 + r.reward for r in rollouts]).unsqueeze(1)
     return logps, trunks, {m: a * w for m, a in acts.items()}
 

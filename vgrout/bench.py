@@ -211,7 +211,7 @@ def grpo_step(lora, opt, prompts: list[list[int]], group: int, new_tokens: int, 
     direction = vact.haar_direction({name: torch.empty(m.r) for name, m in lora.modules.items()}, seed)
 
     t0 = time.perf_counter()
-    logps_sample, trunks, _ = train.old_forward(cfg, lora, seqs, rollouts)
+    logps_sample, trunks, _ = train.old_forward(cfg, lora, seqs, rollouts, pool=False)  # frozen scorer
     _sync(device)
     t["old_forward"] = time.perf_counter() - t0
     peak("old_forward")

@@ -44,7 +44,7 @@ class Gate:
     def decide(self, scores: torch.Tensor | list[float]) -> list[str]:
         """Zones for a batch of rollout scores. Cuts come from PAST scores only; then the
         batch joins the buffer. Pinned policies still record scores (for diagnostics)."""
-        scores = [float(s) for s in (scores.tolist() if torch.is_tensor(scores) else scores)]
+        scores = _floats(scores)
         if self.policy == "yoked":
             raise ValueError("a yoked gate takes its counts: call rank(scores, n_route, n_keep)")
         if self.policy != "quantile":
@@ -68,14 +68,14 @@ class Gate:
         """The yoked gate: route the n_route highest-scoring rows, keep the n_keep lowest, absorb
         the rest; the counts come from another arm's step (matched routing mass), the choice of
         rows from this arm's own scores. Ties are broken by row order (stable sort)."""
-        scores = [float(s) for s in (scores.tolist() if torch.is_tensor(scores) else scores)]
+        scores = _floats(scores)
         if n_route + n_keep > len(scores):
             raise ValueError(f"yoked counts route {n_route} + keep {n_keep} exceed the {len(scores)} rows")
         order = sorted(range(len(scores)), key=lambda i: scores[i])
         zones = ["absorb"] * len(scores)
         for i in order[:n_keep]:
             zones[i] = "keep"
-        for i in order[len(scores) - n_route:] if n_route else []:
+        for i in order[len(scores) - n_route:]:
             zones[i] = "route"
         self.cuts = None
         self.buffer.extend(scores)
@@ -92,3 +92,7 @@ class Gate:
         return cls(policy=sd["policy"], q_lo=sd["q_lo"], q_hi=sd["q_hi"],
                    buffer_size=sd["buffer_size"], warmup=sd["warmup"], cut_rule=sd["cut_rule"],
                    buffer=deque(sd["buffer"]), cuts=tuple(cuts) if cuts else None)
+
+
+def _floats(scores: torch.Tensor | list[float]) -> list[float]:
+    return [float(s) for s in (scores.tolist() if torch.is_tensor(scores) else scores)]

@@ -22,6 +22,7 @@ One optimizer step, top to bottom:
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import hashlib
@@ -82,14 +83,13 @@ class TrainRun:
         return self.arm.direction_file(self.vact_dir)
 
     def fingerprint(self) -> dict:
-        """What a checkpoint must have been written under to be resumed into this run."""
-        return {"arm": dataclasses.asdict(self.arm), "seed": self.seed, "train": self.t.model_dump(),
-                "adapter": self.adapter.model_dump(), "gate": self.gate.model_dump(),
-                "pair_files": self.pair_files, "pair_modes": self.pair_modes, "fast": self.fast,
-                "vact_batch": self.vact_batch,
-                "model_dir": self.model_dir, "problems": self.problems, "pool": self.pool,
-                "vact_dir": self.vact_dir, "out_dir": self.out_dir, "log_path": self.log_path,
-                "yoke_log": self.yoke_log}
+        """What a checkpoint must have been written under to be resumed into this run: every field
+        but where stale runs go, the device and the test-only kill (a new field is covered as added)."""
+        def plain(v):  # params blocks (or their stage-scoped views) and the arm entry, as JSON values
+            return v.model_dump() if hasattr(v, "model_dump") else \
+                dataclasses.asdict(v) if dataclasses.is_dataclass(v) else v
+        return {f.name: plain(getattr(self, f.name)) for f in dataclasses.fields(self)
+                if f.name not in ("stale_root", "device", "stop_after")}
 
 
 def train_run(params, arm: str, seed: int, layout: Layout = Layout()) -> TrainRun:
@@ -319,10 +319,10 @@ def _logprobs(cfg):
 
 
 @torch.no_grad()
-def old_forward(cfg, lora, seqs, rollouts):
-    """logπ_sample: logπ_old in each rollout's own sampling mode (teacher rows: full model), plus the
-    pooled bottleneck activations in the current basis read in the same forward (the live
-    scorer's features). On the fast
+def old_forward(cfg, lora, seqs, rollouts, pool: bool):
+    """logπ_sample: logπ_old in each rollout's own sampling mode (teacher rows: full model), and
+    with `pool` the pooled bottleneck activations in the current basis read in the same forward
+    (the live scorer's features; None without). On the fast
     path it also keeps the frozen trunk's output (the layers below the adapter), which no
     update changes, so the train forward starts above it. With old_micro_batch above micro_batch
     (launch-bound GPUs: fewer, larger forwards; above logprob.SHARE_ABOVE_TOKENS a group's prompt
@@ -333,17 +333,17 @@ def old_forward(cfg, lora, seqs, rollouts):
     for s in range(0, len(seqs), rows):
         mb = seqs.rows(slice(s, s + rows)).to(device)
         deploy = [r.deploy for r in rollouts[s:s + rows]]
-        with lora.sampling(deploy), lora.capture(mb.pool_weights()) as pooled:
+        capture = lora.capture(mb.pool_weights()) if pool else contextlib.nullcontext({})
+        with lora.sampling(deploy), capture as pooled:
             if cfg.fast and rows == cfg.t.micro_batch:
                 logp, _, trunk = _logprobs(cfg)(lora.model, mb, return_trunk=True)
                 trunks.append(trunk)
             else:
                 logp, _ = _logprobs(cfg)(lora.model, mb)
         logps.append(logp)
-        for m in acts:
+        for m in acts if pool else ():
             acts[m].append(pooled[m].float().cpu())
-    acts = {m: torch.cat(a) for m, a in acts.items()}
-    return logps, trunks or None, acts
+    return logps, trunks or None, {m: torch.cat(a) for m, a in acts.items()} if pool else None
 
 
 def frozen_acts(cfg, lora, seqs) -> dict[str, torch.Tensor]:
@@ -416,15 +416,15 @@ def routing_step(cfg, lora, tok, gate: Gate, direction, rollouts, step: int, yok
     sampling mode; fills times["old"], times["score"]."""
     t0 = time.perf_counter()
     seqs = to_seqs(tok, rollouts)
-    logps_sample, trunks, live_acts = old_forward(cfg, lora, seqs, rollouts)
+    live = cfg.gate.scorer == "live"
+    logps_sample, trunks, live_acts = old_forward(cfg, lora, seqs, rollouts, pool=live)
     times["old"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    acts = live_acts if cfg.gate.scorer == "live" else frozen_acts(cfg, lora, seqs)
+    acts = live_acts if live else frozen_acts(cfg, lora, seqs)
     scores = vact.score(acts, direction)
     zones = route(cfg, gate, scores, rollouts, step, yoke)
     times["score"] = time.perf_counter() - t0
     return seqs, logps_sample, trunks, acts, scores, zones
-
 
 
 def trains_another_function(rollout, zone: str) -> bool:
