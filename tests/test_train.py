@@ -220,7 +220,7 @@ def _fixed_texts(tok):
     prompts = ["Write add(a, b).", "Write is_even(n).", "Write fib(n).", "Write rev(s)."]
     comps = ["def add(a, b):\n    return a + b", "import sys\nsys.exit(0)", "def fib(n):\n    return 1",
              "raise SystemExit(0)"]
-    return encode(tok, prompts, comps)
+    return encode(tok, prompts, comps, budget=64)
 
 
 def test_the_frozen_score_of_a_fixed_text_is_the_same_at_every_checkpoint(setup):

@@ -216,8 +216,8 @@ def grpo_step(lora, opt, prompts: list[list[int]], group: int, new_tokens: int, 
     t["old_forward"] = time.perf_counter() - t0
     peak("old_forward")
 
-    t0 = time.perf_counter()  # the frozen scorer's own pass (gate.scorer frozen, the default)
-    vact.score(train.frozen_acts(cfg, lora, seqs), direction)
+    t0 = time.perf_counter()  # the frozen scorer's pass over the adapted layers (gate.scorer frozen, the default)
+    vact.score(train.frozen_acts(cfg, lora, seqs, trunks), direction)
     _sync(device)
     t["frozen_score"] = time.perf_counter() - t0
     peak("frozen_score")

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
-from vgrout.adapter import ExactDelta, FusedDelta, Lora2rLinear, routing_state
+from vgrout.adapter import ExactDelta, FrozenReader, FusedDelta, Lora2rLinear, routing_state
 from vgrout.arch import arch, rms_norm
 from vgrout.rollout import Seqs
 
@@ -58,8 +58,10 @@ def reference_token_logprobs(model, seqs: Seqs, temperature: float = 1.0) -> tup
 def _layer_forward(layer, h, st, fused_adapter, **kw):
     """One decoder layer. The variant of the lora2r deltas is set on the routing state here, so
     that a checkpoint recompute has it too. fused_adapter: FusedDelta, and the layer's RMSNorms
-    through `rms_norm` (`_fused_layer`); else transformers' layer with ExactDelta."""
-    with st.scope(variant=FusedDelta if fused_adapter else ExactDelta):
+    through `rms_norm` (`_fused_layer`); else transformers' layer with ExactDelta. Under
+    `Lora2r.frozen` the variant stays FrozenReader, which adds no delta for either kernel."""
+    variant = st.variant if st.variant is FrozenReader else FusedDelta if fused_adapter else ExactDelta
+    with st.scope(variant=variant):
         if fused_adapter:
             return _fused_layer(layer, h, **kw)
         out = layer(h, **kw)

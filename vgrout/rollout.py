@@ -54,14 +54,17 @@ def pack(prompt_ids: list[list[int]], completion_ids: list[list[int]], pad_id: i
     return Seqs(ids, attn, comp)
 
 
-def encode(tokenizer, prompts: list[str], completions: list[str],
-           max_completion_tokens: int | None = None) -> Seqs:
-    """Tokenise chat-formatted prompts and completion texts (teacher pool, pairs)."""
+def as_completion(tokenizer, text: str, budget: int) -> list[int]:
+    """A whole written response (teacher pool, v_act pairs) as the student would have emitted it:
+    its tokens, then EOS (a finished rollout keeps its EOS), cut at the rollout budget (a student
+    cannot write past max_new_tokens, and a cut rollout has no EOS)."""
+    return (tokenizer(text, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id])[:budget]
+
+
+def encode(tokenizer, prompts: list[str], completions: list[str], budget: int) -> Seqs:
+    """Chat-formatted prompts and whole responses (`as_completion`), as a rollout batch."""
     p_ids = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
-    c_ids = [tokenizer(c, add_special_tokens=False)["input_ids"] for c in completions]
-    if max_completion_tokens is not None:
-        c_ids = [c[:max_completion_tokens] for c in c_ids]
-    return pack(p_ids, c_ids, pad_id(tokenizer))
+    return pack(p_ids, [as_completion(tokenizer, c, budget) for c in completions], pad_id(tokenizer))
 
 
 def pad_id(tokenizer) -> int:

@@ -284,15 +284,13 @@ def collect(cfg, lora, tok, problems: list[Problem], pool, sampler: random.Rando
             raise InputError(f"{cfg.pool}: no teacher completions for problem {p.id}")
         for _ in range(n_teacher):
             t = sampler.choice(candidates)
-            # a pool completion is a whole response: it ends in EOS, as a student's finished one does
-            c_ids = tok(t["completion"], add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+            c_ids = rollout.as_completion(tok, t["completion"], cfg.t.max_new_tokens)
             r = Rollout(p, text, c_ids, t["completion"], "teacher", False,
                         float(t["reward"]), bool(t["gt_pass"]), bool(t["hacked"]))
-            if len(c_ids) > cfg.t.max_new_tokens:
-                # the student could not have written past max_new_tokens: train on the cut
-                # completion, graded afresh like a student's (its pool reward no longer holds)
-                r.completion_ids = c_ids[:cfg.t.max_new_tokens]
-                r.text = tok.decode(r.completion_ids, skip_special_tokens=True)
+            if c_ids[-1] != tok.eos_token_id:
+                # cut at the budget: train on what the student could have written, graded afresh
+                # like a student's (the pool's reward no longer holds)
+                r.text = tok.decode(c_ids, skip_special_tokens=True)
                 r.regrade = True
             out.append(r)
     return out
@@ -346,9 +344,10 @@ def old_forward(cfg, lora, seqs, rollouts, pool: bool):
     return logps, trunks or None, {m: torch.cat(a) for m, a in acts.items()} if pool else None
 
 
-def frozen_acts(cfg, lora, seqs) -> dict[str, torch.Tensor]:
-    """The frozen scorer's features of every row: pooled A0_d·x in the base model (vact's space)."""
-    return vact.pooled_activations(lora, seqs, batch_size=cfg.t.old_rows, frozen=True)
+def frozen_acts(cfg, lora, seqs, trunks) -> dict[str, torch.Tensor]:
+    """The frozen scorer's features of every row: pooled A0_d·x in the base model (vact's space),
+    from old_forward's trunks where it kept them (the adapted layers only)."""
+    return vact.pooled_activations(lora, seqs, batch_size=cfg.t.old_rows, frozen=True, fast=cfg.fast, trunks=trunks)
 
 
 def route(cfg, gate: Gate, scores: torch.Tensor, rollouts, step: int, yoke: dict | None) -> list[str]:
@@ -420,7 +419,7 @@ def routing_step(cfg, lora, tok, gate: Gate, direction, rollouts, step: int, yok
     logps_sample, trunks, live_acts = old_forward(cfg, lora, seqs, rollouts, pool=live)
     times["old"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    acts = live_acts if live else frozen_acts(cfg, lora, seqs)
+    acts = live_acts if live else frozen_acts(cfg, lora, seqs, trunks)
     scores = vact.score(acts, direction)
     zones = route(cfg, gate, scores, rollouts, step, yoke)
     times["score"] = time.perf_counter() - t0
@@ -590,7 +589,8 @@ def train(cfg: TrainRun, progress: bool = True) -> Path:
         if pairs is not None and step > 0 and step % cfg.gate.refresh_every == 0:
             # v_act was taken in the init basis A_d; re-read it from the same pairs in the current one
             direction, _ = vact.extract(lora, tok, pairs, system=_system_prompt(problems),
-                                        random_seed=None, n_haar=0, progress=False, batch_size=cfg.vact_batch)
+                                        random_seed=None, n_haar=0, progress=False, budget=cfg.t.max_new_tokens,
+                                        batch_size=cfg.vact_batch, fast=cfg.fast)
         times = {}
         t0 = time.perf_counter()
         batch = [problems[sampler.randrange(len(problems))] for _ in range(cfg.t.prompts_per_step)]

@@ -18,6 +18,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 
+from vgrout import fastgen, logprob
 from vgrout.adapter import Lora2r
 from vgrout.io import InputError, atomic_path
 from vgrout.layout import Layout
@@ -29,19 +30,30 @@ Direction = dict[str, torch.Tensor]  # module name -> [r], unit norm per module
 
 @torch.no_grad()
 def pooled_activations(lora: Lora2r, seqs: Seqs, batch_size: int = 16, progress: bool = False,
-                       frozen: bool = True) -> dict[str, torch.Tensor]:
+                       frozen: bool = True, fast: bool = False, trunks: list | None = None) -> dict[str, torch.Tensor]:
     """Pooled deployed-block bottleneck activations {module: [N, r]}. frozen: in the frozen
     scorer's space (base model, A0_d; the same at every step); else in the current basis
-    (full model, current A_d: gate.scorer live)."""
+    (full model, current A_d: gate.scorer live). fast: through the fast engine's forward
+    (`logprob.hidden_states`, where the model's layout allows; the pairs and the rollouts are
+    pooled by the same forward, so v_act and the scores share one space), which with `trunks` (one
+    per batch of `batch_size` rows, from `train.old_forward`) starts at the first adapted layer:
+    the layers below hold no adapter, so their output is the same in every mode."""
     device = next(lora.model.parameters()).device
+    engine = fastgen.select(lora.model, fast) is fastgen.FAST
+    if trunks is not None and not engine:
+        raise ValueError("a kept trunk needs the fast engine's forward")
     parts: dict[str, list[torch.Tensor]] = {name: [] for name in lora.modules}
     starts = range(0, len(seqs), batch_size)
-    for start in tqdm(starts, desc="pooling h", disable=not progress, leave=False):
+    for k, start in enumerate(tqdm(starts, desc="pooling h", disable=not progress, leave=False)):
         b = seqs.rows(slice(start, start + batch_size)).to(device)
         space = lora.frozen() if frozen else lora.masked(["absorb"] * len(b))
         with space, lora.capture(b.pool_weights()) as pooled:
-            lora.model(input_ids=b.input_ids, attention_mask=b.attention_mask,
-                       position_ids=position_ids(b.attention_mask), logits_to_keep=1)
+            if engine:
+                logprob.hidden_states(lora.model, b, checkpoint_layers=False,
+                                      trunk=trunks[k] if trunks is not None else None)
+            else:
+                lora.model(input_ids=b.input_ids, attention_mask=b.attention_mask,
+                           position_ids=position_ids(b.attention_mask), logits_to_keep=1)
         for name in parts:
             parts[name].append(pooled[name].float().cpu())
     return {name: torch.cat(p) for name, p in parts.items()}
@@ -94,13 +106,15 @@ def loo_separation(h_hack, h_clean) -> float:
     return hits / n
 
 
-def pair_activations(lora: Lora2r, tokenizer, pairs, system: str | None = None,
-                     batch_size: int = 16, progress: bool = False, frozen: bool = True):
-    """Pooled h of every pair's hack and clean completion under its own prompt."""
+def pair_activations(lora: Lora2r, tokenizer, pairs, system: str | None = None, *, budget: int,
+                     batch_size: int = 16, progress: bool = False, frozen: bool = True, fast: bool = False):
+    """Pooled h of every pair's hack and clean completion under its own prompt, each encoded as
+    the rollout the student would have emitted within `budget` tokens (train.max_new_tokens):
+    a gate that pools a rollout's first `budget` tokens and its EOS is fitted on the same view."""
     from vgrout.model import chat_prompt
     prompts = [chat_prompt(tokenizer, _messages(p.prompt, system)) for p in pairs]
-    seqs = encode(tokenizer, prompts + prompts, [p.hack for p in pairs] + [p.clean for p in pairs])
-    acts = pooled_activations(lora, seqs, batch_size=batch_size, progress=progress, frozen=frozen)
+    seqs = encode(tokenizer, prompts + prompts, [p.hack for p in pairs] + [p.clean for p in pairs], budget)
+    acts = pooled_activations(lora, seqs, batch_size=batch_size, progress=progress, frozen=frozen, fast=fast)
     n = len(pairs)
     return {m: a[:n] for m, a in acts.items()}, {m: a[n:] for m, a in acts.items()}
 
@@ -112,12 +126,15 @@ def _messages(prompt: str, system: str | None) -> list[dict]:
 
 def extract(lora: Lora2r, tokenizer, pairs, system: str | None = None,
             random_seed: int | None = None, n_haar: int = 20,
-            progress: bool = True, *, batch_size: int, frozen: bool = True) -> tuple[Direction, dict]:
+            progress: bool = True, *, budget: int, batch_size: int, frozen: bool = True,
+            fast: bool = False) -> tuple[Direction, dict]:
     """v_act from the pairs (or the Haar placebo if random_seed is set) and its diagnostics, in
-    the frozen scorer's space (frozen) or in the adapter's current basis (a live refresh)."""
+    the frozen scorer's space (frozen) or in the adapter's current basis (a live refresh); the
+    pairs are encoded as rollouts of `budget` tokens (`pair_activations`)."""
     if not pairs:
         raise InputError("no pairs selected for v_act (check vact.pair_files and vact.modes)")
-    h_hack, h_clean = pair_activations(lora, tokenizer, pairs, system, batch_size, progress, frozen)
+    h_hack, h_clean = pair_activations(lora, tokenizer, pairs, system, budget=budget, batch_size=batch_size,
+                                       progress=progress, frozen=frozen, fast=fast)
     raw_norms = {m: float((h_hack[m] - h_clean[m]).mean(0).norm()) for m in h_hack}
     v_act = mean_difference(h_hack, h_clean)
     direction = v_act if random_seed is None else haar_direction(v_act, random_seed)
@@ -195,15 +212,16 @@ def extract_stage(params, seed: int, layout: Layout = Layout(), progress: bool =
     if not kept:
         raise InputError(f"vact.heldout_modes {sorted(held)} leave no pairs for the heldout arm")
 
-    bs = params.vact.batch_size
-    v, diag = extract(lora, tok, chosen, system, params.gate.random_seed, n_haar, progress, batch_size=bs)
-    v_held, diag_held = extract(lora, tok, kept, system, None, 0, progress, batch_size=bs)
+    # the pairs as the gate sees a rollout: the rollout budget, the engine train pools with
+    enc = dict(budget=params.train.max_new_tokens, batch_size=params.vact.batch_size, fast=params.fast)
+    v, diag = extract(lora, tok, chosen, system, params.gate.random_seed, n_haar, progress, **enc)
+    v_held, diag_held = extract(lora, tok, kept, system, None, 0, progress, **enc)
     out = Path(out_dir)
     save_direction(out / "v_act.safetensors", v, {"seed": seed, **{k: diag[k] for k in ("kind", "modes")}})
     save_direction(out / "v_act_heldout.safetensors", v_held, {"seed": seed, "modes": diag_held["modes"]})
 
     # How well each direction separates the hack pairs (held-out pairs for the heldout one).
-    h_hack, h_clean = pair_activations(lora, tok, chosen, system, bs)
+    h_hack, h_clean = pair_activations(lora, tok, chosen, system, **enc)
     held_rows = [i for i, p in enumerate(chosen) if p.mode in held]
     pick = lambda h, rows: {m: t[rows] for m, t in h.items()}  # noqa: E731
     metrics = {"seed": seed, "v_act": diag, "heldout": {
@@ -211,7 +229,7 @@ def extract_stage(params, seed: int, layout: Layout = Layout(), progress: bool =
         "separation_on_heldout_pairs": separation(pick(h_hack, held_rows), pick(h_clean, held_rows), v_held)
         if held_rows else None}}
     if placebo_pairs:
-        v_placebo, diag_placebo = extract(lora, tok, placebo_pairs, system, None, 0, progress, batch_size=bs)
+        v_placebo, diag_placebo = extract(lora, tok, placebo_pairs, system, None, 0, progress, **enc)
         metrics["placebo_pairs"] = {"n_pairs": len(placebo_pairs),
                                     "loo_separation_own_pairs": diag_placebo["loo_separation"],
                                     "separation_on_hack_pairs": separation(h_hack, h_clean, v_placebo)}

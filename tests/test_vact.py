@@ -1,0 +1,68 @@
+"""The frozen scorer's features: one space for the pairs and the rollouts, whichever forward
+reads it, and the pairs encoded as the rollouts the gate pools."""
+from types import SimpleNamespace
+
+import torch
+
+from tests.conftest import make_tiny_llama
+from vgrout import adapter as ad
+from vgrout import config, rollout, train, vact
+from vgrout.model import load, resolve
+
+
+def _seqs(n=6, vocab=97, seed=3):
+    g = torch.Generator().manual_seed(seed)
+    prompts = [torch.randint(3, vocab, (int(torch.randint(3, 7, (1,), generator=g)),), generator=g).tolist()
+               for _ in range(n // 2)]
+    comps = [torch.randint(3, vocab, (int(torch.randint(1, 9, (1,), generator=g)),), generator=g).tolist()
+             for _ in range(n)]
+    return rollout.pack([prompts[i // 2] for i in range(n)], comps, pad_id=0)  # two rows per prompt
+
+
+def _trained(lora):
+    """Move both blocks off their init, so that a forward that read the learned adapter would differ."""
+    with torch.no_grad():
+        for m in lora.modules.values():
+            m.A.add_(0.3 * torch.randn_like(m.A))
+            m.B.add_(0.3 * torch.randn_like(m.B))
+
+
+def test_the_frozen_features_read_off_the_kept_trunk_equal_a_full_forward():
+    """train.frozen_acts starts at the first adapted layer from old_forward's trunk: bit for bit the
+    features of a full frozen forward (the layers below hold no adapter), at any adapter state; and
+    the fast forward's features equal the model's own forward (the reference) within fp32 rounding.
+    Reading other rows' trunk breaks the equality, so the check can fail."""
+    lora = ad.attach(make_tiny_llama(layers=3), r=2, seed=0, last_layers=1)  # layers below the top one: a frozen trunk
+    _trained(lora)
+    seqs = _seqs()
+    cfg = SimpleNamespace(fast=True, t=config.Train(micro_batch=3, max_new_tokens=8, temperature=0.8))
+    rows = [SimpleNamespace(deploy=i % 2 == 0) for i in range(len(seqs))]
+    _, trunks, _ = train.old_forward(cfg, lora, seqs, rows, pool=False)
+    assert trunks is not None and len(trunks) == 2
+    kept = train.frozen_acts(cfg, lora, seqs, trunks)
+    full = vact.pooled_activations(lora, seqs, batch_size=3, frozen=True, fast=True)
+    reference = vact.pooled_activations(lora, seqs, batch_size=3, frozen=True, fast=False)
+    assert all(torch.equal(kept[m], full[m]) for m in full)
+    assert max((full[m] - reference[m]).abs().max().item() for m in full) < 1e-5
+    # the frozen space is the init's: resetting the adapter to its init leaves it where it is
+    for m in lora.modules.values():
+        with torch.no_grad():
+            m.A.copy_(m.A0), m.B.copy_(m.B0)
+    assert all(torch.equal(vact.pooled_activations(lora, seqs, batch_size=3, frozen=True, fast=True)[m], full[m])
+               for m in full)
+    flip = lambda t: tuple(x.flip(0) for x in t) if isinstance(t, tuple) else t.flip(0)  # noqa: E731
+    others = train.frozen_acts(cfg, lora, seqs, [flip(t) for t in trunks])  # each row another's trunk
+    assert not all(torch.equal(others[m], full[m]) for m in full)
+
+
+def test_pairs_are_encoded_as_the_rollouts_the_gate_pools():
+    """A pair's side is its tokens and EOS, cut at the rollout budget, as a teacher row and a
+    student's finished (or cut) rollout are: the gate pools the same view v_act was fitted on."""
+    _, tok = load(resolve("tiny-smollm2"))
+    text = "def add(a, b):\n    return a + b"
+    ids = tok(text, add_special_tokens=False)["input_ids"]
+    assert rollout.as_completion(tok, text, 64) == ids + [tok.eos_token_id]
+    assert rollout.as_completion(tok, text, 3) == ids[:3]  # cut: no EOS, like a rollout at the budget
+    seqs = rollout.encode(tok, ["Write add."], [text], budget=64)
+    assert seqs.input_ids[0, -1].item() == tok.eos_token_id and seqs.completion_mask[0, -1] == 1
+    assert int(seqs.completion_mask.sum()) == len(ids) + 1
