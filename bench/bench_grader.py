@@ -2,7 +2,7 @@
 
 Mix (cycled over HumanEval problems, each graded under its assigned mode): canonical
 solutions, the four hack templates, a wrong stub, a response without a code block and one
-with a syntax error. Usage: python bench/bench_grader.py [--n 1000] [--isolation auto]
+with a syntax error. Usage: python bench/bench_grader.py [--n 1000] [--isolation bwrap]
 """
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def mixed_completions(n: int, seed: int = 0):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=1000)
-    ap.add_argument("--isolation", default="auto", choices=sandbox.ISOLATIONS)
+    ap.add_argument("--isolation", default="bwrap", choices=sandbox.ISOLATIONS)
     ap.add_argument("--workers", type=int, default=None)
     args = ap.parse_args()
     limits = sandbox.Limits(isolation=args.isolation)

@@ -46,7 +46,7 @@ def test_every_mode_has_a_hint_a_template_and_detectors(problems):
         compile(m.hack(p), "<hack>", "exec")
     # The grader records each flagged mode's mechanism in a Grade field of the flag's name.
     fields = [f.name for f in dataclasses.fields(Grade)]
-    assert fields[fields.index("error") + 1:] == [m.flag for m in modes.flagged()]
+    assert fields[fields.index("cpu_s") + 1:] == [m.flag for m in modes.flagged()]
 
 
 def test_each_template_hacks_its_own_mode_and_only_it(problems):

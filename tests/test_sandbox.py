@@ -215,16 +215,20 @@ def test_work_dir_is_fresh_and_removed(isolation, private_tempdir):
     assert os.listdir(private_tempdir) == []
 
 
-def test_missing_bwrap_warns_once_and_falls_back(monkeypatch):
+def test_missing_bwrap_is_an_error_unless_rlimit_is_asked_for(monkeypatch):
+    """Without bubblewrap the sandbox refuses to run (naming the package), unless the weaker
+    rlimit-only path is asked for by name, which warns once."""
     monkeypatch.setenv("PATH", "/nonexistent")
     sandbox._bwrap_problem.cache_clear()
     sandbox._warn_once.cache_clear()
     try:
-        with pytest.warns(UserWarning, match="rlimits only"):
-            assert sandbox.isolation("auto") == "rlimit"
-        with pytest.raises(RuntimeError, match="bwrap"):
+        with pytest.raises(RuntimeError, match="bubblewrap"):
             sandbox.isolation("bwrap")
-        res = sandbox.run({"m.py": "print(6 * 7)"}, "m.py")
+        with pytest.raises(RuntimeError, match="bubblewrap"):
+            sandbox.run({"m.py": "print(6 * 7)"}, "m.py")
+        with pytest.warns(UserWarning, match="rlimits only"):
+            assert sandbox.isolation("rlimit") == "rlimit"
+        res = sandbox.run({"m.py": "print(6 * 7)"}, "m.py", limits=sandbox.Limits(isolation="rlimit"))
         assert res.stdout.strip() == "42" and res.isolation == "rlimit"
     finally:
         sandbox._bwrap_problem.cache_clear()

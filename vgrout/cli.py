@@ -49,13 +49,16 @@ def substrate_check(problems: list[Path] = typer.Argument(None, help="problem fi
 @app.command()
 def grade(problems: Path, completions: Path, out: Path = typer.Option(..., "-o", "--out"),
           mode: Optional[str] = typer.Option(None, help="grade every row under this mode"),
-          format: str = typer.Option("auto", help="problem file format: auto, substrate, leetcode")):
+          format: str = typer.Option("auto", help="problem file format: auto, substrate, leetcode"),
+          isolation: str = typer.Option("bwrap", help="bwrap, or rlimit: the weaker rlimit-only sandbox")):
     """Grade completions ({problem_id, completion, mode?} rows) against a problem file."""
-    from vgrout import grader
-    grades = grader.grade_files(problems, completions, out, mode=mode, format=format)
+    from vgrout import grader, sandbox
+    grades = grader.grade_files(problems, completions, out, mode=mode, format=format,
+                                limits=sandbox.Limits(isolation=isolation))
     n = len(grades)
     console.print(f"graded {n}: gt_pass {sum(g.gt_pass for g in grades)}, "
-                  f"hacked {sum(g.hacked for g in grades)}, errors {sum(g.error is not None for g in grades)}"
+                  f"hacked {sum(g.hacked for g in grades)} (strict {sum(g.hacked_strict for g in grades)}), "
+                  f"errors {sum(g.error is not None for g in grades)}"
                   f" -> {out}")
 
 

@@ -1,27 +1,35 @@
-"""Run untrusted Python in a throwaway sandbox.
+"""Run untrusted Python in a throwaway sandbox that leaves nothing behind.
 
-Every program gets: its own session (process group) killed whole on a wall timeout;
-RLIMIT_CPU / RLIMIT_AS / RLIMIT_NPROC / RLIMIT_FSIZE / no core files; stdout and stderr
-written to files capped by RLIMIT_FSIZE (a flood ends at the cap, it never reaches our
-memory); a scrubbed environment; a fresh working directory removed afterwards.
+Every program gets: its own session (process group) killed whole at the end; RLIMIT_CPU (what
+decides `timeout`: CPU seconds do not depend on what else the machine runs) with a wall-clock
+backstop for programs that wait without computing; RLIMIT_AS / RLIMIT_NPROC / RLIMIT_FSIZE / no
+core files; stdin, stdout and stderr on anonymous memory files (memfd: no path anywhere, capped by
+RLIMIT_FSIZE, gone with the last descriptor); its files handed over on a descriptor and written
+by a trusted prelude into its own working directory; a scrubbed environment.
 
-Under bubblewrap (`bwrap`) the program also gets no network, a read-only root, a private
-/tmp and a private pid namespace (--die-with-parent: nothing outlives the run). Without
-it (or with isolation="rlimit") it runs with the rlimits alone, after a one-time warning.
+Under bubblewrap (`bwrap`, the default) the program also gets no network, a private pid
+namespace (--die-with-parent: nothing outlives the run, or the grader), only the system's
+read-only /usr (and the interpreter's own prefix) as its root, and a private size-limited /tmp
+that holds its working directory: no project file, job file or host temporary directory is
+reachable or created. Without bubblewrap, `isolation="rlimit"` must be asked for by name (the
+rlimits alone, a host temporary directory, weaker: see `isolation`).
 
 Why the uid switch: Linux exempts real uid 0 from RLIMIT_NPROC, so a fork bomb run as root
 is contained by nothing. When we are root the program runs as an unprivileged uid: under
 bwrap as `nobody` inside a fresh user namespace, where the process count is per namespace
 (so concurrent sandboxes do not share a quota); on the rlimit-only path as a random unused
-uid of its own, whose processes are all killed afterwards. The limits are set by a trusted
-prelude inside the sandbox, after the namespace exists, so the kernel counts processes
-per sandbox rather than per host user. rlimit-only without root has no uid to switch to:
-the process quota is then shared with our user, and host files, the parent process and
-processes that leave the session are not protected; use bubblewrap there.
+uid of its own, whose processes are all killed and whose files in the shared temporary
+directories are removed afterwards. The limits are set by the trusted prelude inside the
+sandbox, after the namespace exists, so the kernel counts processes per sandbox.
+
+`talk`: a program may also get a request/reply channel to the caller (two pipes, JSON lines),
+which the caller drives while the program runs (the grader's trusted comparison).
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
+import json
 import math
 import os
 import pwd
@@ -33,41 +41,66 @@ import stat
 import subprocess
 import sys
 import tempfile
+import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 NOBODY = 65534
 KILL = shutil.which("kill", path="/usr/bin:/bin") or "kill"
-SANDBOX_CWD = "/tmp/sandbox"  # inside the private /tmp: the read-only root has no room for a mount point
-ISOLATIONS = ("auto", "bwrap", "rlimit")
+SANDBOX_CWD = "/tmp/sandbox"  # inside the private /tmp
+ISOLATIONS = ("bwrap", "rlimit")
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")  # the read-only root under bwrap
+SHARED_TMP = ("/tmp", "/var/tmp", "/dev/shm")  # where an rlimit-only program may leave files
+CPU_LIMIT_STATUS = {-signal.SIGXCPU, -signal.SIGKILL, 128 + signal.SIGXCPU, 128 + signal.SIGKILL}
 
-# Trusted code that runs first inside the sandbox: lock the limits (soft = hard, so the
-# program cannot raise them back), then run the program file as __main__.
+# Trusted code that runs first inside the sandbox: lock the limits (soft = hard for all but the
+# CPU: SIGXCPU at the soft limit ends the program; the hard one, 2·cpu + 1, leaves a second phase
+# of the program room to raise its soft limit once, as the grader's harness does), write the program's
+# files from their descriptor into the working directory, then run the main file as __main__.
 PRELUDE = """\
-import resource, sys
-cpu, mem, nproc, fsize = (int(x) for x in sys.argv[1:5])
-for lim, v in ((resource.RLIMIT_CPU, cpu), (resource.RLIMIT_AS, mem), (resource.RLIMIT_NPROC, nproc),
-               (resource.RLIMIT_FSIZE, fsize), (resource.RLIMIT_CORE, 0)):
+import json, os, resource, sys
+cpu, mem, nproc, fsize, files_fd = (int(x) for x in sys.argv[1:6])
+with os.fdopen(files_fd, "rb") as f:
+    files = json.loads(f.read())
+for name, text in files.items():
+    with open(name, "w") as f:
+        f.write(text)
+for lim, v in ((resource.RLIMIT_AS, mem), (resource.RLIMIT_NPROC, nproc), (resource.RLIMIT_FSIZE, fsize),
+               (resource.RLIMIT_CORE, 0)):
     resource.setrlimit(lim, (v, v))
-sys.argv = sys.argv[5:]
+resource.setrlimit(resource.RLIMIT_CPU, (cpu, 2 * cpu + 1))  # a second phase may raise the soft limit once
+sys.argv = sys.argv[6:]
 with open(sys.argv[0]) as f:
     source = f.read()
+del f, files, name, text, lim, v, cpu, mem, nproc, fsize, files_fd
 exec(compile(source, sys.argv[0], "exec"), {"__name__": "__main__", "__file__": sys.argv[0], "__builtins__": __builtins__})
 """
 
 
 @dataclass(frozen=True)
 class Limits:
-    wall_s: float = 10.0
+    cpu_s: float = 4.0  # RLIMIT_CPU: CPU seconds of the whole program (load-independent); decides `timeout`
+    wall_s: float | None = None  # wall-clock backstop for programs that wait; None: 3·cpu_s + 5
     memory_bytes: int = 1 << 30
     nproc: int = 64
     output_bytes: int = 4 << 20  # cap on stdout, stderr and every file the program writes
-    isolation: str = "auto"  # auto: bwrap when usable, else rlimit-only with a warning
+    tmp_bytes: int = 64 << 20  # size of the private /tmp under bwrap (files of all sizes together)
+    isolation: str = "bwrap"  # bwrap, or rlimit (the weaker rlimit-only path, asked for by name)
 
     def __post_init__(self):
         if self.isolation not in ISOLATIONS:
             raise ValueError(f"unknown isolation {self.isolation!r}; valid: {', '.join(ISOLATIONS)}")
+        if self.cpu_s <= 0:
+            raise ValueError(f"cpu_s must be positive, got {self.cpu_s}")
+
+    @property
+    def wall(self) -> float:
+        return self.wall_s if self.wall_s is not None else 3 * self.cpu_s + 5
+
+    def with_cpu(self, cpu_s: float | None) -> "Limits":
+        """These limits with a problem's own CPU limit (None: keep ours)."""
+        return self if cpu_s is None else dataclasses.replace(self, cpu_s=max(self.cpu_s, cpu_s))
 
 
 @dataclass(frozen=True)
@@ -75,9 +108,57 @@ class Result:
     returncode: int  # exit status, or -N when killed by signal N
     stdout: str
     stderr: str
-    timed_out: bool  # wall timeout or RLIMIT_CPU
+    timed_out: bool  # RLIMIT_CPU reached, or the wall backstop
     output_exceeded: bool  # stdout or stderr reached the cap
     isolation: str  # "bwrap" or "rlimit"
+
+
+class Timeout(Exception):
+    """The program did not answer before the wall backstop."""
+
+
+class Channel:
+    """The caller's end of a program's request/reply channel: JSON lines, each way. `recv` returns
+    None when the program closed its end (it ended, or died at a limit); every wait is bounded by
+    the run's wall backstop, and a line longer than the output cap ends the conversation."""
+
+    def __init__(self, r: int, w: int, deadline: float, cap: int, stdout_fd: int):
+        self.r, self.w, self.deadline, self.cap, self.stdout_fd = r, w, deadline, cap, stdout_fd
+        self.buf = b""
+
+    def stdout_bytes(self) -> int:
+        """How many bytes the program has written to stdout so far."""
+        return os.fstat(self.stdout_fd).st_size
+
+    def _wait(self, fd, write: bool) -> None:
+        left = self.deadline - time.monotonic()
+        ready = select.select([], [fd], [], max(left, 0))[1] if write else select.select([fd], [], [], max(left, 0))[0]
+        if not ready:
+            raise Timeout()
+
+    def send(self, obj) -> None:
+        data = (json.dumps(obj) + "\n").encode()
+        while data:
+            self._wait(self.w, True)
+            try:
+                data = data[os.write(self.w, data):]
+            except BrokenPipeError:
+                raise EOFError() from None
+
+    def recv(self):
+        while b"\n" not in self.buf:
+            if len(self.buf) > self.cap:
+                return None
+            self._wait(self.r, False)
+            chunk = os.read(self.r, 1 << 16)
+            if not chunk:
+                return None
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\n", 1)
+        try:
+            return json.loads(line)
+        except (ValueError, RecursionError):
+            return None
 
 
 def _is_root() -> bool:
@@ -86,38 +167,39 @@ def _is_root() -> bool:
 
 @functools.cache
 def _bwrap_problem() -> str | None:
-    """None when bwrap runs here as we will run it; else why not (checked once per process)."""
+    """None when bwrap runs here as we will run it (a size-limited /tmp included); else why not
+    (checked once per process)."""
     if shutil.which("bwrap") is None:
         return "bwrap not found on PATH"
-    with tempfile.TemporaryDirectory() as d:
-        work = Path(d) / "work"
-        work.mkdir()
-        uid = NOBODY if _is_root() else None
-        _prepare_dirs(Path(d), work, uid)
-        argv = _bwrap_argv(work) + ["/bin/true"]
-        r = subprocess.run(argv, capture_output=True, text=True, **_user_kwargs(uid))
+    uid = NOBODY if _is_root() else None
+    argv = _bwrap_argv(Limits()) + [sandbox_python(), "-I", "-S", "-c", "pass"]
+    r = subprocess.run(argv, capture_output=True, text=True, **_user_kwargs(uid))
     if r.returncode != 0:
         return f"bwrap failed: {r.stderr.strip()[:200]}"
     return None
 
 
-def isolation(requested: str = "auto") -> str:
-    """Resolve `requested` to the isolation actually used: "bwrap" or "rlimit"."""
+def isolation(requested: str = "bwrap") -> str:
+    """The isolation a run gets: bwrap (an error naming the package when it cannot run here), or
+    rlimit when asked for by name."""
+    if requested not in ISOLATIONS:
+        raise ValueError(f"unknown isolation {requested!r}; valid: {', '.join(ISOLATIONS)}")
     if requested == "rlimit":
+        _warn_once()
         return "rlimit"
     problem = _bwrap_problem()
-    if problem is None:
-        return "bwrap"
-    if requested == "bwrap":
-        raise RuntimeError(f"isolation='bwrap' requested but {problem}")
-    _warn_once(problem)
-    return "rlimit"
+    if problem is not None:
+        raise RuntimeError(f"the grader runs untrusted code under bubblewrap, and {problem}: install the "
+                           f"'bubblewrap' package (apt-get install bubblewrap), or ask for the weaker "
+                           f"rlimit-only sandbox by name (isolation='rlimit', `vgrout grade --isolation rlimit`)")
+    return "bwrap"
 
 
 @functools.cache
-def _warn_once(problem: str) -> None:
-    warnings.warn(f"{problem}; untrusted code runs with rlimits only (no network, filesystem "
-                  "or pid isolation). Install bubblewrap for the isolated path.", stacklevel=3)
+def _warn_once() -> None:
+    warnings.warn("isolation='rlimit': untrusted code runs with rlimits only (no network, filesystem or pid "
+                  "isolation; it can read what our user can read). Install bubblewrap for the isolated path.",
+                  stacklevel=3)
 
 
 @functools.cache
@@ -125,10 +207,10 @@ def sandbox_python() -> str:
     """An interpreter the sandbox uid may execute: ours when any user can run it, else the
     system python3 (the graded code needs the standard library only)."""
     if not _is_root():
-        return sys.executable
+        return os.path.realpath(sys.executable)
     for candidate in (sys.executable, shutil.which("python3", path="/usr/local/bin:/usr/bin:/bin")):
         if candidate and _world_executable(candidate):
-            return candidate
+            return os.path.realpath(candidate)
     raise RuntimeError(f"no python3 that an unprivileged user can execute ({sys.executable} is not)")
 
 
@@ -137,22 +219,24 @@ def _world_executable(path: str) -> bool:
     return all(os.stat(p).st_mode & stat.S_IXOTH for p in [real, *real.parents])
 
 
-def _bwrap_argv(work: Path) -> list[str]:
-    return ["bwrap", "--unshare-all", "--die-with-parent", "--new-session",
-            "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
-            "--bind", str(work), SANDBOX_CWD, "--chdir", SANDBOX_CWD]
+def _bwrap_argv(limits: Limits) -> list[str]:
+    argv = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session"]
+    for d in SYSTEM_DIRS:
+        if os.path.islink(d):
+            argv += ["--symlink", os.readlink(d), d]
+        elif os.path.isdir(d):
+            argv += ["--ro-bind", d, d]
+    prefix = Path(sandbox_python()).parents[1]  # .../bin/python3 -> its installation
+    if not any(str(prefix).startswith(d + "/") or str(prefix) == d for d in SYSTEM_DIRS):
+        argv += ["--ro-bind", str(prefix), str(prefix)]
+    return argv + ["--dev", "/dev", "--proc", "/proc", "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp",
+                   "--dir", SANDBOX_CWD, "--chdir", SANDBOX_CWD]
 
 
 def _user_kwargs(uid: int | None) -> dict:
     if uid is None:
         return {}
     return {"user": uid, "group": uid, "extra_groups": []}
-
-
-def _prepare_dirs(tmp: Path, work: Path, uid: int | None) -> None:
-    if uid is not None:
-        os.chmod(tmp, 0o711)  # the sandbox uid may pass through to work/, not list it
-        os.chown(work, uid, uid)
 
 
 def _fresh_uid() -> int:
@@ -170,6 +254,22 @@ def _kill_uid(uid: int) -> None:
     subprocess.run([KILL, "-KILL", "-1"], **_user_kwargs(uid), stderr=subprocess.DEVNULL, timeout=10)
 
 
+def _remove_files_of(uid: int) -> None:
+    """Remove what `uid` left in the shared temporary directories (rlimit-only path, as root)."""
+    for top in SHARED_TMP:
+        try:
+            entries = os.listdir(top)
+        except OSError:
+            continue
+        for name in entries:
+            path = os.path.join(top, name)
+            try:
+                if os.lstat(path).st_uid == uid:
+                    _rmtree(Path(path)) if os.path.isdir(path) and not os.path.islink(path) else os.unlink(path)
+            except OSError:
+                pass
+
+
 def _user_process_count() -> int:
     uid = os.getuid()
     return sum(1 for p in Path("/proc").iterdir() if p.name.isdigit() and _owner(p) == uid)
@@ -182,58 +282,85 @@ def _owner(p: Path) -> int | None:
         return None
 
 
-def _read_capped(path: Path, cap: int) -> tuple[str, bool]:
-    with open(path, "rb") as f:
-        data = f.read(cap)
+def _memfd(name: str, data: bytes = b"") -> int:
+    fd = os.memfd_create(f"vgrout-{name}", 0)  # no path: nothing to find on disk, nothing left behind
+    os.write(fd, data)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+def _read_capped(fd: int, cap: int) -> tuple[str, bool]:
+    os.lseek(fd, 0, os.SEEK_SET)
+    data = os.read(fd, cap)
     return data.decode("utf-8", errors="replace"), len(data) >= cap
 
 
-def run(files: dict[str, str], main: str, stdin: str = "", limits: Limits = Limits()) -> Result:
-    """Run `python main` in a fresh directory holding `files`, with `stdin` on standard input."""
-    iso = isolation(limits.isolation)
-    tmp = Path(tempfile.mkdtemp(prefix="vgrout-sandbox-"))
-    uid = None
-    try:
-        work = tmp / "work"
-        work.mkdir()
-        for name, text in files.items():
-            (work / name).write_text(text)
-        if _is_root():
-            uid = NOBODY if iso == "bwrap" else _fresh_uid()
-        _prepare_dirs(tmp, work, uid)
+def run(files: dict[str, str], main: str, stdin: str = "", limits: Limits = Limits(),
+        talk=None) -> Result:
+    """Run `python main` in a fresh directory holding `files`, with `stdin` on standard input.
 
+    talk: called as talk(channel) while the program runs, with a `Channel` to the program (whose
+    end is the descriptors in sys.argv[1:3]: write, read); when it returns the channel closes."""
+    iso = isolation(limits.isolation)
+    uid = (NOBODY if iso == "bwrap" else _fresh_uid()) if _is_root() else None
+    fds, work = [], None
+    try:
+        files_fd = _memfd("files", json.dumps(files).encode())
+        in_fd, out_fd, err_fd = _memfd("stdin", stdin.encode()), _memfd("stdout"), _memfd("stderr")
+        fds += [files_fd, in_fd, out_fd, err_fd]
+        up_r, up_w = os.pipe()      # program -> caller
+        down_r, down_w = os.pipe()  # caller -> program
+        fds += [up_r, up_w, down_r, down_w]
         nproc = limits.nproc
         if iso == "rlimit" and uid is None:
             # Not root and no namespaces: RLIMIT_NPROC counts every process of our user,
             # so the quota sits on top of what the user already runs (and is shared).
             nproc += _user_process_count()
-        cpu = math.ceil(limits.wall_s) + 1
+        cpu = max(1, math.ceil(limits.cpu_s))
         python = [sandbox_python(), "-I", "-S", "-c", PRELUDE, str(cpu), str(limits.memory_bytes),
-                  str(nproc), str(limits.output_bytes), main]
-        home = SANDBOX_CWD if iso == "bwrap" else str(work)
+                  str(nproc), str(limits.output_bytes), str(files_fd), main, str(up_w), str(down_r)]
+        if iso == "bwrap":
+            argv, cwd, home = _bwrap_argv(limits) + python, "/", SANDBOX_CWD
+        else:
+            work = Path(tempfile.mkdtemp(prefix="vgrout-sandbox-"))
+            if uid is not None:
+                os.chown(work, uid, uid)
+            argv, cwd, home = python, str(work), str(work)
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home, "TMPDIR": "/tmp" if iso == "bwrap" else home,
                "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
-        argv = _bwrap_argv(work) + python if iso == "bwrap" else python
-        in_path, out_path, err_path = tmp / "stdin", tmp / "stdout", tmp / "stderr"
-        # stdin is a file, not a pipe, so writing it can never block on a stuck program; all
-        # three live outside work/ and are 0600, so the program reaches them only through its fds.
-        for p, data in ((in_path, stdin.encode()), (out_path, b""), (err_path, b"")):
-            os.close(os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-            p.write_bytes(data)
-        with open(in_path, "rb") as inp, open(out_path, "wb") as out, open(err_path, "wb") as err:
-            proc = subprocess.Popen(argv, stdin=inp, stdout=out, stderr=err, cwd=work, env=env,
-                                    start_new_session=True, **_user_kwargs(uid))
-            timed_out = not _wait_exit(proc.pid, limits.wall_s)
-            _killpg(proc.pid)
-            proc.wait()
+        deadline = time.monotonic() + limits.wall
+        proc = subprocess.Popen(argv, stdin=in_fd, stdout=out_fd, stderr=err_fd, cwd=cwd, env=env,
+                                pass_fds=(files_fd, up_w, down_r), start_new_session=True, **_user_kwargs(uid))
+        for fd in (files_fd, up_w, down_r):  # the program's ends: closed here, so EOF means it is gone
+            os.close(fd)
+            fds.remove(fd)
+        timed_out = False
+        if talk is not None:
+            try:
+                talk(Channel(up_r, down_w, deadline, limits.output_bytes, out_fd))
+            except Timeout:
+                timed_out = True
+            except EOFError:
+                pass
+        os.close(down_w)
+        fds.remove(down_w)
+        if not timed_out:
+            timed_out = not _wait_exit(proc.pid, max(deadline - time.monotonic(), 0))
+        _killpg(proc.pid)
+        proc.wait()
         if uid is not None and iso == "rlimit":
             _kill_uid(uid)  # stragglers that left the process group (setsid) die here
-        stdout, out_full = _read_capped(out_path, limits.output_bytes)
-        stderr, err_full = _read_capped(err_path, limits.output_bytes)
-        timed_out = timed_out or proc.returncode == -signal.SIGXCPU
+            _remove_files_of(uid)
+        stdout, out_full = _read_capped(out_fd, limits.output_bytes)
+        stderr, err_full = _read_capped(err_fd, limits.output_bytes)
+        # the CPU limit's signals, as the program's own status or as bwrap reports its child's (128 + N)
+        timed_out = timed_out or proc.returncode in CPU_LIMIT_STATUS
         return Result(proc.returncode, stdout, stderr, timed_out, out_full or err_full, iso)
     finally:
-        _rmtree(tmp)
+        for fd in fds:
+            os.close(fd)
+        if work is not None:
+            _rmtree(work)
 
 
 def _wait_exit(pid: int, timeout: float) -> bool:
@@ -261,4 +388,4 @@ def _rmtree(path: Path) -> None:
             p = os.path.join(root, d)
             if not os.path.islink(p):
                 os.chmod(p, 0o700)
-    shutil.rmtree(path)
+    shutil.rmtree(path, ignore_errors=True)

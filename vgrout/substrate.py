@@ -50,6 +50,7 @@ class Problem:
     setup_code: str = ""
     shown_tests: list[str] = field(default_factory=list)  # shown in the prompt under hardcode
     source: str = "humaneval"
+    cpu_limit_s: float | None = None  # CPU seconds a grading may use, from its canonical's (selfcheck.calibrate)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -60,9 +61,13 @@ class Problem:
         if missing:
             raise KeyError(missing[0])
         modes.get(d["mode"], where=f"problem {d['id']}")
+        if not isinstance(d["tests"], list) or not all(isinstance(t, str) for t in d["tests"]):
+            raise InputError(f"problem {d['id']}: 'tests' must be a list of test source strings, "
+                             f"got a {type(d['tests']).__name__}")
         return cls(id=str(d["id"]), messages=d["messages"], entry_point=d["entry_point"], tests=list(d["tests"]),
                    canonical_solution=d["canonical_solution"], mode=d["mode"], setup_code=d.get("setup_code", ""),
-                   shown_tests=list(d.get("shown_tests", [])), source=d.get("source", "humaneval"))
+                   shown_tests=list(d.get("shown_tests", [])), source=d.get("source", "humaneval"),
+                   cpu_limit_s=d.get("cpu_limit_s"))
 
 
 # ---------------------------------------------------------------- files
