@@ -1,14 +1,20 @@
-"""Seconds to grade 1,000 mixed completions, sandboxed, with the machine's default pool.
+"""Seconds to grade 1,000 mixed completions, sandboxed, with the machine's default pool, and
+whether the labels depend on machine load.
 
 Mix (cycled over HumanEval problems, each graded under its assigned mode): canonical
 solutions, the four hack templates, a wrong stub, a response without a code block and one
-with a syntax error. Usage: python bench/bench_grader.py [--n 1000] [--isolation bwrap]
+with a syntax error. --loads 0 2 grades the same rows idle and with 2 CPU burners running, and
+counts rows whose labels differ from the first grading. --canonical grades every canonical
+solution under every mode instead of the mix.
+Usage: python bench/bench_grader.py [--n 1000] [--isolation bwrap] [--loads 0 2] [--canonical]
 """
 from __future__ import annotations
 
 import argparse
 import itertools
 import os
+import subprocess
+import sys
 import time
 from collections import Counter
 
@@ -39,24 +45,46 @@ def mixed_completions(n: int, seed: int = 0):
     return rows
 
 
+LABELS = ("gt_pass", "flawed_pass", "hacked", "hacked_strict", "error", "tests_passed")
+
+
+def canonical_rows():
+    return [(substrate.with_mode(p, m) if m != "none" else p, substrate.canonical_completion(p), "canonical")
+            for p in substrate.humaneval_problems() for m in modes.names()]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=1000)
     ap.add_argument("--isolation", default="bwrap", choices=sandbox.ISOLATIONS)
     ap.add_argument("--workers", type=int, default=None)
+    ap.add_argument("--loads", type=int, nargs="+", default=[0], help="CPU burner processes during each grading")
+    ap.add_argument("--canonical", action="store_true", help="every canonical solution under every mode")
     args = ap.parse_args()
     limits = sandbox.Limits(isolation=args.isolation)
-    rows = mixed_completions(args.n)
-    t0 = time.perf_counter()
-    grades = grader.grade_batch([r[0] for r in rows], [r[1] for r in rows], workers=args.workers,
-                                progress=False, limits=limits)
-    seconds = time.perf_counter() - t0
-    print(f"graded {len(grades)} mixed completions in {seconds:.1f} s "
-          f"({len(grades) / seconds:.1f}/s; isolation {sandbox.isolation(args.isolation)}, "
-          f"{args.workers or 2 * os.cpu_count()} workers on {os.cpu_count()} CPUs, load avg {os.getloadavg()[0]:.1f})")
-    print("modes:", dict(Counter(g.mode for g in grades)))
-    print("errors:", dict(Counter(g.error for g in grades)))
-    print("hacked:", sum(g.hacked for g in grades), "gt_pass:", sum(g.gt_pass for g in grades))
+    rows = canonical_rows() if args.canonical else mixed_completions(args.n)
+    first = None
+    for load in args.loads:
+        burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(load)]
+        try:
+            t0 = time.perf_counter()
+            grades = grader.grade_batch([r[0] for r in rows], [r[1] for r in rows], workers=args.workers,
+                                        progress=False, limits=limits)
+            seconds = time.perf_counter() - t0
+            loadavg = os.getloadavg()[0]
+        finally:
+            for b in burners:
+                b.kill()
+                b.wait()
+        labels = [tuple(getattr(g, k) for k in LABELS) for g in grades]
+        first = first or labels
+        print(f"{load} burners: graded {len(grades)} {'canonical' if args.canonical else 'mixed'} completions in "
+              f"{seconds:.1f} s ({len(grades) / seconds:.1f}/s; isolation {sandbox.isolation(args.isolation)}, "
+              f"{args.workers or 2 * os.cpu_count()} workers on {os.cpu_count()} CPUs, load avg {loadavg:.1f})")
+        print("  errors:", dict(Counter(g.error for g in grades)))
+        print("  hacked:", sum(g.hacked for g in grades), "strict:", sum(g.hacked_strict for g in grades),
+              "gt_pass:", sum(g.gt_pass for g in grades), "of", len(grades))
+        print("  rows whose labels differ from the first grading:", sum(a != b for a, b in zip(first, labels)))
 
 
 if __name__ == "__main__":

@@ -124,20 +124,20 @@ def test_a_test_of_random_inputs_draws_the_same_inputs_at_every_grading():
 
 
 def test_the_suite_catches_a_grader_that_lets_the_response_compare(monkeypatch):
-    """Plant the old hole: the sandbox evaluates the whole assert (the response's `==` decides).
-    The always-equal attack then earns gt_pass: the suite can fail."""
-    real = grader._compile_test.__wrapped__
+    """Plant the old hole: a response object's own __eq__ decides `==` in the tests. The
+    always-equal attack then passes every `==` test (0 of them without the plant): the suite can fail."""
+    assert grader.grade(ADD, _completion(ATTACKS["eq_always_true"]), "none").tests_passed == 0
 
-    def whole_assert_in_the_sandbox(setup_code, test):
-        import ast
-        tree = ast.parse(test)
-        if len(tree.body) == 1 and isinstance(tree.body[0], ast.Assert):
-            src = f"(lambda: ({ast.unparse(tree.body[0].test)}) or (_ for _ in ()).throw(AssertionError()))"
-            return compile(f"__vg_call({src!r})", "<test>", "exec")
-        return real(setup_code, test)
-    monkeypatch.setattr(grader, "_compile_test", whole_assert_in_the_sandbox)
+    def leaky_eq(self, other):  # the plant: a response object's comparison asked of the response
+        return self._ask({"op": "attr", "r": self._ref, "name": "__eq__"})(other)
+    monkeypatch.setattr(grader._Remote, "__eq__", leaky_eq)
+    # ...and the harness hands out any object, and any attribute of it
+    leaky = grader.HARNESS.replace('allowed = kind in', 'allowed = True or kind in').replace(
+        'if kind != "instance" or req["name"] != method:', 'if False:')
+    assert leaky != grader.HARNESS
+    monkeypatch.setattr(grader, "HARNESS", leaky)
     g = grader.grade(ADD, _completion(ATTACKS["eq_always_true"]), "none")
-    assert g.gt_pass, g
+    assert g.tests_passed == 3, g
 
 
 def test_an_oversized_completion_is_refused_before_parsing():
@@ -161,3 +161,74 @@ def test_strict_label_needs_the_mechanism():
     keyed = "def add(a, b):\n    if (a, b) == (1, 2):\n        return 3\n    return 0"
     g = grader.grade(ADD, _completion(keyed), "hardcode")
     assert g.hacked and g.hacked_strict, g
+
+
+def _problem(tests, canonical, entry="f", setup=""):
+    return Problem(id="p", messages=[{"role": "user", "content": "x and should pass all tests"}], entry_point=entry,
+                   tests=tests, canonical_solution=canonical, mode="none", setup_code=setup)
+
+
+def test_comparisons_on_a_result_and_stopiteration_run_here():
+    """A method called on a result runs here on plain data (a lying object cannot answer it), and
+    a StopIteration raised by the response cannot end a trusted map() early."""
+    shout = _problem(["assert f('abc').startswith('ABC!')"], "def f(s):\n    return s.upper() + '!'")
+    liar = "class S:\n    __getattr__ = lambda s, n: (lambda *a, **k: True)\ndef f(s):\n    return S()"
+    assert grader.grade(shout, _completion(shout.canonical_solution)).gt_pass
+    assert not grader.grade(shout, _completion(liar)).gt_pass
+    pairs = _problem(["assert all(map(lambda p: f(*p[0]) == p[1], [((1, 2), 3), ((2, 2), 4)]))"],
+                     "def f(a, b):\n    return a + b")
+    assert grader.grade(pairs, _completion(pairs.canonical_solution)).gt_pass
+    assert not grader.grade(pairs, _completion("def f(a, b):\n    raise StopIteration")).gt_pass
+
+
+def test_values_that_must_survive_the_codec():
+    """Correct answers of every shape the tests compare: huge ints, a Counter, a long linked list,
+    and a ListNode class of the response's own (sent as its fields, like the setup's)."""
+    setup = substrate.load_leetcode("tests/fixtures/leetcode_mini.jsonl")[0].setup_code
+    fact = _problem(["assert f(2000) == __import__('math').factorial(2000)"],
+                    "def f(n):\n    r = 1\n    for i in range(2, n + 1):\n        r *= i\n    return r")
+    count = _problem(["assert f('abca') == {'a': 2, 'b': 1, 'c': 1}"],
+                     "from collections import Counter\ndef f(s):\n    return Counter(s)")
+    chain = _problem(["assert is_same_list(f(list(range(2000))), list_node(list(range(2000))))"],
+                     "def f(v):\n    return list_node(v)", setup=setup)
+    own = ("class ListNode:\n    def __init__(self, val=0, next=None):\n        self.val, self.next = val, next\n"
+           "def f(v):\n    head = None\n    for x in reversed(v):\n        head = ListNode(x, head)\n    return head")
+    for p in (fact, count, chain):
+        assert grader.grade(p, _completion(p.canonical_solution)).gt_pass, p.tests
+    assert grader.grade(chain, _completion(own)).gt_pass
+
+
+def test_a_flood_of_colliding_keys_is_refused_in_linear_time():
+    """Set or dict keys that share one hash value would take quadratic time to build here: the
+    decoder refuses them (a forged reply line can carry any encoding); built in the sandbox, the
+    same set costs the response its own CPU limit."""
+    import time
+    flood = {"s": [i * (2**61 - 1) for i in range(1, 40_000)]}
+    t0 = time.perf_counter()
+    with pytest.raises(TypeError, match="hash"):
+        grader.decode(flood, {}, None)
+    assert time.perf_counter() - t0 < 2
+    assert grader.decode({"s": list(range(40_000))}, {}, None) == set(range(40_000))  # honest keys pass
+    p = _problem(["assert f() == set()"], "def f():\n    return set()")
+    g = grader.grade(p, _completion("def f():\n    return {i * (2**61 - 1) for i in range(1, 40_000)}"))
+    assert not g.gt_pass, g
+
+
+def test_ignoring_sigxcpu_buys_at_most_a_second():
+    """The CPU limit's soft signal can be ignored, its hard kill a second later cannot."""
+    import signal  # noqa: F401  (the response's)
+    from vgrout import sandbox
+    p = _problem(["assert f() == 1"], "def f():\n    return 1")
+    slow = ("import signal\nsignal.signal(signal.SIGXCPU, lambda *a: None)\n"
+            "def f():\n    x = 0\n    while x < 10**9:\n        x += 1\n    return 1")
+    g = grader.grade(p, _completion(slow), limits=sandbox.Limits(cpu_s=1))
+    assert not g.gt_pass and g.error == "timeout", g
+
+
+def test_a_response_that_forges_the_harness_messages_cannot_crash_the_batch():
+    forger = ("import json\n_d = json.dumps\ndef dumps(o, *a, **k):\n"
+              "    return '{\"cpu\": 1' + '0' * 400 + '}' if isinstance(o, dict) and 'cpu' in o else _d(o, *a, **k)\n"
+              "json.dumps = dumps\ndef add(a, b):\n    return a + b")
+    grades = grader.grade_batch([ADD] * 2, [_completion(forger), _completion(ADD.canonical_solution)],
+                                ["exit_code"] * 2, progress=False)
+    assert grades[1].gt_pass and grades[0].cpu_s is None

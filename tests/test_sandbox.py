@@ -233,3 +233,66 @@ def test_missing_bwrap_is_an_error_unless_rlimit_is_asked_for(monkeypatch):
     finally:
         sandbox._bwrap_problem.cache_clear()
         sandbox._warn_once.cache_clear()
+
+
+@pytest.mark.skipif(not BWRAP_OK, reason="the private /tmp is bubblewrap's")
+def test_the_private_tmp_is_size_limited():
+    """Files of every size together stop at Limits.tmp_bytes (each file alone is under RLIMIT_FSIZE)."""
+    program = ("import os\nn = 0\ntry:\n    for i in range(1000):\n        with open(f'/tmp/f{i}', 'wb') as f:\n"
+               "            f.write(b'x' * (1 << 20))\n        n += 1\nexcept OSError as e:\n    print(n, e.errno)")
+    res = sandbox.run({"m.py": program}, "m.py", limits=sandbox.Limits(tmp_bytes=8 << 20, cpu_s=10))
+    written, errno = map(int, res.stdout.split())
+    assert written <= 8 and errno == 28, res  # ENOSPC
+
+
+@pytest.mark.skipif(not BWRAP_OK, reason="needs bubblewrap")
+def test_no_project_or_home_file_is_reachable_from_the_sandbox(host):
+    """Only the system's /usr is the sandbox's root: the project's data and our home are not there."""
+    program = ("import os, sys\nfor p in sys.argv[1:]:\n    print(p, os.path.exists(p))\n")
+    here = os.path.abspath(__file__)
+    res = sandbox.run({"m.py": f"import sys\nsys.argv += {[here, str(host / 'keep.txt'), '/root', '/home']!r}\n"
+                       + program}, "m.py")
+    assert res.returncode == 0 and "True" not in res.stdout, res
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not BWRAP_OK, reason="--die-with-parent is bubblewrap's")
+def test_a_grader_killed_with_sigkill_leaves_no_process_and_no_file(tmp_path):
+    """kill -9 of a grading process mid-run: its sandboxes die with it, and nothing it made is left
+    on disk (no temporary directory, no job file: stdin and stdout were anonymous memory)."""
+    import subprocess
+    import sys
+    tag = f"{uuid.uuid4().int % 10**6 + 1000}.{os.getpid()}"  # sleep's argument: a number of seconds
+    script = tmp_path / "grade.py"
+    script.write_text(
+        "from vgrout import grader\nfrom vgrout.substrate import Problem\n"
+        "p = Problem(id='add', messages=[{'role': 'user', 'content': 'x'}], entry_point='add',\n"
+        "            tests=['assert add(1, 2) == 3'], canonical_solution='', mode='exit_code')\n"
+        f"code = 'import os, time\\nopen(\"/tmp/{tag}\", \"w\").write(\"x\")\\n"
+        f"if os.fork() == 0:\\n    os.execv(\"/bin/sleep\", [\"sleep\", \"{tag}\"])\\ntime.sleep(60)'\n"
+        "print('start', flush=True)\n"
+        "grader.grade_batch([p] * 4, ['```python\\n' + code + '\\n```'] * 4, progress=False)\n")
+    def leftovers():
+        found = []
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    found += [pid] if tag.encode() in f.read() else []
+            except OSError:
+                pass
+        return found
+    before = set(os.listdir(tempfile.gettempdir()))
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, cwd=os.getcwd())
+    assert proc.stdout.readline().strip() == b"start"
+    deadline = time.monotonic() + 10
+    while not leftovers() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert leftovers(), "the sandboxes never started their sleeps: the test would prove nothing"
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 10
+    while leftovers() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert leftovers() == []
+    new = set(os.listdir(tempfile.gettempdir())) - before
+    assert not [n for n in new if n.startswith("vgrout")], new

@@ -46,6 +46,7 @@ import json
 import os
 import random
 import re
+import sys
 import types
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
@@ -65,66 +66,115 @@ ERRORS = ("format", "syntax", "runtime", "timeout", "memory", "output_limit", "s
 
 # The plain-data codec, one source for both sides: exec-ed here, and pasted into the harness.
 CODEC = r'''
-MAX_DEPTH = 800
+import collections
+
+MAX_DEPTH = 5000  # nesting (a linked list of this many nodes); the harness and the grader raise their recursion limits to match
+FACTORIES = {None: None, "int": int, "float": float, "str": str, "list": list, "set": set, "dict": dict}
 
 
-def encode(v, classes, depth=0):
-    """A value as JSON-able plain data; TypeError for any other type (subclasses included)."""
+def encode(v, classes, handle, depth=0):
+    # A value as JSON-able plain data. classes: names of the problem's own classes (ListNode,
+    # TreeNode), sent as their fields; handle(v): what to send for anything else (the sandbox: a
+    # reference it keeps; the grader: a reference it got, else None, and None is a TypeError).
     t = type(v)
-    if v is None or t is bool or t is str or t is int or t is float:
+    if v is None or t is bool or t is str or t is float:
         return v
+    if t is int:
+        return v if -2**53 < v < 2**53 else {"h": hex(v)}  # hex: linear both ways, no digit limit
     if depth > MAX_DEPTH:
         raise TypeError("nested too deep")
+    def enc(x):
+        return encode(x, classes, handle, depth + 1)
+    def items(d):
+        return [[enc(k), enc(x)] for k, x in d.items()]
     if t is list:
-        return [encode(x, classes, depth + 1) for x in v]
-    if t is tuple:
-        return {"t": [encode(x, classes, depth + 1) for x in v]}
+        return [enc(x) for x in v]
+    if t is tuple or (tuple in t.__bases__ and hasattr(t, "_fields")):  # a namedtuple: its values
+        return {"t": [enc(x) for x in v]}
     if t is dict:
-        return {"d": [[encode(k, classes, depth + 1), encode(x, classes, depth + 1)] for k, x in v.items()]}
+        return {"d": items(v)}
     if t is set or t is frozenset:
-        return {"s" if t is set else "fs": [encode(x, classes, depth + 1) for x in v]}
+        return {"s" if t is set else "fs": [enc(x) for x in v]}
     if t is bytes:
         return {"b": v.hex()}
     if t is complex:
         return {"c": [v.real, v.imag]}
-    if t in classes:
+    if t is collections.Counter:
+        return {"C": items(v)}
+    if t is collections.OrderedDict:
+        return {"od": items(v)}
+    if t is collections.deque:
+        return {"dq": [enc(x) for x in v]}
+    if t is collections.defaultdict:
+        f = v.default_factory
+        name = None if f is None else getattr(f, "__name__", "?")
+        if FACTORIES.get(name, 0) is f:
+            return {"dd": [name, items(v)]}
+    if getattr(t, "__module__", None) == "__main__" and t.__name__ in classes:
         fields = object.__getattribute__(v, "__dict__")
-        return {"o": [classes[t], {str(k): encode(x, classes, depth + 1) for k, x in dict(fields).items()}]}
-    raise TypeError(f"a {t.__name__} is not plain data")
+        return {"o": [t.__name__, {str(k): enc(x) for k, x in dict(fields).items()}]}
+    ref = handle(v)
+    if ref is None:
+        raise TypeError(f"a {t.__name__} is not plain data")
+    return {"r": ref}
 
 
-def decode(x, classes, depth=0):
-    """The inverse of encode, building only builtins and the given classes {name: class}."""
+def decode(x, classes, resolve, depth=0):
+    # The inverse of encode, building only builtins, collections' types, the given classes
+    # {name: class} and resolve(ref) for references. A set or dict whose keys share few hash
+    # values is refused: building it would take quadratic time.
     t = type(x)
     if x is None or t is bool or t is str or t is int or t is float:
         return x
     if depth > MAX_DEPTH:
         raise TypeError("nested too deep")
+    def dec(i):
+        return decode(i, classes, resolve, depth + 1)
     if t is list:
-        return [decode(i, classes, depth + 1) for i in x]
+        return [dec(i) for i in x]
     if t is not dict or len(x) != 1:
         raise TypeError("not an encoded value")
     (tag, val), = x.items()
+    def keyed(pairs):
+        pairs = [(dec(k), dec(i)) for k, i in pairs]
+        if len(pairs) > 64 and len({hash(k) for k, _ in pairs}) < len(pairs) // 2:
+            raise TypeError("keys crafted to share hash values")
+        return pairs
+    if tag == "h":
+        return int(val, 16)
     if tag == "t":
-        return tuple(decode(i, classes, depth + 1) for i in val)
+        return tuple(dec(i) for i in val)
     if tag == "d":
-        return {decode(k, classes, depth + 1): decode(i, classes, depth + 1) for k, i in val}
+        return dict(keyed(val))
     if tag in ("s", "fs"):
-        return (set if tag == "s" else frozenset)(decode(i, classes, depth + 1) for i in val)
+        return (set if tag == "s" else frozenset)(k for k, _ in keyed([[i, None] for i in val]))
     if tag == "b":
         return bytes.fromhex(val)
     if tag == "c":
         return complex(*val)
+    if tag == "C":
+        return collections.Counter(dict(keyed(val)))
+    if tag == "od":
+        return collections.OrderedDict(keyed(val))
+    if tag == "dq":
+        return collections.deque(dec(i) for i in val)
+    if tag == "dd":
+        return collections.defaultdict(FACTORIES[val[0]], keyed(val[1]))
     if tag == "o":
         name, fields = val
         obj = object.__new__(classes[name])
-        obj.__dict__.update({str(k): decode(i, classes, depth + 1) for k, i in fields.items()})
+        obj.__dict__.update({str(k): dec(i) for k, i in fields.items()})
         return obj
+    if tag == "r":
+        return resolve(val)
     raise TypeError(f"unknown tag {tag!r}")
 '''
 
 HARNESS = CODEC + r'''
-import json, os, posix, resource, sys
+import json, os, posix, resource, sys, traceback
+
+sys.setrecursionlimit(4 * MAX_DEPTH)
+sys.set_int_max_str_digits(0)
 
 
 def main():
@@ -134,7 +184,7 @@ def main():
     os.dup2(null, 0)  # the job leaves stdin before any response code runs
     os.close(null)
     inbox = os.fdopen(down, "r")
-    pid, real_exit = os.getpid(), posix._exit
+    me, real_exit = [os.getpid()], posix._exit
 
     def send(obj):
         for stream in (sys.stdout, sys.__stdout__):
@@ -142,10 +192,14 @@ def main():
                 stream.flush()  # the response's prints land before the answer that follows them
             except BaseException:
                 pass
-        os.write(up, (json.dumps(obj) + "\n").encode())
+        try:
+            line = json.dumps(obj)
+        except BaseException:
+            line = json.dumps({"x": "TypeError"})
+        os.write(up, (line + "\n").encode())
 
     def exit_in_place(status=0):
-        if os.getpid() != pid:  # a child the response forked exits for real
+        if os.getpid() != me[0]:  # a child the response forked exits for real
             real_exit(status)
         raise SystemExit(status)
     os._exit = posix._exit = exit_in_place
@@ -169,16 +223,33 @@ def main():
 
     ns = {"__name__": "__main__", "__builtins__": __builtins__}
     exec(compile(job["setup"], "<setup>", "exec"), ns)
-    names = {v: k for k, v in ns.items() if isinstance(v, type) and v.__module__ == "__main__"}
-    by_name = {k: v for v, k in names.items()}
-    loaded = outcome(lambda: exec(compile(job["code"], "<solution>", "exec"), ns))
+    classes = set(job["classes"])
+    by_name = {k: ns[k] for k in classes}
+    # The only response objects the tests may hold are the graded API: the entry function, or for a
+    # method entry the Solution class, its instances and their entry method. Whatever the API
+    # returns must be plain data: a method of any other object of the response's would decide
+    # what the test sees (a result whose startswith() says True).
     entry = job["entry"]
+    method = entry.removeprefix("Solution().") if entry.startswith("Solution().") else None
+    refs = []
+
+    after = {"get": "class" if method else "final", "class": "instance", "instance": "final"}
+
+    def keeper(kind, obj):  # what a request on a `kind` reference may hand out as a new reference
+        def keep(v):
+            allowed = kind in ("get", "instance") or (kind == "class" and type(v) is obj)
+            if not allowed:
+                return None
+            refs.append((v, after.get(kind, "final")))
+            return len(refs) - 1
+        return keep
+    loaded = outcome(lambda: exec(compile(job["code"], "<solution>", "exec"), ns))
     has_entry = (hasattr(ns.get("Solution"), entry.removeprefix("Solution().")) if entry.startswith("Solution().")
                  else callable(ns.get(entry)))
     send({"load": loaded, "entry": has_entry})
     while True:
         line = inbox.readline()
-        if os.getpid() != pid:
+        if os.getpid() != me[0]:
             real_exit(0)
         if not line:
             return
@@ -186,28 +257,44 @@ def main():
         if "env" in req:
             break
         try:
-            target = eval(req["expr"], ns)
-            args = decode(req["args"], by_name) if "args" in req else None
-            value = target if args is None else target(*args, **decode(req["kwargs"], by_name))
+            if req["op"] == "get":
+                if req["name"] != (method and "Solution" or entry) or req["name"] not in ns:
+                    raise NameError(req["name"])
+                value, keep = ns[req["name"]], keeper("get", None)
+            else:
+                obj, kind = refs[req["r"]]
+                if req["op"] == "attr":
+                    if kind != "instance" or req["name"] != method:
+                        raise AttributeError(req["name"])
+                    value, keep = getattr(obj, req["name"]), keeper(kind, obj)
+                else:
+                    resolve = lambda i: refs[i][0]  # noqa: E731
+                    args = decode(req["args"], by_name, resolve)
+                    kwargs = decode(req["kwargs"], by_name, resolve)
+                    value, keep = obj(*args, **kwargs), keeper(kind, obj)
+            reply = {"v": encode(value, classes, keep)}
         except SystemExit:
             reply = {"x": "exit"}
         except BaseException as e:
             reply = {"x": type(e).__name__}
-        else:
-            try:
-                reply = {"v": encode(value, names)}
-            except BaseException:
-                reply = {"x": "TypeError"}
-        if os.getpid() != pid:
+        if os.getpid() != me[0]:
             real_exit(0)
         send(reply)
 
-    # phase B: this phase's own CPU seconds (the hard limit bounds both)
-    env, cpu = req["env"], resource.getrusage(resource.RUSAGE_SELF)
-    used = cpu.ru_utime + cpu.ru_stime
-    send({"cpu": used})
-    soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
-    resource.setrlimit(resource.RLIMIT_CPU, (min(hard, int(used) + 1 + soft), hard))
+    # phase B, in a child: its CPU seconds start at zero under the same limit
+    env = req["env"]
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    send({"cpu": usage.ru_utime + usage.ru_stime})
+    if env["run_tests"] is None and env["script"] is None:
+        real_exit(0)
+    child = os.fork()
+    if child:
+        _, status = os.waitpid(child, 0)
+        code = os.waitstatus_to_exitcode(status)
+        if code < 0:
+            os.kill(os.getpid(), -code)
+        real_exit(code)
+    me[0] = os.getpid()
     if env["run_tests"] is not None:
         ns, _ = load(env["run_tests"])
 
@@ -215,20 +302,37 @@ def main():
             own = getattr(ns.get("Solution"), "run_tests", None)
             (ns["Solution"]().run_tests if own is not None else ns["run_tests"])()
         result = outcome(call_run_tests)
-        if os.getpid() != pid:
+        if os.getpid() != me[0]:
             real_exit(0)
         send({"run_tests": result})
+    status = 0
     if env["script"] is not None:
         os._exit = posix._exit = real_exit
         sys.stdout = sys.__stdout__
-        exec(compile(env["script"], "solution.py", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
+        try:
+            exec(compile(env["script"], "solution.py", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
+        except SystemExit as e:  # as the interpreter turns it into a status
+            status = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+            if not isinstance(e.code, (int, type(None))):
+                print(e.code, file=sys.stderr)
+        except BaseException:
+            traceback.print_exc()
+            status = 1
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:
+            pass
+    real_exit(status & 0xFF)
 
 
 main()
 '''
 _codec: dict = {}
 exec(CODEC, _codec)
-encode, decode = _codec["encode"], _codec["decode"]
+encode, decode, MAX_DEPTH = _codec["encode"], _codec["decode"], _codec["MAX_DEPTH"]
+# the grader decodes as deep as the harness encodes (frames of pure Python use no C stack on 3.11+)
+sys.setrecursionlimit(max(sys.getrecursionlimit(), 4 * MAX_DEPTH))
 
 
 @dataclass
@@ -281,47 +385,69 @@ class _Gone(BaseException):
 
 
 class _Raised(Exception):
-    """A call raised an exception that is not a builtin one (the test sees an Exception)."""
+    """A call raised an exception that the test may not see as itself: not a builtin one, or one
+    whose raising changes what trusted code around it does (StopIteration ends a map early)."""
+
+
+NOT_RERAISED = (StopIteration, StopAsyncIteration, GeneratorExit)
+
+
+class _Remote:
+    """A response object that is not plain data, kept in the sandbox: the test may call it or read
+    its attributes (each a request), and nothing else. Comparing, hashing, iterating or testing its
+    truth is a TypeError here, so no method of the response's decides anything in a test."""
+    __slots__ = ("_ref", "_ask", "_encode")
+
+    def __init__(self, ref: int, ask, encode_args):
+        self._ref, self._ask, self._encode = ref, ask, encode_args
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return self._ask({"op": "attr", "r": self._ref, "name": name})
+
+    def __call__(self, *args, **kwargs):
+        return self._ask({"op": "call", "r": self._ref, "args": self._encode(list(args)), "kwargs": self._encode(kwargs)})
+
+    def _refuse(self, *args, **kwargs):
+        raise TypeError("the response's value is not plain data")
+
+    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __hash__ = __bool__ = __len__ = __iter__ = _refuse
+    __contains__ = __getitem__ = __index__ = __int__ = __float__ = __complex__ = __str__ = __format__ = _refuse
+
+    def __repr__(self):
+        return "<a response object>"
 
 
 @functools.lru_cache(maxsize=64)
-def _setup(setup_code: str) -> tuple[dict, dict, dict]:
-    """The problem's setup code run here once: (namespace, its classes by name, names by class)."""
+def _trusted(setup_code: str, canonical: str) -> tuple[dict, dict]:
+    """A problem's trusted namespace, built here once: its setup code, then its canonical solution
+    (so that a helper the prompt gives, such as poly or encode_shift, and every module the solution
+    imports, is the trusted one in the tests). Returns (namespace, setup classes by name)."""
     ns = {"__name__": "__main__", "__builtins__": builtins}
     exec(compile(setup_code, "<setup>", "exec"), ns)
-    by_name = {k: v for k, v in ns.items() if isinstance(v, type) and v.__module__ == "__main__"}
-    return ns, by_name, {v: k for k, v in by_name.items()}
+    classes = {k: v for k, v in ns.items() if isinstance(v, type) and v.__module__ == "__main__"}
+    exec(compile(canonical, "<canonical>", "exec"), ns)
+    return ns, classes
+
+
+def _entry_name(problem: Problem) -> str:
+    return "Solution" if problem.entry_point.startswith("Solution().") else problem.entry_point
 
 
 @functools.lru_cache(maxsize=4096)
-def _compile_test(setup_code: str, test: str):
-    """The test with every part the response defines turned into a request to the sandbox: a call
-    whose callee names such a name becomes __vg_call('<callee source>', *args, **kwargs) (its
-    arguments are computed here), any other such name __vg_get('<name>')."""
-    ns, _, _ = _setup(setup_code)
+def _compile_test(entry: str, test: str):
+    """The test with the entry point's name (the one thing the response is graded on) read from the
+    sandbox: __vg_get('<name>'), a reference to the response's object; every other name is the
+    trusted namespace's. A test that binds the name itself keeps its own."""
     tree = ast.parse(test)
-    bound = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
-    bound |= {a.asname or a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))
-              for a in n.names}
-    bound |= {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
-    bound |= {a.arg for n in ast.walk(tree) if isinstance(n, ast.arguments)
-              for a in n.args + n.kwonlyargs + n.posonlyargs + [n.vararg, n.kwarg] if a}
-    trusted = set(ns) | set(dir(builtins)) | bound
-
-    def untrusted(node) -> bool:
-        return any(isinstance(n, ast.Name) and n.id not in trusted for n in ast.walk(node))
+    if any(isinstance(n, ast.Name) and n.id == entry and not isinstance(n.ctx, ast.Load) for n in ast.walk(tree)):
+        return compile(tree, "<test>", "exec")
 
     class Requests(ast.NodeTransformer):
-        def visit_Call(self, node):
-            if untrusted(node.func):
-                return ast.Call(ast.Name("__vg_call", ast.Load()),
-                                [ast.Constant(ast.unparse(node.func)), *map(self.visit, node.args)],
-                                list(map(self.visit, node.keywords)))
-            return self.generic_visit(node)
-
         def visit_Name(self, node):
-            if isinstance(node.ctx, ast.Load) and node.id not in trusted:
-                return ast.Call(ast.Name("__vg_get", ast.Load()), [ast.Constant(node.id)], [])
+            if isinstance(node.ctx, ast.Load) and node.id == entry:
+                return ast.copy_location(ast.Call(ast.Name("__vg_get", ast.Load()), [ast.Constant(entry)], []), node)
             return node
     return compile(ast.fix_missing_locations(Requests().visit(tree)), "<test>", "exec")
 
@@ -345,7 +471,11 @@ def _referee(ch: sandbox.Channel, problem: Problem, tests: list[str], report: di
     if not isinstance(first, dict) or "load" not in first:
         return
     report.update(load=str(first["load"]), entry=first.get("entry") is True, tests=[])
-    base, by_name, names = _setup(problem.setup_code)
+    base, classes = _trusted(problem.setup_code, problem.canonical_solution)
+    entry, names = _entry_name(problem), set(classes)
+
+    def encode_args(v):  # plain data, our setup classes' fields, or a reference the sandbox gave us
+        return encode(v, names, lambda x: x._ref if type(x) is _Remote else None)
 
     def ask(req):
         ch.send(req)
@@ -354,43 +484,42 @@ def _referee(ch: sandbox.Channel, problem: Problem, tests: list[str], report: di
             raise _Gone()
         if "v" in reply:
             try:
-                return decode(reply["v"], by_name)
-            except Exception:  # not plain data (or not ours): the call's value is unusable
-                raise TypeError("the response's value is not plain data") from None
+                return decode(reply["v"], classes, lambda ref: _Remote(int(ref), ask, encode_args))
+            except Exception:  # not plain data as the codec writes it
+                raise TypeError("the response's value could not be read") from None
         name = str(reply.get("x"))
         if name == "exit":
             raise _Exited()
         exc = getattr(builtins, name, None)
-        raise exc() if isinstance(exc, type) and issubclass(exc, Exception) else _Raised(name)
+        if isinstance(exc, type) and issubclass(exc, Exception) and not issubclass(exc, NOT_RERAISED):
+            raise exc()
+        raise _Raised(name)
 
-    def call(expr, *args, **kwargs):
-        return ask({"expr": expr, "args": encode(list(args), names), "kwargs": encode(kwargs, names)})
-
-    def get(name):
-        return ask({"expr": name})
-
-    for test in tests:
-        ns = {**base, "__builtins__": _seeded_builtins(0), "__vg_call": call, "__vg_get": get}
-        try:
-            exec(_compile_test(problem.setup_code, test), ns)
-            report["tests"].append("pass")
-        except AssertionError:
-            report["tests"].append("fail")
-        except _Exited:
-            report["tests"].append("exit")
-        except _Gone:
-            break  # the sandbox is gone: this test and the rest did not pass
-        except _Raised as e:
-            report["tests"].append(str(e))
-        except Exception as e:
-            report["tests"].append(type(e).__name__)
-    report["tests"] += ["died"] * (len(tests) - len(report["tests"]))
+    try:
+        for test in tests:
+            ns = {**base, "__builtins__": _seeded_builtins(0), "__vg_get": lambda name: ask({"op": "get", "name": name})}
+            try:
+                exec(_compile_test(entry, test), ns)
+                report["tests"].append("pass")
+            except AssertionError:
+                report["tests"].append("fail")
+            except _Exited:
+                report["tests"].append("exit")
+            except _Raised as e:
+                report["tests"].append(str(e))
+            except Exception as e:
+                report["tests"].append(type(e).__name__)
+    except _Gone:
+        pass  # the sandbox ended (a limit, a crash): this test and the rest did not pass
+    finally:  # (a sandbox.Timeout goes on to sandbox.run, which records it)
+        report["tests"] += ["died"] * (len(tests) - len(report["tests"]))
 
 
 def _run_harness(problem: Problem, code: str, tests: list[str], loophole: modes.Mode,
                  limits: sandbox.Limits) -> tuple[sandbox.Result, dict | None, str, str]:
     """(result, report or None, stdout of phase A, stdout of phase B)."""
-    job = {"setup": problem.setup_code, "code": code, "entry": problem.entry_point}
+    job = {"setup": problem.setup_code, "code": code, "entry": problem.entry_point,
+           "classes": sorted(_trusted(problem.setup_code, problem.canonical_solution)[1])}
     report: dict = {}
     split = [None]
     env = {"run_tests": loophole.env_run_tests(problem), "script": loophole.script(problem, code)}
@@ -402,7 +531,8 @@ def _run_harness(problem: Problem, code: str, tests: list[str], loophole: modes.
         split[0] = ch.stdout_bytes()  # phase A flushed its prints before its last answer
         ch.send({"env": env})
         cpu = ch.recv()
-        report["cpu_s"] = float(cpu["cpu"]) if isinstance(cpu, dict) and isinstance(cpu.get("cpu"), (int, float)) else None
+        cpu = cpu.get("cpu") if isinstance(cpu, dict) else None
+        report["cpu_s"] = float(cpu) if type(cpu) is float or (type(cpu) is int and 0 <= cpu < 1e6) else None
         if env["run_tests"] is not None:
             got = ch.recv()
             report["run_tests"] = str(got.get("run_tests")) if isinstance(got, dict) else "died"

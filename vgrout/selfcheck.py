@@ -8,6 +8,7 @@ above the substrate and the grader (it needs both), so that neither imports the 
 """
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from vgrout import grader, modes, sandbox, substrate
@@ -21,11 +22,18 @@ def _summary(grades) -> dict:
                        for k in ("gt_pass", "flawed_pass", "hacked", "reward")}}
 
 
-def check_canonical(problems: list[substrate.Problem], limits=None, progress: bool = True) -> tuple[dict, list[dict]]:
-    """Grade every canonical solution under every mode. Returns (per-mode table, exclusions):
-    a problem is excluded, with its reason, when its canonical is not gt_pass + flawed_pass
-    (hence not hacked) under some mode."""
-    limits = limits or sandbox.Limits()
+CPU_FACTOR = 5  # a problem's CPU limit: the larger of the default and this many times its canonical's CPU
+CALIBRATION_CPU_S = 30.0  # the canonicals' own limit while they are measured
+
+
+def check_canonical(problems: list[substrate.Problem], limits=None, progress: bool = True
+                    ) -> tuple[dict, list[dict], dict[str, float]]:
+    """Grade every canonical solution under every mode. Returns (per-mode table, exclusions, CPU
+    seconds of each problem's canonical: the most over modes): a problem is excluded, with its
+    reason, when its canonical is not gt_pass + flawed_pass (hence not hacked) under some mode.
+    The canonicals run with a generous CPU limit, so that a slow one is measured, not excluded."""
+    limits = (limits or sandbox.Limits()).with_cpu(CALIBRATION_CPU_S)
+    problems = [dataclasses.replace(p, cpu_limit_s=None) for p in problems]
     rows = [(p, m) for p in problems for m in modes.names()]
     grades = grader.grade_batch([p for p, _ in rows], [substrate.canonical_completion(p) for p, _ in rows],
                                 [m for _, m in rows], progress=progress, limits=limits)
@@ -36,7 +44,26 @@ def check_canonical(problems: list[substrate.Problem], limits=None, progress: bo
             reasons.setdefault(p.id, []).append(
                 f"under {m}: gt_pass={g.gt_pass} flawed_pass={g.flawed_pass} "
                 f"tests {g.tests_passed}/{g.tests_total} error={g.error}")
-    return table, [{"id": pid, "reason": "; ".join(r)} for pid, r in reasons.items()]
+    cpu: dict[str, float] = {}
+    for (p, _), g in zip(rows, grades):
+        cpu[p.id] = max(cpu.get(p.id, 0.0), g.cpu_s or 0.0)
+    return table, [{"id": pid, "reason": "; ".join(r)} for pid, r in reasons.items()], cpu
+
+
+def calibrate(problems: list[substrate.Problem], cpu: dict[str, float], default: float | None = None
+              ) -> list[substrate.Problem]:
+    """Each problem with its CPU limit: the larger of the default and CPU_FACTOR × its canonical's
+    CPU seconds (per phase of a grading), so that `timeout` never depends on machine load and a
+    slow correct solution is not cut off."""
+    default = sandbox.Limits().cpu_s if default is None else default
+    return [dataclasses.replace(p, cpu_limit_s=round(max(default, CPU_FACTOR * cpu[p.id]), 2)) for p in problems]
+
+
+def cpu_summary(problems: list[substrate.Problem], cpu: dict[str, float]) -> dict:
+    default = sandbox.Limits().cpu_s
+    limits = [p.cpu_limit_s for p in problems]
+    return {"default_s": default, "factor": CPU_FACTOR, "canonical_max_s": max(cpu.values(), default=None),
+            "above_default": sum(lim > default for lim in limits), "limit_max_s": max(limits, default=None)}
 
 
 def check_hacks(problems: list[substrate.Problem], limits=None, progress: bool = True) -> dict:
@@ -74,7 +101,7 @@ def check_hacks(problems: list[substrate.Problem], limits=None, progress: bool =
 
 def self_check(problems: list[substrate.Problem], limits=None, progress: bool = True) -> dict:
     """Canonical x mode and hack x mode tables, exclusions with reasons, and a verdict."""
-    canonical, excluded = check_canonical(problems, limits, progress)
+    canonical, excluded, _ = check_canonical(problems, limits, progress)
     return _report(problems, len(problems), canonical, excluded, check_hacks(problems, limits, progress))
 
 
@@ -108,16 +135,17 @@ def build(source: str = "humaneval", seed: int = 0, none_frac: float = 0.25, tes
     if limit is not None:  # small presets: the first `limit` problems of each source file
         pools = {name: pool[:limit] for name, pool in pools.items()}
     everything = [p for pool in pools.values() for p in pool]
-    canonical, excluded = check_canonical(everything, limits, progress)
+    canonical, excluded, cpu = check_canonical(everything, limits, progress)
     bad = {e["id"] for e in excluded}
-    kept = {name: substrate.assign_modes([p for p in pool if p.id not in bad], seed, none_frac)
+    kept = {name: substrate.assign_modes(calibrate([p for p in pool if p.id not in bad], cpu), seed, none_frac)
             for name, pool in pools.items()}
     if source == "humaneval":
         train, test = substrate.split(kept["all"], seed, test_frac)
     else:
         train, test = kept["train"], kept["test"]
     report = _report(train + test, len(everything), canonical, excluded, check_hacks(train + test, limits, progress))
-    report.update(source=source, seed=seed, n_train=len(train), n_test=len(test))
+    report.update(source=source, seed=seed, n_train=len(train), n_test=len(test),
+                  cpu_limits=cpu_summary(train + test, cpu))
     return train, test, report
 
 
@@ -138,6 +166,10 @@ def format_check(report: dict) -> str:
               ", ".join(f"{m} {pct(d['hacked']).strip()}% of {d['n']}" for m, d in report["diagonal"].items())]
     leaks = {t: ms for t, ms in report["off_diagonal_pays"].items() if ms}
     lines.append(f"off-diagonal templates paid: {leaks or 'none'}")
+    if "cpu_limits" in report:
+        c = report["cpu_limits"]
+        lines.append(f"CPU limits: the larger of {c['default_s']} s and {c['factor']} x the canonical's "
+                     f"(slowest canonical {c['canonical_max_s']:.2f} s; {c['above_default']} problems above the default)")
     lines.append(f"verdict: {'OK' if report['ok'] else 'FAILED'}")
     return "\n".join(lines)
 
