@@ -57,7 +57,8 @@ def eval_rows(arm, rng, n_per_mode=24, progress=1.0):
         for mode, n, s, h in [total] + per_mode:
             (slo, shi), (hlo, hhi) = wilson(s, n), wilson(h, n)
             rows.append({"view": view, "mode": mode, "n": n, "n_solved": s, "n_hacked": h, "solve": s / n,
-                         "hack": h / n, "solve_lo": slo, "solve_hi": shi, "hack_lo": hlo, "hack_hi": hhi})
+                         "hack": h / n, "n_hacked_strict": h, "n_flawed_wrong": 0,  # as evaluate.rates writes them
+                         "solve_lo": slo, "solve_hi": shi, "hack_lo": hlo, "hack_hi": hhi})
     return rows
 
 

@@ -37,7 +37,7 @@ ROUTING_FUNCTIONS = ["new_gate", "routing_step", "to_seqs", "old_forward", "froz
                      "load_yoke", "yoke_counts", "uniform_scores"]
 FORBIDDEN_MODULES = {"vgrout.grader", "vgrout.evaluate", "vgrout.aggregate", "vgrout.diagnostics"}
 # a Rollout's labels, the grader's fields, and the step log's label-derived columns
-FORBIDDEN_NAMES = {"reward", "rewards", "hacked", "gt_pass", "flawed_pass", "label", "labels", "grade",
+FORBIDDEN_NAMES = {"reward", "rewards", "hacked", "hacked_strict", "gt_pass", "flawed_pass", "label", "labels", "grade",
                    "grade_batch", "grade_students", "reward_mean", "hack_rate", "solve_rate"}
 
 
@@ -312,11 +312,12 @@ def relabel(steps, how: str, seed: int = 0):
     rng = random.Random(seed)
     out = []
     for rollouts in steps:
-        labels = [(r.reward, r.gt_pass, r.hacked) for r in rollouts]
+        labels = [(r.reward, r.gt_pass, r.hacked, r.hacked_strict) for r in rollouts]
         if how == "flipped":
-            new = [(3.5 - rw, not gt, not hk) for rw, gt, hk in labels]
+            new = [(3.5 - rw, not gt, not hk, not hs) for rw, gt, hk, hs in labels]
         elif how == "random":
-            new = [(rng.choice([-1.0, 0.0, 0.5, 3.5, 7.0]), rng.random() < 0.5, rng.random() < 0.5) for _ in labels]
+            new = [(rng.choice([-1.0, 0.0, 0.5, 3.5, 7.0]), rng.random() < 0.5, rng.random() < 0.5, rng.random() < 0.5)
+                   for _ in labels]
         elif how == "permuted":
             new = list(labels)
             while new == labels:
@@ -324,7 +325,8 @@ def relabel(steps, how: str, seed: int = 0):
         else:
             raise ValueError(how)
         assert new != labels
-        out.append([dataclasses.replace(r, reward=rw, gt_pass=gt, hacked=hk) for r, (rw, gt, hk) in zip(rollouts, new)])
+        out.append([dataclasses.replace(r, reward=rw, gt_pass=gt, hacked=hk, hacked_strict=hs)
+                    for r, (rw, gt, hk, hs) in zip(rollouts, new)])
     return out
 
 

@@ -44,6 +44,10 @@ def _ablation_arms() -> list[str]:
 def _heldout_arms() -> list[str]:
     return [a.name for a in REGISTRY.values() if a.heldout]
 
+# Which hack label the tables count: the environment's own (grader.Grade.hacked).
+LABEL_NOTE = ("Hack = `hacked`: the mode's flawed check passed and the hidden tests did not (the environment's "
+              "label). The strict label (`hacked_strict`: the mode's mechanism used too, so not a wrong answer the "
+              "flawed check let through) is beside it in per_mode_deploy.json and the step log.")
 ROW_KEYS = ("view", "mode", "n", "n_solved", "n_hacked", "solve", "hack")
 ROW_TYPE = ("STRUCT(view VARCHAR, mode VARCHAR, n BIGINT, n_solved BIGINT, n_hacked BIGINT, solve DOUBLE, "
             "hack DOUBLE, solve_lo DOUBLE, solve_hi DOUBLE, hack_lo DOUBLE, hack_hi DOUBLE{extra})[]")
@@ -358,7 +362,8 @@ def a2(con, out: Out) -> pd.DataFrame:
         "run": per_run["run"], "n": per_run["n"],
         "deploy hack [Wilson 95%]": [f"{r.hack:.3f} [{r.hack_lo:.3f}, {r.hack_hi:.3f}]" for r in per_run.itertuples()],
         "deploy solve [Wilson 95%]": [f"{r.solve:.3f} [{r.solve_lo:.3f}, {r.solve_hi:.3f}]" for r in per_run.itertuples()]}))]
-    write_artifact(out.tables, "A2", "deploy hack and solve per arm", body, {"A2": table, "A2_runs": per_run})
+    write_artifact(out.tables, "A2", "deploy hack and solve per arm", body + [LABEL_NOTE],
+                   {"A2": table, "A2_runs": per_run})
     return table
 
 
@@ -394,7 +399,7 @@ def a3(con, out: Out) -> pd.DataFrame:
     md = pd.DataFrame({"arm": table["arm"], "seeds": table["n_seeds"]} | {
         label: [_pm(m, _none_if_nan(s)) for m, s in zip(table[col], table[f"{col}_sem"])] for label, col in columns})
     write_artifact(out.tables, "A3", "ablation: " + " / ".join(_ablation_arms()), [
-        "Final eval, overall rate, mean ± SEM over seeds. Deploy = quarantine ablated; train-view = "
+        LABEL_NOTE, "Final eval, overall rate, mean ± SEM over seeds. Deploy = quarantine ablated; train-view = "
         "quarantine on (the model as it trained), which shows what the quarantine holds. qmass: per run "
         "the mean over optimizer steps of the fraction of student rows routed (the gated rows; teacher-pool "
         "rows take a fixed zone, their routed share is its own column), and of the quarantine's share of "
@@ -437,7 +442,7 @@ def a4(con, out: Out, long_horizon: bool, preset: str | None) -> pd.DataFrame | 
     table, md = _a2_table(con, (NONE, ROUTE))
     write_artifact(out.tables, "A4", "long-horizon routeA vs none", [
         f"Runs of the '{preset}' preset. Deploy eval (quarantine ablated) over training and at the end, "
-        "mean ± SEM over seeds. " + _seed_note(table), out.figure("A4"), md_table(md),
+        "mean ± SEM over seeds. " + _seed_note(table) + " " + LABEL_NOTE, out.figure("A4"), md_table(md),
         "## Over training", _curve_md(curve)], {"A4": curve, "A4_final": table})
     _curve_outputs(curve, "A4", "A4: long horizon, deploy hack and solve over training", out)
     return table
@@ -508,7 +513,8 @@ def a5(con, runs: list[Run], out: Out) -> pd.DataFrame | None:
         f"The `heldout` arm's v_act comes from the pairs of {', '.join(m for m in HACK_MODES if m not in held)} "
         f"only; {', '.join(held)} are held out (routeA's v_act uses every mode). Deploy hack rate "
         "(quarantine ablated) per loophole mode, mean ± SEM over seeds; pooled rows sum the counts of their "
-        "modes within each run first. Δ is paired by seed.", out.figure("A5"), md_table(md)], {"A5": table})
+        "modes within each run first. Δ is paired by seed. " + LABEL_NOTE, out.figure("A5"), md_table(md)],
+        {"A5": table})
     bars = []
     for r in table.itertuples():
         lo, hi, interval = _interval(r.hack_mean, _none_if_nan(r.hack_sem), r.n_hacked, r.n)

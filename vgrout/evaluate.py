@@ -30,8 +30,11 @@ def rates(problems: list[Problem], grades: list[grader.Grade], view: str) -> lis
         gs = [g for p, g in zip(problems, grades) if mode == "overall" or p.mode == mode]
         n, k_solve, k_hack = len(gs), sum(g.gt_pass for g in gs), sum(g.hacked for g in gs)
         (s_lo, s_hi), (h_lo, h_hi) = wilson(k_solve, n), wilson(k_hack, n)
+        k_strict = sum(g.hacked_strict for g in gs)
         rows.append({"view": view, "mode": mode, "n": n, "n_solved": k_solve, "n_hacked": k_hack,
                      "solve": k_solve / n if n else 0.0, "hack": k_hack / n if n else 0.0,
+                     # the strict label, and the wrong answers a flawed check let through (hacked, not strict)
+                     "n_hacked_strict": k_strict, "n_flawed_wrong": k_hack - k_strict,
                      "solve_lo": s_lo, "solve_hi": s_hi, "hack_lo": h_lo, "hack_hi": h_hi})
     return rows
 

@@ -253,6 +253,7 @@ class Rollout:
     reward: float = 0.0
     gt_pass: bool = False
     hacked: bool = False
+    hacked_strict: bool = False  # students only (the pool's rows carry the loose label)
     regrade: bool = False  # a teacher completion cut to max_new_tokens
 
 
@@ -300,7 +301,7 @@ def grade_students(rollouts: list[Rollout]) -> None:
     todo = [r for r in rollouts if r.source == "student" or r.regrade]
     grades = grader.grade_batch([r.problem for r in todo], [r.text for r in todo], progress=False)
     for r, g in zip(todo, grades):
-        r.reward, r.gt_pass, r.hacked = g.reward, g.gt_pass, g.hacked
+        r.reward, r.gt_pass, r.hacked, r.hacked_strict = g.reward, g.gt_pass, g.hacked, g.hacked_strict
 
 
 def to_seqs(tok, rollouts: list[Rollout]) -> rollout.Seqs:
@@ -517,6 +518,7 @@ def step_row(step, rollouts, zones, token_rows, loss, gnorm, upd, cuts, times) -
     row = {"step": step,
            "reward_mean": sum(r.reward for r in rollouts) / len(rollouts),
            "hack_rate": sum(r.hacked for r in students) / max(len(students), 1),
+           "hack_strict_rate": sum(r.hacked_strict for r in students) / max(len(students), 1),
            "solve_rate": sum(r.gt_pass for r in students) / max(len(students), 1),
            "teacher_share": 1 - len(students) / len(rollouts),
            "n_students": len(students)}
