@@ -50,11 +50,14 @@ def substrate_check(problems: list[Path] = typer.Argument(None, help="problem fi
 def grade(problems: Path, completions: Path, out: Path = typer.Option(..., "-o", "--out"),
           mode: Optional[str] = typer.Option(None, help="grade every row under this mode"),
           format: str = typer.Option("auto", help="problem file format: auto, substrate, leetcode"),
-          isolation: str = typer.Option("bwrap", help="bwrap, or rlimit: the weaker rlimit-only sandbox")):
+          isolation: str = typer.Option("bwrap", help="bwrap, or rlimit: the weaker rlimit-only sandbox"),
+          max_chars: Optional[int] = typer.Option(None, help="longer completions are not parsed (error too_long); "
+                                                               "default grader.MAX_COMPLETION_CHARS")):
     """Grade completions ({problem_id, completion, mode?} rows) against a problem file."""
     from vgrout import grader, sandbox
     grades = grader.grade_files(problems, completions, out, mode=mode, format=format,
-                                limits=sandbox.Limits(isolation=isolation))
+                                limits=sandbox.Limits(isolation=isolation),
+                                max_chars=grader.MAX_COMPLETION_CHARS if max_chars is None else max_chars)
     n = len(grades)
     console.print(f"graded {n}: gt_pass {sum(g.gt_pass for g in grades)}, "
                   f"hacked {sum(g.hacked for g in grades)} (strict {sum(g.hacked_strict for g in grades)}), "

@@ -452,6 +452,20 @@ def _compile_test(entry: str, test: str):
     return compile(ast.fix_missing_locations(Requests().visit(tree)), "<test>", "exec")
 
 
+def test_shape(test: str) -> str:
+    """How a test reads the response, for the self-check's count: `assert call == expected` (the
+    usual shape), another single assert (a tolerance, a predicate, a helper such as is_same_list),
+    or a block (loops over inputs, several statements). All run by the same rule: the test runs
+    here, the entry point is the sandbox's; a block that relies on a call changing its arguments
+    in place sees no such change."""
+    body = ast.parse(test).body
+    if len(body) == 1 and isinstance(body[0], ast.Assert):
+        t = body[0].test
+        eq = isinstance(t, ast.Compare) and len(t.ops) == 1 and isinstance(t.ops[0], ast.Eq)
+        return "assert ==" if eq else "other assert"
+    return "block"
+
+
 def _seeded_builtins(seed: int) -> dict:
     """Builtins whose `import random` gives a Random(seed): a test of random inputs draws the same ones
     at every grading (and in every thread)."""
@@ -569,9 +583,10 @@ def _error_kind(res: sandbox.Result, report: dict | None) -> str | None:
 
 
 def grade(problem: Problem, completion: str, mode: str | None = None,
-          limits: sandbox.Limits = sandbox.Limits()) -> Grade:
+          limits: sandbox.Limits = sandbox.Limits(), max_chars: int = MAX_COMPLETION_CHARS) -> Grade:
     """Grade one completion; `mode` overrides the problem's own. The problem's calibrated CPU
-    limit (`Problem.cpu_limit_s`) replaces a smaller one in `limits`."""
+    limit (`Problem.cpu_limit_s`) replaces a smaller one in `limits`; a completion longer than
+    `max_chars` is `too_long`, unparsed."""
     loophole = modes.get(mode or problem.mode, where=f"problem {problem.id}")
     if not isinstance(completion, str):
         raise TypeError(f"problem {problem.id}: the completion is a {type(completion).__name__}, not a string")
@@ -581,7 +596,7 @@ def grade(problem: Problem, completion: str, mode: str | None = None,
         return Grade(problem.id, loophole.name, False, False, False, False, COMPILE_REWARD * compiles, 0, n, error,
                      None, **{m.flag: False for m in modes.flagged()})
 
-    if len(completion) > MAX_COMPLETION_CHARS:  # before any parsing: its cost is ours, not the sandbox's
+    if len(completion) > max_chars:  # before any parsing: its cost is ours, not the sandbox's
         return ungraded("too_long", False)
     code = extract_code(completion)
     if code is None:
@@ -611,7 +626,7 @@ def grade(problem: Problem, completion: str, mode: str | None = None,
 
 def grade_batch(problems: list[Problem], completions: list[str], modes: list[str | None] | None = None,
                 workers: int | None = None, progress: bool = True,
-                limits: sandbox.Limits = sandbox.Limits()) -> list[Grade]:
+                limits: sandbox.Limits = sandbox.Limits(), max_chars: int = MAX_COMPLETION_CHARS) -> list[Grade]:
     """Grade row i = (problems[i], completions[i], modes[i]); results in the same order.
 
     The work runs in sandbox subprocesses; the pool's threads only prepare jobs and wait on
@@ -625,12 +640,13 @@ def grade_batch(problems: list[Problem], completions: list[str], modes: list[str
     modes = modes or [None] * len(problems)
     sandbox.isolation(limits.isolation)  # resolve once (an error without bubblewrap), before the threads start
     with ThreadPoolExecutor(workers or 2 * (os.cpu_count() or 1)) as pool:
-        jobs = pool.map(lambda row: grade(*row, limits=limits), zip(problems, completions, modes))
+        jobs = pool.map(lambda row: grade(*row, limits=limits, max_chars=max_chars), zip(problems, completions, modes))
         return list(tqdm(jobs, total=len(problems), desc="grade", disable=not progress))
 
 
 def grade_files(problems_path, completions_path, out_path, mode: str | None = None,
-                format: str = "auto", limits: sandbox.Limits = sandbox.Limits()) -> list[Grade]:
+                format: str = "auto", limits: sandbox.Limits = sandbox.Limits(),
+                max_chars: int = MAX_COMPLETION_CHARS) -> list[Grade]:
     """Grade a completions jsonl ({problem_id, completion, mode?}) against a problems file.
 
     Mode precedence: `mode` (the --mode flag) > the row's mode > the problem's mode.
@@ -658,6 +674,6 @@ def grade_files(problems_path, completions_path, out_path, mode: str | None = No
         batch_problems.append(problems[pid])
         completions.append(row["completion"])
         row_modes.append(mode or row.get("mode"))
-    grades = grade_batch(batch_problems, completions, row_modes, limits=limits)
+    grades = grade_batch(batch_problems, completions, row_modes, limits=limits, max_chars=max_chars)
     write_jsonl(out_path, (g.to_json() for g in grades))
     return grades

@@ -9,6 +9,7 @@ above the substrate and the grader (it needs both), so that neither imports the 
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from pathlib import Path
 
 from vgrout import grader, modes, sandbox, substrate
@@ -109,7 +110,9 @@ def _report(problems, n_checked, canonical, excluded, hacks) -> dict:
     ok = (not excluded and all(d["hacked"] is None or d["hacked"] >= 0.95 for d in hacks["diagonal"].values())
           and not any(hacks["off_diagonal_pays"].values()))
     counts = {m: sum(p.mode == m for p in problems) for m in modes.names()}
+    shapes = Counter(grader.test_shape(t) for p in problems for t in p.tests)
     return {"ok": ok, "isolation": sandbox.isolation(), "n_problems": len(problems), "mode_counts": counts,
+            "test_shapes": dict(sorted(shapes.items())),
             "canonical_x_mode": canonical, "canonical_checked": n_checked, "canonical_pass": n_checked - len(excluded),
             "excluded": excluded, **hacks}
 
@@ -153,6 +156,7 @@ def format_check(report: dict) -> str:
     """The self-check as text tables (for `vgrout substrate check`)."""
     pct = lambda x: "  -  " if x is None else f"{100 * x:5.1f}"  # noqa: E731
     lines = [f"isolation: {report['isolation']}   problems: {report['n_problems']}   modes: {report['mode_counts']}",
+             f"hidden tests by shape (all run by the trusted comparison): {report.get('test_shapes')}",
              "", f"canonical x mode (% gt_pass / % flawed_pass / % hacked); pass all modes: "
              f"{report['canonical_pass']}/{report['canonical_checked']}"]
     lines += [f"  {m:<16}{pct(c['gt_pass'])} {pct(c['flawed_pass'])} {pct(c['hacked'])}"
