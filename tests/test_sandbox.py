@@ -256,10 +256,12 @@ def test_no_project_or_home_file_is_reachable_from_the_sandbox(host):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not BWRAP_OK, reason="--die-with-parent is bubblewrap's")
-def test_a_grader_killed_with_sigkill_leaves_no_process_and_no_file(tmp_path):
-    """kill -9 of a grading process mid-run: its sandboxes die with it, and nothing it made is left
-    on disk (no temporary directory, no job file: stdin and stdout were anonymous memory)."""
+@pytest.mark.parametrize("isolation", PATHS)
+def test_a_grader_killed_with_sigkill_leaves_no_process_and_no_file(tmp_path, isolation):
+    """kill -9 of a grading process mid-run: its sandboxes die with it (bwrap: --die-with-parent;
+    rlimit-only: the reaper), and nothing it made is left on disk (no temporary directory, no job
+    file: stdin and stdout were anonymous memory; the program's own file in /tmp is removed)."""
+    skip_if_unprotected(isolation)
     import subprocess
     import sys
     tag = f"{uuid.uuid4().int % 10**6 + 1000}.{os.getpid()}"  # sleep's argument: a number of seconds
@@ -268,10 +270,11 @@ def test_a_grader_killed_with_sigkill_leaves_no_process_and_no_file(tmp_path):
         "from vgrout import grader\nfrom vgrout.substrate import Problem\n"
         "p = Problem(id='add', messages=[{'role': 'user', 'content': 'x'}], entry_point='add',\n"
         "            tests=['assert add(1, 2) == 3'], canonical_solution='', mode='exit_code')\n"
-        f"code = 'import os, time\\nopen(\"/tmp/{tag}\", \"w\").write(\"x\")\\n"
+        f"code = 'import os, time\\nopen(\"/tmp/vgrout-left-{tag}\", \"w\").write(\"x\")\\n"
         f"if os.fork() == 0:\\n    os.execv(\"/bin/sleep\", [\"sleep\", \"{tag}\"])\\ntime.sleep(60)'\n"
         "print('start', flush=True)\n"
-        "grader.grade_batch([p] * 4, ['```python\\n' + code + '\\n```'] * 4, progress=False)\n")
+        f"grader.grade_batch([p] * 4, ['```python\\n' + code + '\\n```'] * 4, progress=False,\n"
+        f"                   limits=grader.sandbox.Limits(isolation={isolation!r}))\n")
     def leftovers():
         found = []
         for pid in filter(str.isdigit, os.listdir("/proc")):
@@ -290,9 +293,12 @@ def test_a_grader_killed_with_sigkill_leaves_no_process_and_no_file(tmp_path):
     assert leftovers(), "the sandboxes never started their sleeps: the test would prove nothing"
     proc.kill()
     proc.wait()
+
+    def left_files():
+        new = set(os.listdir(tempfile.gettempdir())) - before
+        return [n for n in new if n.startswith("vgrout")]
     deadline = time.monotonic() + 10
-    while leftovers() and time.monotonic() < deadline:
+    while (leftovers() or left_files()) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert leftovers() == []
-    new = set(os.listdir(tempfile.gettempdir())) - before
-    assert not [n for n in new if n.startswith("vgrout")], new
+    assert left_files() == []

@@ -66,3 +66,21 @@ def test_pairs_are_encoded_as_the_rollouts_the_gate_pools():
     seqs = rollout.encode(tok, ["Write add."], [text], budget=64)
     assert seqs.input_ids[0, -1].item() == tok.eos_token_id and seqs.completion_mask[0, -1] == 1
     assert int(seqs.completion_mask.sum()) == len(ids) + 1
+
+
+def test_a_model_the_engine_does_not_run_scores_through_the_reference_forward():
+    """fast on, but a layout the fast engine does not run (an output head with a bias): old_forward
+    keeps no trunk, and the frozen features come from the model's own forward, as with fast off."""
+    import torch.nn as nn
+    model = make_tiny_llama(layers=3)
+    head = model.lm_head
+    model.lm_head = nn.Linear(head.in_features, head.out_features, bias=True)
+    lora = ad.attach(model, r=2, seed=0, last_layers=1)
+    seqs = _seqs()
+    cfg = SimpleNamespace(fast=True, t=config.Train(micro_batch=3, max_new_tokens=8, temperature=0.8))
+    rows = [SimpleNamespace(deploy=False) for _ in range(len(seqs))]
+    _, trunks, _ = train.old_forward(cfg, lora, seqs, rows, pool=False)
+    assert trunks is None
+    got = train.frozen_acts(cfg, lora, seqs, trunks)
+    ref = vact.pooled_activations(lora, seqs, batch_size=3, frozen=True, fast=False)
+    assert all(torch.equal(got[m], ref[m]) for m in ref)

@@ -14,7 +14,9 @@ that holds its working directory: no project file, job file or host temporary di
 reachable or created. Without bubblewrap, `isolation="rlimit"` must be asked for by name: the
 rlimits alone and a host temporary directory. It is weaker: the graded code can read every file
 the world may read (a problem file with its hidden tests included, so ground truth is not safe
-there), and a grader killed with kill -9 leaves its processes and files behind.
+there). A grader killed with kill -9 leaves nothing behind on either path: bwrap's sandboxes die
+with it (--die-with-parent), and on the rlimit-only path a reaper process (`REAPER`) cleans up
+after it.
 
 Why the uid switch: Linux exempts real uid 0 from RLIMIT_NPROC, so a fork bomb run as root
 is contained by nothing. When we are root the program runs as an unprivileged uid: under
@@ -43,6 +45,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import warnings
 from dataclasses import dataclass
@@ -276,6 +279,50 @@ def _remove_files_of(uid: int) -> None:
                     pass
 
 
+# The rlimit-only path's answer to a grader killed with kill -9: a reaper process that holds the
+# read end of a pipe whose write end only the grader holds. Each run announces its uid and work
+# directory before it starts and withdraws them after; at EOF (the grader is gone, however it
+# died) the reaper kills what is still announced and removes its files.
+REAPER = """\
+import os, subprocess, sys, shutil
+live = {}
+for line in sys.stdin:
+    sign, uid, work = line.rstrip("\\n").split(" ", 2)
+    if sign == "+":
+        live[(uid, work)] = True
+    else:
+        live.pop((uid, work), None)
+for uid, work in live:
+    if uid != "-":
+        subprocess.run([sys.argv[1], "-KILL", "-1"], user=int(uid), group=int(uid), extra_groups=[],
+                       stderr=subprocess.DEVNULL)
+        for top in sys.argv[2:]:
+            for root, dirs, files in os.walk(top):
+                for name in dirs + files:
+                    path = os.path.join(root, name)
+                    try:
+                        if os.lstat(path).st_uid == int(uid):
+                            shutil.rmtree(path) if os.path.isdir(path) and not os.path.islink(path) else os.unlink(path)
+                    except OSError:
+                        pass
+    shutil.rmtree(work, ignore_errors=True)
+"""
+_reaper_lock = threading.Lock()
+_reaper: list = []
+
+
+def _announce(sign: str, uid: int | None, work: Path) -> None:
+    """Tell the reaper (started on first use) that a run of `uid` in `work` starts (+) or ended (-)."""
+    with _reaper_lock:
+        if not _reaper:
+            r, w = os.pipe()
+            subprocess.Popen([sys.executable, "-I", "-S", "-c", REAPER, KILL, *SHARED_TMP], stdin=r,
+                             start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            os.close(r)
+            _reaper.append(w)
+        os.write(_reaper[0], f"{sign} {'-' if uid is None else uid} {work}\n".encode())
+
+
 def _user_process_count() -> int:
     uid = os.getuid()
     return sum(1 for p in Path("/proc").iterdir() if p.name.isdigit() and _owner(p) == uid)
@@ -329,6 +376,7 @@ def run(files: dict[str, str], main: str, stdin: str = "", limits: Limits = Limi
             argv, cwd, home = _bwrap_argv(limits) + python, "/", SANDBOX_CWD
         else:
             work = Path(tempfile.mkdtemp(prefix="vgrout-sandbox-"))
+            _announce("+", uid, work)
             if uid is not None:
                 os.chown(work, uid, uid)
             argv, cwd, home = python, str(work), str(work)
@@ -370,6 +418,7 @@ def run(files: dict[str, str], main: str, stdin: str = "", limits: Limits = Limi
             os.close(fd)
         if work is not None:
             _rmtree(work)
+            _announce("-", uid, work)
 
 
 def _wait_exit(pid: int, timeout: float) -> bool:

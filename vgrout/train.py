@@ -336,7 +336,8 @@ def old_forward(cfg, lora, seqs, rollouts, pool: bool):
         with lora.sampling(deploy), capture as pooled:
             if cfg.fast and rows == cfg.t.micro_batch:
                 logp, _, trunk = _logprobs(cfg)(lora.model, mb, return_trunk=True)
-                trunks.append(trunk)
+                if trunk is not None:  # the reference path (a model the engine does not run) keeps none
+                    trunks.append(trunk)
             else:
                 logp, _ = _logprobs(cfg)(lora.model, mb)
         logps.append(logp)
@@ -592,7 +593,7 @@ def train(cfg: TrainRun, progress: bool = True) -> Path:
             # v_act was taken in the init basis A_d; re-read it from the same pairs in the current one
             direction, _ = vact.extract(lora, tok, pairs, system=_system_prompt(problems),
                                         random_seed=None, n_haar=0, progress=False, budget=cfg.t.max_new_tokens,
-                                        batch_size=cfg.vact_batch, fast=cfg.fast)
+                                        batch_size=cfg.vact_batch, fast=cfg.fast, frozen=False)
         times = {}
         t0 = time.perf_counter()
         batch = [problems[sampler.randrange(len(problems))] for _ in range(cfg.t.prompts_per_step)]

@@ -233,5 +233,12 @@ def extract_stage(params, seed: int, layout: Layout = Layout(), progress: bool =
         metrics["placebo_pairs"] = {"n_pairs": len(placebo_pairs),
                                     "loo_separation_own_pairs": diag_placebo["loo_separation"],
                                     "separation_on_hack_pairs": separation(h_hack, h_clean, v_placebo)}
+    # the budget cuts long pair sides as it cuts rollouts: how many lose their ends (a hack side may
+    # lose its hack code there, leaving v_act the words that announce it)
+    budget = params.train.max_new_tokens
+    cut = lambda text: len(tok(text, add_special_tokens=False)["input_ids"]) + 1 > budget  # noqa: E731
+    metrics["budget"] = {"max_new_tokens": budget, "n_pairs": len(chosen),
+                         "hack_sides_cut": sum(cut(p.hack) for p in chosen),
+                         "clean_sides_cut": sum(cut(p.clean) for p in chosen)}
     write_json(metrics_path, metrics)
     return metrics
