@@ -12,7 +12,7 @@ LABELS = ("gt_pass", "flawed_pass", "hacked", "hacked_strict", "error", "tests_p
 
 
 def _rows():
-    problems = substrate.assign_modes(substrate.humaneval_problems()[:24], seed=0)[:5]
+    problems = substrate.assign_modes(substrate.humaneval_problems()[:24], seed=0)[:3]
     rows = []
     for p in problems:
         # the canonical behind about a CPU second of work on every call
@@ -32,9 +32,9 @@ def _labels(rows, limits):
 
 
 def test_the_same_completions_get_the_same_labels_with_two_cpu_burners_running():
-    rows, limits = _rows(), sandbox.Limits(cpu_s=1.5)
+    rows, limits = _rows(), sandbox.Limits(cpu_s=1)
     idle, grades = _labels(rows, limits)
-    assert any(g.error == "timeout" for g in grades) and sum(g.gt_pass for g in grades) >= 10  # both kinds occur
+    assert any(g.error == "timeout" for g in grades) and sum(g.gt_pass for g in grades) >= 6  # both kinds occur
     burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
     try:
         loaded, _ = _labels(rows, limits)
