@@ -100,8 +100,10 @@ def test_caching_contract(repo):
     # placebo experiment below re-runs that part of the DAG for real)
     pair_file = repo / "data/pairs/hack_exit_code.md"
     original = pair_file.read_text()
-    assert "sys.exit(0)" in original  # a real content change (the hack's tokens): v_act moves
-    pair_file.write_text(original.replace("sys.exit(0)", "sys.exit( 0 )", 1))
+    # a real content change inside the rollout budget (pairs are encoded as rollouts, cut at
+    # train.max_new_tokens, so an edit past it would leave v_act as it is): v_act moves
+    assert "stepping through the list, then an exit." in original
+    pair_file.write_text(original.replace("then an exit.", "then an early exit.", 1))
     changed = set(json.loads(sh("dvc status --json", repo)))
     assert "pairs" in changed and not changed & {"model", "substrate", "teacher_pool", "eval_base"}, changed
     assert ran(sh("dvc repro pairs extract_vact@0", repo)) == {"pairs", "extract_vact@0"}
