@@ -162,6 +162,18 @@ def test_network_socket_is_refused(host):
     assert accepted == []
 
 
+def processes_with(tag: str) -> list[str]:
+    """Pids of the host's processes whose command line holds `tag`."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                found += [pid] if tag.encode() in f.read() else []
+        except OSError:
+            pass
+    return found
+
+
 @pytest.mark.parametrize("isolation", PATHS)
 def test_escaped_processes_do_not_outlive_the_run(isolation):
     skip_if_unprotected(isolation)
@@ -171,15 +183,7 @@ def test_escaped_processes_do_not_outlive_the_run(isolation):
     res = sandbox.run({"m.py": program}, "m.py", limits=sandbox.Limits(isolation=isolation, wall_s=2))
     assert res.returncode == 0
 
-    def leftovers():
-        found = []
-        for pid in filter(str.isdigit, os.listdir("/proc")):
-            try:
-                with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    found += [pid] if tag.encode() in f.read() else []
-            except OSError:
-                pass
-        return found
+    leftovers = lambda: processes_with(tag)  # noqa: E731
     # The kernel tears a pid namespace down (and init reaps) asynchronously: allow a moment.
     deadline = time.monotonic() + 5
     while leftovers() and time.monotonic() < deadline:
@@ -275,15 +279,7 @@ def test_a_grader_killed_with_sigkill_leaves_no_process_and_no_file(tmp_path, is
         "print('start', flush=True)\n"
         f"grader.grade_batch([p] * 4, ['```python\\n' + code + '\\n```'] * 4, progress=False,\n"
         f"                   limits=grader.sandbox.Limits(isolation={isolation!r}))\n")
-    def leftovers():
-        found = []
-        for pid in filter(str.isdigit, os.listdir("/proc")):
-            try:
-                with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    found += [pid] if tag.encode() in f.read() else []
-            except OSError:
-                pass
-        return found
+    leftovers = lambda: processes_with(tag)  # noqa: E731
     before = set(os.listdir(tempfile.gettempdir()))
     proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, cwd=os.getcwd())
     assert proc.stdout.readline().strip() == b"start"
