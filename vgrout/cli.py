@@ -141,6 +141,24 @@ def gate_eval(rollouts: Path, acts: Path, direction: Path,
 
 
 @app.command()
+def fanout(address: Optional[str] = typer.Option(None, help="join this Ray cluster (HOST:PORT of `ray start "
+                                                             "--head`, or auto); default: a local one"),
+           work: Optional[Path] = typer.Option(None, help="the runs' work directories and logs (default "
+                                                          ".dvc/tmp/fanout); on every node, shared or local"),
+           remote: Optional[str] = typer.Option(None, help="move cached outputs through this DVC remote instead "
+                                                           "of the head's cache (nodes without a shared filesystem)"),
+           rest: bool = typer.Option(True, help="then `dvc repro` what reads the runs (aggregate)")):
+    """Run every stale train/eval stage as a Ray task (params fanout.*), adopt each into dvc.lock as
+    a serial `dvc repro` would have written it, then the rest of the pipeline."""
+    from vgrout import fanout as fo
+    try:
+        fo.fanout(Path("."), address=address, work=work, remote=remote, rest=rest, console=console)
+    except fo.FanoutFailed as e:
+        console.print(f"[red]{e}[/red]")
+        raise typer.Exit(1)
+
+
+@app.command()
 def preset(name: str, params_file: Path = PARAMS):
     """Switch the pipeline to a preset: write a complete params file from the schema's defaults
     overlaid with presets/NAME.yaml."""

@@ -217,6 +217,14 @@ class Eval(Block):
     seed: int = doc(1234, "sampling seed: every view and checkpoint sees the same noise")
 
 
+class Fanout(Block):
+    """How `vgrout fanout` spreads the runs over a Ray cluster; no stage reads it (results do not depend on it)."""
+    gpu_share: float = doc(0.25, "share of one GPU a run takes (Ray's fractional GPUs): 0.25 packs 4 runs on a GPU; "
+                           "a run never spans GPUs", gt=0, le=1)
+    cpus_per_run: int = doc(1, "CPU cores a run takes (its torch threads, on a machine without a GPU)", ge=1)
+    retries: int = doc(2, "times a failed run stage is retried before the fan-out reports it", ge=0)
+
+
 class Params(Block):
     preset: str = doc("default", "the preset this file was rendered from")
     fast: bool = doc(True, "the fused engine (vgrout.fastgen) for sampling and log-probs, where the model's layout allows")
@@ -229,6 +237,7 @@ class Params(Block):
     gate: Gate = Gate()
     train: Train = Train()
     eval: Eval = Eval()
+    fanout: Fanout = Fanout()
 
     @model_validator(mode="after")
     def _yoke(self):

@@ -55,6 +55,7 @@ NOBODY = 65534
 KILL = shutil.which("kill", path="/usr/bin:/bin") or "kill"
 SANDBOX_CWD = "/tmp/sandbox"  # inside the private /tmp
 ISOLATIONS = ("bwrap", "rlimit")
+ISOLATION_ENV = "VGROUT_ISOLATION"  # a pipeline run's isolation when no caller names one
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")  # the read-only root under bwrap
 SHARED_TMP = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/var/lock")  # where an rlimit-only program may write
 CPU_LIMIT_STATUS = {-signal.SIGXCPU, -signal.SIGKILL, 128 + signal.SIGXCPU, 128 + signal.SIGKILL}
@@ -90,7 +91,9 @@ class Limits:
     nproc: int = 64
     output_bytes: int = 4 << 20  # cap on stdout, stderr and every file the program writes
     tmp_bytes: int = 64 << 20  # size of the private /tmp under bwrap (files of all sizes together)
-    isolation: str = "bwrap"  # bwrap, or rlimit (the weaker rlimit-only path, asked for by name)
+    # bwrap, or rlimit (the weaker rlimit-only path, asked for by name: here, or for a whole
+    # pipeline run on a machine without bubblewrap, by VGROUT_ISOLATION=rlimit)
+    isolation: str = dataclasses.field(default_factory=lambda: os.environ.get(ISOLATION_ENV, "bwrap"))
 
     def __post_init__(self):
         if self.isolation not in ISOLATIONS:
@@ -186,9 +189,10 @@ def _bwrap_problem() -> str | None:
     return None
 
 
-def isolation(requested: str = "bwrap") -> str:
+def isolation(requested: str | None = None) -> str:
     """The isolation a run gets: bwrap (an error naming the package when it cannot run here), or
-    rlimit when asked for by name."""
+    rlimit when asked for by name (None: the default of Limits)."""
+    requested = requested or Limits().isolation
     if requested not in ISOLATIONS:
         raise ValueError(f"unknown isolation {requested!r}; valid: {', '.join(ISOLATIONS)}")
     if requested == "rlimit":
@@ -198,7 +202,8 @@ def isolation(requested: str = "bwrap") -> str:
     if problem is not None:
         raise RuntimeError(f"the grader runs untrusted code under bubblewrap, and {problem}: install the "
                            f"'bubblewrap' package (apt-get install bubblewrap), or ask for the weaker "
-                           f"rlimit-only sandbox by name (isolation='rlimit', `vgrout grade --isolation rlimit`)")
+                           f"rlimit-only sandbox by name (isolation='rlimit', `vgrout grade --isolation rlimit`, or "
+                           f"{ISOLATION_ENV}=rlimit for a pipeline run)")
     return "bwrap"
 
 

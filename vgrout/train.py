@@ -563,7 +563,10 @@ def train(cfg: TrainRun, progress: bool = True) -> Path:
     start = 0
     fingerprint = cfg.fingerprint()
     # the inputs' contents too: a changed v_act, pool or problem file must never resume an old run
-    fingerprint["inputs"] = {k: _digest(getattr(cfg, k)) for k in ("problems", "pool", "direction", "yoke_log")}
+    fingerprint["inputs"] = {k: _digest(getattr(cfg, k)) for k in ("problems", "pool", "direction")}
+    # of the yoke, only the counts it copies: the same counts with other timings are the same run
+    fingerprint["inputs"]["yoke"] = hashlib.sha256(json.dumps(sorted(yoke.items())).encode()).hexdigest() \
+        if yoke is not None else None
     fingerprint["inputs"]["model"] = _digest(Path(cfg.model_dir) / "config.json")
     fingerprint["inputs"]["pairs"] = [_digest(f) for f in cfg.pair_files] if cfg.gate.refresh_every else []
     set_aside(cfg, out, fingerprint)
