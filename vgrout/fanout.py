@@ -237,7 +237,8 @@ def run_stage(stage: RunStage, tree: bytes, ctx: Context, board: Any, *upstream:
             with atomic_path(wd / rel) as tmp:
                 tmp.write_bytes(data)
 
-    env = dict(os.environ, PYTHONPATH=str(wd),  # the stage imports the snapshot's vgrout
+    path = os.pathsep.join([str(wd)] + [p for p in [os.environ.get("PYTHONPATH")] if p])
+    env = dict(os.environ, PYTHONPATH=path,  # the stage imports the snapshot's vgrout first
                PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", **dict(ctx.env))
     if not ctx.gpu:
         env.update(CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS=str(ctx.cpus))
