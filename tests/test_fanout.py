@@ -68,3 +68,69 @@ def test_bad_input_is_an_error_before_any_task_starts(tmp_path, blocks, address,
     with pytest.raises(InputError, match=message):
         fanout.fanout(root, address=address)
     assert not (root / ".dvc").exists()  # nothing was started or written
+
+
+# ---------------------------------------------------------------------------- through a DVC remote
+
+TOY = """\
+stages:
+  prep:
+    cmd: python step.py prep x
+    deps: [step.py]
+    outs: [data/x.txt]
+  train:
+    matrix: {arm: [a, b]}
+    cmd: python step.py train ${item.arm}
+    deps: [step.py, data/x.txt]
+    outs:
+      - runs/train/${item.arm}: {persist: true}
+    metrics:
+      - metrics/${item.arm}.json: {cache: false, persist: true}
+  eval:
+    matrix: {arm: [a, b]}
+    cmd: python step.py eval ${item.arm}
+    deps: [step.py, 'runs/train/${item.arm}']
+    metrics:
+      - metrics/eval-${item.arm}.json: {cache: false, persist: true}
+"""
+STEP = """\
+import json, pathlib, sys
+kind, arm = sys.argv[1:]
+P = pathlib.Path
+if kind == "prep":
+    P("data").mkdir(exist_ok=True)
+    P("data/x.txt").write_text("x")
+elif kind == "train":
+    P(f"runs/train/{arm}").mkdir(parents=True, exist_ok=True)
+    P(f"runs/train/{arm}/w.txt").write_text(P("data/x.txt").read_text() + arm)
+    P("metrics").mkdir(exist_ok=True)
+    P(f"metrics/{arm}.json").write_text("{}")
+else:
+    P(f"metrics/eval-{arm}.json").write_text(json.dumps({"w": P(f"runs/train/{arm}/w.txt").read_text()}))
+"""
+
+
+def _toy(root: Path) -> Path:
+    root.mkdir()
+    (root / "dvc.yaml").write_text(TOY)
+    (root / "step.py").write_text(STEP)
+    (root / "params.yaml").write_text(config.render(config.Params()))
+    sh("git init -q && dvc init -q && git add -A && git -c user.name=t -c user.email=t@t commit -qm toy", root)
+    return root
+
+
+@pytest.mark.slow
+def test_through_a_dvc_remote_the_tasks_share_no_cache_and_the_lock_equals_a_serial_repro(tmp_path):
+    serial, head = _toy(tmp_path / "serial"), _toy(tmp_path / "head")
+    sh("dvc repro -q", serial)
+    sh(f"dvc remote add store {tmp_path / 'store'}", head)
+    out = sh(f"{sys.executable} -m vgrout.cli fanout --remote store", head)
+    assert "4 of 4 run stages to run" in out, out
+    lock = lambda root: yaml.safe_load((root / "dvc.lock").read_text())["stages"]  # noqa: E731
+    assert lock(head) == lock(serial)
+    assert json.loads((head / "metrics/eval-b.json").read_text()) == {"w": "xb"}
+    assert (head / "runs/train/a/w.txt").read_text() == "xa"  # pulled back from the remote
+    assert json.loads(sh("dvc status --json", head)) == {}
+    # each task had its own cache: what it made reached the head only through the remote
+    assert (head / ".dvc/tmp/fanout/runs/a/.dvc/cache").is_dir()
+    assert sh("dvc status -c -r store --json", head).strip() in ("{}", "")

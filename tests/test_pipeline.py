@@ -2,13 +2,18 @@
 every artifact is produced and well-formed, the caching contract holds, and a reviewer's fresh
 clone gets every output with `dvc pull` without recomputing."""
 import json
+import os
 import re
 import shutil
+import signal
 import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 from tests.workspace import ci_copy, env_for, sh
 
@@ -75,6 +80,121 @@ def test_every_artifact_exists_and_is_well_formed(repo):
     assert (repo / "dvc.lock").exists()
 
 
+# ---------------------------------------------------------------------------- the fan-out
+
+def _stage_pids(cmd: str, cwd: Path) -> list[int]:
+    """Processes running `cmd` with cwd as their working directory."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and cmd in (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode() \
+                    and Path(os.readlink(proc / "cwd")).resolve() == cwd.resolve():
+                pids.append(int(proc.name))
+        except OSError:
+            pass
+    return pids
+
+
+def _status(head: Path) -> dict:
+    try:
+        return json.loads((head / ".dvc/tmp/fanout/status.json").read_text())["stages"]
+    except (OSError, ValueError):
+        return {}
+
+
+def _until(what, cond, proc, timeout=600):
+    t0 = time.time()
+    while not cond():
+        assert proc.poll() is None, f"the fan-out ended before {what}:\n{Path(proc.args_log).read_text()[-3000:]}"
+        assert time.time() - t0 < timeout, f"no {what} in {timeout} s"
+        time.sleep(0.2)
+
+
+def _attempts(head: Path, stage: str) -> int:
+    log = head / ".dvc/tmp/fanout/logs" / f"{stage}.log"
+    return log.read_text().count("\n=== ") if log.exists() else 0
+
+
+def _comparable(root: Path) -> dict:
+    """dvc.lock's run and aggregate entries, less the hashes of files that hold wall-clock
+    timings (the step logs, and the directories and stages that contain or read them)."""
+    from vgrout import fanout
+    timed = lambda path: path.endswith("steps.jsonl") or path in ("metrics/runs",)  # noqa: E731
+    out = {}
+    for name, e in yaml.safe_load((root / "dvc.lock").read_text())["stages"].items():
+        if fanout.is_run_stage(name) or name == "aggregate":
+            out[name] = {"cmd": e["cmd"], "params": e.get("params"),
+                         **{k: {d["path"]: d.get("md5") for d in e.get(k, []) if not timed(d["path"])}
+                            for k in ("deps", "outs")}}
+    return out
+
+
+def _untimed_steps(path: Path) -> list[dict]:
+    return [{k: v for k, v in json.loads(line).items() if not k.startswith("t_")} for line in open(path)]
+
+
+def test_fanout_gives_what_a_serial_repro_gives(repo, tmp_path):
+    """The CI grid through `vgrout fanout` on a local Ray cluster, from the head the upstream
+    stages left: a run stage killed mid-run is retried; the fan-out killed with kill -9 and
+    started again redoes no adopted stage; the lock entries, metrics and artifacts equal the
+    serial `dvc repro`'s (timings aside); `dvc status` is clean and a second fan-out runs nothing."""
+    from vgrout import fanout
+    head = tmp_path / "vgrout"
+    shutil.copytree(repo, head, symlinks=True)
+    lock = yaml.safe_load((head / "dvc.lock").read_text())
+    lock["stages"] = {k: v for k, v in lock["stages"].items() if not fanout.is_run_stage(k) and k != "aggregate"}
+    (head / "dvc.lock").write_text(yaml.safe_dump(lock, sort_keys=False))
+    for d in ("runs/train", "metrics/runs", "metrics/artifacts", "plots", "metrics/summary.json"):
+        p = head / d
+        shutil.rmtree(p) if p.is_dir() else p.unlink()
+    env = env_for(head)
+    def start(name):
+        proc = subprocess.Popen([sys.executable, "-m", "vgrout.cli", "fanout"], cwd=head, env=env,
+                                stdout=open(tmp_path / name, "w"), stderr=subprocess.STDOUT)
+        proc.args_log = tmp_path / name
+        return proc
+
+    first = start("first.log")
+    # kill routeA's training process once it has checkpointed step 2 of 4: Ray retries the stage
+    wd = head / ".dvc/tmp/fanout/runs/routeA-0"
+    _until("routeA's step-2 checkpoint", lambda: (wd / "runs/train/routeA-0/ckpt/step_00002").exists(), first)
+    pids = _stage_pids("stages/train.py routeA 0", wd)
+    assert pids, "routeA's stage process"
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+    _until("the retried routeA adopted", lambda: _status(head).get("train@routeA-0", {}).get("state") == "done", first)
+    assert _attempts(head, "train@routeA-0") == 2
+    # kill -9 the fan-out itself once two more stages are adopted
+    _until("three adopted stages", lambda: sum(r["state"] == "done" for r in _status(head).values()) >= 3, first)
+    first.kill()
+    first.wait()
+    adopted = {n for n, r in _status(head).items() if r["state"] == "done"}
+    attempts = {n: _attempts(head, n) for n in adopted}
+
+    second = start("second.log")
+    second.wait(timeout=900)
+    out = (tmp_path / "second.log").read_text()
+    assert second.returncode == 0, out[-3000:]
+    n_runs = len(fanout.plan(head).runs)
+    assert f"{n_runs - len(adopted)} of {n_runs} run stages to run" in out, out[-3000:]
+    assert {n: _attempts(head, n) for n in adopted} == attempts  # no adopted stage ran again
+
+    # what a serial `dvc repro` of the same params wrote
+    assert _comparable(head) == _comparable(repo)
+    for arm in ARMS:
+        m, r = head / f"metrics/runs/{arm}-0", repo / f"metrics/runs/{arm}-0"
+        for f in ("per_mode_deploy.json", "eval_curve.json"):
+            assert (m / f).read_bytes() == (r / f).read_bytes(), (arm, f)
+        assert _untimed_steps(m / "steps.jsonl") == _untimed_steps(r / "steps.jsonl"), arm
+    assert (head / "metrics/summary.json").read_bytes() == (repo / "metrics/summary.json").read_bytes()
+    assert json.loads(sh("dvc status --json", head)) == {}
+
+    third = subprocess.run([sys.executable, "-m", "vgrout.cli", "fanout"], cwd=head, env=env, capture_output=True,
+                           text=True, timeout=600)
+    assert third.returncode == 0, third.stderr[-3000:]
+    assert f"0 of {n_runs} run stages to run" in third.stdout and not ran(third.stdout), third.stdout[-3000:]
+
+
 def test_caching_contract(repo):
     t0 = time.perf_counter()
     log = sh("dvc repro", repo)
@@ -129,30 +249,6 @@ def test_push_fresh_clone_pull_recomputes_nothing(repo, tmp_path):
     assert ran(sh("dvc repro", clone)) == set()
 
 
-def test_placebo_experiment_and_metrics_diff(repo):
-    """`dvc exp run -S gate.random_seed=7` swaps v_act for a Haar direction: extract_vact and
-    everything downstream of it re-run (never model, substrate, pairs or teacher_pool), and
-    `dvc exp show` and `dvc metrics diff` carry each arm's deploy hack and solve."""
-    sh("git add -A && git -c user.name=t -c user.email=t@t commit -qm results --allow-empty", repo)
-    log = sh("dvc exp run -S gate.random_seed=7 -n placebo7", repo)
-    stages = ran(log)
-    assert "extract_vact@0" in stages and "aggregate" in stages, stages
-    assert not stages & {"model", "substrate", "pairs", "teacher_pool", "eval_base"}, stages
-    vact = json.loads((repo / "metrics/vact/0.json").read_text())
-    assert vact["v_act"]["kind"] == "haar" and vact["v_act"]["random_seed"] == 7
-
-    shown = json.dumps(stdout_json("dvc exp show --json", repo))
-    assert "placebo7" in shown and "routeA" in shown and "deploy_hack" in shown
-
-    # every arm's deploy hack and solve, the experiment's (workspace) against the v_act run's (HEAD)
-    diff = stdout_json("dvc metrics diff --all --json HEAD", repo)["metrics/summary.json"]
-    for arm in ARMS:
-        for metric in ("deploy_hack", "deploy_solve"):
-            assert {"old", "new"} <= set(diff[f"{arm}.{metric}"]), (arm, metric)
-    # none and absorb use no direction: the placebo experiment leaves them as they were
-    assert diff["none.deploy_hack"]["old"] == diff["none.deploy_hack"]["new"]
-
-
 @pytest.fixture
 def copy(repo, tmp_path):
     """A throwaway copy of the reproduced repository (git, DVC cache and outputs): a test that
@@ -193,3 +289,28 @@ def test_a_bad_param_through_dvc_repro_is_one_line_and_keeps_the_run(copy):
     assert "Traceback" not in out, out
     assert {p: p.read_bytes() for p in before} == before
     assert sorted(p for p in (copy / "runs/train/routeA-0").rglob("*") if p.is_file()) == run_files
+
+
+def test_placebo_experiment_and_metrics_diff(repo):
+    """(Last: the experiment stays applied to the workspace.) `dvc exp run -S gate.random_seed=7` swaps v_act for a Haar direction: extract_vact and
+    everything downstream of it re-run (never model, substrate, pairs or teacher_pool), and
+    `dvc exp show` and `dvc metrics diff` carry each arm's deploy hack and solve."""
+    sh("git add -A && git -c user.name=t -c user.email=t@t commit -qm results --allow-empty", repo)
+    # two arms keep it short; the rest of the grid would re-run the same way
+    log = sh("dvc exp run -S gate.random_seed=7 -S 'train.arms=[none,routeA]' -S 'train.yoked=[]' -n placebo7", repo)
+    stages = ran(log)
+    assert "extract_vact@0" in stages and "aggregate" in stages, stages
+    assert not stages & {"model", "substrate", "pairs", "teacher_pool", "eval_base"}, stages
+    vact = json.loads((repo / "metrics/vact/0.json").read_text())
+    assert vact["v_act"]["kind"] == "haar" and vact["v_act"]["random_seed"] == 7
+
+    shown = json.dumps(stdout_json("dvc exp show --json", repo))
+    assert "placebo7" in shown and "routeA" in shown and "deploy_hack" in shown
+
+    # every arm's deploy hack and solve, the experiment's (workspace) against the v_act run's (HEAD)
+    diff = stdout_json("dvc metrics diff --all --json HEAD", repo)["metrics/summary.json"]
+    for arm in ("none", "routeA"):
+        for metric in ("deploy_hack", "deploy_solve"):
+            assert {"old", "new"} <= set(diff[f"{arm}.{metric}"]), (arm, metric)
+    # none and absorb use no direction: the placebo experiment leaves them as they were
+    assert diff["none.deploy_hack"]["old"] == diff["none.deploy_hack"]["new"]

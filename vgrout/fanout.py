@@ -81,7 +81,7 @@ def plan(root: Path) -> Plan:
 
     with Repo(str(root)) as repo:
         graph = repo.index.graph  # an edge runs from a stage to each stage it reads
-        name = {s: s.addressing for s in graph.nodes}
+        name = {s: s.name for s in graph.nodes}  # one dvc.yaml: a name is its address
         order = list(reversed(list(nx.topological_sort(graph))))  # what a stage reads comes first
         runs, upstream = [], set()
         for s in order:
@@ -114,12 +114,18 @@ def stale(root: Path, runs: tuple[RunStage, ...]) -> list[RunStage]:
 
 def dvc(cwd: Path, *args: str, capture: bool = False) -> str:
     """`dvc ARGS` in cwd with this interpreter's DVC: its stdout captured, or printed."""
-    res = subprocess.run([sys.executable, "-m", "dvc", *args], cwd=cwd, text=True,
+    res = subprocess.run([sys.executable, "-m", "dvc", *args], cwd=cwd, text=True, env=dvc_env(),
                          stdout=subprocess.PIPE if capture else None, stderr=subprocess.PIPE if capture else None)
     if res.returncode:
         raise RuntimeError(f"dvc {' '.join(args)} failed in {cwd} ({res.returncode})"
                            + (f":\n{res.stderr[-2000:]}" if capture else ""))
     return res.stdout if capture else ""
+
+
+def dvc_env() -> dict:
+    """Our environment, without DVC's usage report (a daemon per call, on nodes that may have no
+    network), unless the user set DVC_NO_ANALYTICS themselves."""
+    return {"DVC_NO_ANALYTICS": "1", **os.environ}
 
 
 @contextmanager
@@ -238,7 +244,7 @@ def run_stage(stage: RunStage, tree: bytes, ctx: Context, board: Any, *upstream:
                 tmp.write_bytes(data)
 
     path = os.pathsep.join([str(wd)] + [p for p in [os.environ.get("PYTHONPATH")] if p])
-    env = dict(os.environ, PYTHONPATH=path,  # the stage imports the snapshot's vgrout first
+    env = dict(dvc_env(), PYTHONPATH=path,  # the stage imports the snapshot's vgrout first
                PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", **dict(ctx.env))
     if not ctx.gpu:
         env.update(CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS=str(ctx.cpus))
@@ -407,6 +413,8 @@ def fanout(root: Path = Path("."), address: str | None = None, work: Path | None
         p = plan(root)
         console.print(f"[bold]head[/bold]: dvc repro {' '.join(p.upstream)}")
         dvc(root, "repro", *p.upstream)
+        if remote:  # the tasks pull what they read from there
+            dvc(root, "push", "-r", remote, *p.upstream)
         restore_adopted(root, p.runs, console)
         todo = stale(root, p.runs)
         console.print(f"[bold]{len(todo)}[/bold] of {len(p.runs)} run stages to run"
