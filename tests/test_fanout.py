@@ -5,17 +5,13 @@ from __future__ import annotations
 
 import json
 import multiprocessing
-import os
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.workspace import ci_copy, env_for, sh
+from tests.workspace import sh
 from vgrout import config, fanout
 from vgrout.io import InputError
 
@@ -134,3 +130,24 @@ def test_through_a_dvc_remote_the_tasks_share_no_cache_and_the_lock_equals_a_ser
     # each task had its own cache: what it made reached the head only through the remote
     assert (head / ".dvc/tmp/fanout/runs/a/.dvc/cache").is_dir()
     assert sh("dvc status -c -r store --json", head).strip() in ("{}", "")
+
+
+def test_inputs_digest_moves_with_params_and_code_not_with_what_the_pipeline_writes(tmp_path):
+    head = _toy(tmp_path / "head")
+    sh("dvc repro -q prep", head)
+    outputs = fanout.plan(head).outputs
+    before = fanout.inputs_digest(head, outputs)
+    (head / "dvc.lock").write_text((head / "dvc.lock").read_text() + "\n")
+    (head / "data/x.txt").unlink()
+    (head / "metrics").mkdir()
+    (head / "metrics/a.json").write_text('{"n": 1}')
+    assert fanout.inputs_digest(head, outputs) == before
+    (head / "step.py").write_text((head / "step.py").read_text() + "\n# edited\n")
+    assert fanout.inputs_digest(head, outputs) != before
+
+
+def test_a_second_fanout_on_the_same_checkout_is_refused(tmp_path):
+    root = _params(tmp_path)
+    with fanout.only_fanout(root):
+        with pytest.raises(InputError, match="another `vgrout fanout` runs"):
+            fanout.fanout(root)

@@ -13,8 +13,9 @@ and metrics a serial `dvc repro` would have written. Read `fanout` top to bottom
    writes the lock entry.
 4. The head adopts each finished stage. First its git-tracked outputs (metrics, checked against
    the entry's hashes), then its lock entry, spliced into dvc.lock, then `dvc checkout` of its
-   cached outputs. Only the driver writes dvc.lock, one entry at a time, under a file lock and
-   by atomic rename. Tasks that finish together queue; no entry is ever half written or lost.
+   cached outputs (`dvc checkout`, or `dvc pull` from the remote). Only the driver writes the
+   head's dvc.lock, one entry at a time, under DVC's repository lock and by atomic rename, so
+   tasks that finish together queue, and no entry is half written or lost.
 5. `dvc repro` on the head runs what reads the runs (aggregate). Every run stage is current by
    then, so it runs none of them.
 
@@ -29,7 +30,6 @@ import hashlib
 import io
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from vgrout import config
-from vgrout.io import InputError, atomic_path, atomic_write_text, write_json
+from vgrout.io import InputError, atomic_path, write_json
 
 RUN_STAGES = ("train", "train_yoked", "eval", "eval_yoked", "eval_base")  # the stages fanned out
 WORK = Path(".dvc", "tmp", "fanout")  # default work root, inside the head: ignored by git and by DVC
@@ -68,6 +68,7 @@ class RunStage:
 class Plan:
     upstream: tuple[str, ...]     # stages the head runs first (what the run stages read)
     runs: tuple[RunStage, ...]    # every run stage, in a topological order
+    outputs: tuple[str, ...]      # every stage's outputs (with dvc.lock, what the pipeline writes in the tree)
 
 
 def is_run_stage(name: str) -> bool:
@@ -91,12 +92,13 @@ def plan(root: Path) -> Plan:
             upstream |= {name[d] for d in nx.descendants(graph, s) if not is_run_stage(name[d])}
             tracked = tuple(o.def_path for o in s.outs if not o.use_cache)
             for o in s.outs:
-                if not o.use_cache and not Path(root, o.def_path).suffix:
-                    raise InputError(f"dvc.yaml: stage {name[s]}: the fan-out adopts tracked files, not the "
-                                     f"directory '{o.def_path}'")
+                if not o.use_cache and Path(root, o.def_path).is_dir():
+                    raise InputError(f"dvc.yaml: stage {name[s]}: the fan-out adopts tracked (cache: false) "
+                                     f"files, not the directory '{o.def_path}'; cache it, or run the stage on the head")
             runs.append(RunStage(name[s], reads, tuple(r for r in reads if is_run_stage(r)), tracked))
         up = tuple(name[s] for s in order if name[s] in upstream)
-    return Plan(up, tuple(runs))
+        outputs = tuple(sorted(o.def_path for s in order for o in s.outs))
+    return Plan(up, tuple(runs), outputs)
 
 
 def stale(root: Path, runs: tuple[RunStage, ...]) -> list[RunStage]:
@@ -129,11 +131,15 @@ def dvc_env() -> dict:
 
 
 @contextmanager
-def file_lock(path: Path) -> Iterator[None]:
-    """An exclusive flock on `path` (created), released on exit; waits for another holder."""
+def only_fanout(root: Path) -> Iterator[None]:
+    """Hold root's fan-out lock (one fan-out per head); another holder is an error, not a wait."""
+    path = Path(root, ".dvc", "tmp", "fanout.lock")
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise InputError(f"another `vgrout fanout` runs on this checkout (it holds {path})") from None
         try:
             yield
         finally:
@@ -149,13 +155,17 @@ def lock_entry(root: Path, name: str) -> dict:
 def merge_lock_entry(root: Path, name: str, entry: dict) -> None:
     """Set stage `name`'s entry in root/dvc.lock, leaving every other entry as it is.
 
-    Serialised by a file lock, and written by atomic rename: two callers that finish together
-    both land, in either order, and a reader sees the old file or the new one, never half of one.
+    Under DVC's own repository lock (so neither another merge nor a `dvc` command in root writes
+    dvc.lock meanwhile), and by atomic rename: two callers that finish together both land, in
+    either order, and a reader sees the old file or the new one.
     """
+    from dvc.lock import make_lock
     from dvc.utils.serialize import dump_yaml, parse_yaml_for_update
 
     path = Path(root, "dvc.lock")
-    with file_lock(Path(root, ".dvc", "tmp", "fanout-dvc.lock.lock")):
+    tmp_dir = Path(root, ".dvc", "tmp")
+    tmp_dir.mkdir(parents=True, exist_ok=True)
+    with make_lock(tmp_dir / "lock", tmp_dir=str(tmp_dir), wait=True):
         data = parse_yaml_for_update(path.read_text(), str(path)) if path.exists() else None
         if not data:
             data = {"schema": "2.0"}
@@ -200,18 +210,55 @@ class FanoutFailed(RuntimeError):
     """Some run stages failed every attempt (the others are adopted)."""
 
 
-def snapshot(root: Path) -> bytes:
+def tree_files(root: Path) -> list[str]:
     """The head's tree as DVC sees it: the files git tracks and untracked unignored ones (params,
-    code, pair files, dvc.yaml, dvc.lock, metrics), as a gzip tar."""
+    code, pair files, dvc.yaml, dvc.lock, metrics), and .dvc/config.local (remotes kept out of git)."""
     files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=root, check=True,
                            capture_output=True).stdout.decode().split("\0")
-    local = Path(root, ".dvc", "config.local")  # remotes a user keeps out of git
+    local = str(Path(".dvc", "config.local"))
+    return sorted(f for f in set(files) | {local} if f and Path(root, f).is_file())
+
+
+def snapshot(root: Path) -> bytes:
+    """tree_files as a gzip tar."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        for f in [f for f in files if f] + ([str(local.relative_to(root))] if local.exists() else []):
-            if Path(root, f).is_file():
-                tar.add(Path(root, f), arcname=f, recursive=False)
+        for f in tree_files(root):
+            tar.add(Path(root, f), arcname=f, recursive=False)
     return buf.getvalue()
+
+
+def inputs_digest(root: Path, outputs: tuple[str, ...]) -> str:
+    """A hash of the tree less what the pipeline writes (dvc.lock, outputs, the .gitignore entries
+    DVC adds for cached ones): it changes when params, code or pair files do."""
+    h = hashlib.sha256()
+    for f in tree_files(root):
+        if f != "dvc.lock" and Path(f).name != ".gitignore" \
+                and not any(f == o or f.startswith(o.rstrip("/") + "/") for o in outputs):
+            h.update(f.encode() + b"\0" + Path(root, f).read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+MANIFEST = Path(".dvc", "tmp", "fanout-manifest.json")  # in a work dir: the files its last snapshot put there
+
+
+def unpack(tree: bytes, wd: Path, keep: tuple[str, ...]) -> None:
+    """Make wd's tree the snapshot's: write its files, and delete those an earlier snapshot put
+    there that this one lacks (a module or pair file deleted in the head must not be imported or
+    read here). `keep`: the stage's own tracked outputs, left as an attempt cut off here wrote
+    them, beside its checkpoints (the head's copy is another run's, and a resumed train would
+    append to it)."""
+    wd.mkdir(parents=True, exist_ok=True)
+    Path(wd, ".dvc", "config.local").unlink(missing_ok=True)  # rewritten from the head's and ours
+    with tarfile.open(fileobj=io.BytesIO(tree), mode="r:gz") as tar:
+        members = [m for m in tar.getmembers() if not (m.name in keep and Path(wd, m.name).exists())]
+        tar.extractall(wd, members=members, filter="data")
+        names = set(tar.getnames())
+    manifest = Path(wd, MANIFEST)
+    before = set(json.loads(manifest.read_text())) if manifest.exists() else set()
+    for gone in before - names:
+        Path(wd, gone).unlink(missing_ok=True)
+    write_json(manifest, sorted(names))
 
 
 def run_stage(stage: RunStage, tree: bytes, ctx: Context, board: Any, *upstream: Done) -> Done:
@@ -228,11 +275,9 @@ def run_stage(stage: RunStage, tree: bytes, ctx: Context, board: Any, *upstream:
     with open(log, "a") as f:
         f.write(f"\n=== {stage.name} on {where}, {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
     kill_leftover(wd)
-    wd.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(fileobj=io.BytesIO(tree), mode="r:gz") as tar:
-        tar.extractall(wd, filter="data")
+    unpack(tree, wd, keep=stage.tracked)
     from configobj import ConfigObj
-    conf = ConfigObj(str(Path(wd, ".dvc", "config.local")))  # the head's own (remotes), plus:
+    conf = ConfigObj(str(Path(wd, ".dvc", "config.local")))  # the head's own (remotes), if any, plus:
     conf.setdefault("core", {})["no_scm"] = "true"  # the work dir is no git repository; DVC needs none
     if ctx.cache:
         conf.setdefault("cache", {}).update({"dir": ctx.cache, "type": "reflink,hardlink,copy"})
@@ -257,32 +302,44 @@ def run_stage(stage: RunStage, tree: bytes, ctx: Context, board: Any, *upstream:
         if ctx.remote:
             dvc_logged(wd, log, env, "push", "-r", ctx.remote, stage.name)
         entry = lock_entry(wd, stage.name)
+        files = {rel: Path(wd, rel).read_bytes() for rel in stage.tracked}  # IsADirectoryError: see plan()
     except (StageFailed, KeyError) as e:
+        why = f"dvc repro left no entry for it in {wd / 'dvc.lock'}" if isinstance(e, KeyError) else str(e)
         tail = log.read_text()[-3000:] if log.exists() else ""
         ray.get(board.failed_attempt.remote(stage.name))
-        raise StageFailed(f"{stage.name} failed on {where} ({e}); log: {log}\n{tail}") from None
-    files = {rel: Path(wd, rel).read_bytes() for rel in stage.tracked}
+        raise StageFailed(f"{stage.name} failed on {where} ({why}); log: {log}\n{tail}") from None
     return Done(stage.name, entry, files, where, time.time() - t0, str(log))
+
+
+PGID = Path(".dvc", "tmp", "fanout.pgid")  # in a work dir: the process group of the dvc call running there
 
 
 def dvc_logged(wd: Path, log: Path, env: dict, *args: str) -> None:
     """`dvc ARGS` in wd, its output appended to log, in its own process group (recorded, so a
-    later attempt can end what a killed one left running)."""
+    later attempt, or the driver, can end what a killed worker left running)."""
     with open(log, "a") as f:
         f.write(f"$ dvc {' '.join(args)}\n")
         f.flush()
         p = subprocess.Popen([sys.executable, "-m", "dvc", *args], cwd=wd, stdout=f, stderr=subprocess.STDOUT,
                              env=env, start_new_session=True)
-        pgid_file = Path(wd, ".dvc", "tmp", "fanout.pgid")
-        pgid_file.parent.mkdir(parents=True, exist_ok=True)
-        pgid_file.write_text(str(p.pid))
+        write_json(Path(wd, PGID), process_id(p.pid))
         try:
             rc = p.wait()
         finally:
             end_group(p.pid)
-            pgid_file.unlink(missing_ok=True)
+            Path(wd, PGID).unlink(missing_ok=True)
     if rc:
         raise StageFailed(f"dvc {' '.join(args)} exited {rc}")
+
+
+def process_id(pid: int) -> dict | None:
+    """What names a process beyond its reusable pid: host, boot and start time (None: gone)."""
+    try:
+        start = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return None
+    return {"host": socket.gethostname(), "boot": boot, "pid": pid, "start": start}
 
 
 def end_group(pgid: int) -> None:
@@ -294,14 +351,27 @@ def end_group(pgid: int) -> None:
 
 
 def kill_leftover(wd: Path) -> None:
-    """End the process group an attempt killed with its worker left running in wd: the stage
-    command would go on writing the outputs the new attempt writes."""
-    pgid_file = Path(wd, ".dvc", "tmp", "fanout.pgid")
-    if pgid_file.exists():
-        pgid = pgid_file.read_text().strip()
-        if pgid.isdigit():
-            end_group(int(pgid))
-        pgid_file.unlink(missing_ok=True)
+    """End the process group an attempt cut off with its worker left running in wd (the stage
+    command would go on writing what the next attempt writes). Only if the recorded process is
+    still that one, on this host: a pid of another node, or a reused one, is left alone."""
+    pgid_file = Path(wd, PGID)
+    if not pgid_file.exists():
+        return
+    try:
+        recorded = json.loads(pgid_file.read_text())
+    except ValueError:
+        recorded = None
+    if recorded and process_id(recorded["pid"]) == recorded:
+        end_group(recorded["pid"])
+    elif recorded and recorded.get("host") != socket.gethostname():
+        return  # another node's: its next attempt there ends it
+    pgid_file.unlink(missing_ok=True)
+
+
+def kill_leftovers(work: Path) -> None:
+    """kill_leftover in every work dir under work (a driver that starts, or ends, on this host)."""
+    for wd in Path(work, "runs").glob("*"):
+        kill_leftover(wd)
 
 
 # ---------------------------------------------------------------------------- the head
@@ -312,15 +382,15 @@ def adopt(root: Path, done: Done, remote: str | None) -> None:
     its cache entries present; `fanout` checks out the cached outputs of every run stage first."""
     hashes = {o["path"]: o.get("md5") for o in done.entry.get("outs", [])}
     for rel, data in done.files.items():
-        if hashes.get(rel) not in (None, md5(data)):
-            raise RuntimeError(f"{done.name}: {rel} does not match its lock entry's md5")
+        if hashes.get(rel) != md5(data):
+            raise RuntimeError(f"{done.name}: {rel} is not in its lock entry, or does not match its md5")
         with atomic_path(Path(root, rel)) as tmp:
             tmp.write_bytes(data)
     merge_lock_entry(root, done.name, done.entry)
     dvc(root, *(("pull", "-r", remote) if remote else ("checkout",)), done.name, capture=True)
 
 
-def restore_adopted(root: Path, runs: tuple[RunStage, ...], console) -> None:
+def restore_adopted(root: Path, runs: tuple[RunStage, ...], console, remote: str | None) -> None:
     """Check out the cached outputs of run stages dvc.lock records that the workspace lacks (a
     fan-out killed between adopting an entry and checking it out). One whose cache is gone is
     left alone: `dvc status` calls it changed, so it runs again."""
@@ -329,7 +399,7 @@ def restore_adopted(root: Path, runs: tuple[RunStage, ...], console) -> None:
     names = [r.name for r in runs if r.name in recorded]
     if names:
         try:
-            dvc(root, "checkout", *names, capture=True)
+            dvc(root, *(("pull", "-r", remote) if remote else ("checkout",)), *names, capture=True)
         except RuntimeError as e:
             console.print(f"[yellow]some recorded run outputs are not in the cache; they run again[/yellow]\n{e}")
 
@@ -408,15 +478,19 @@ def fanout(root: Path = Path("."), address: str | None = None, work: Path | None
     ray = import_ray()
     work = Path(work or root / WORK).resolve()
 
-    with file_lock(work / "fanout.lock"):
+    with only_fanout(root):
         (work / "status.json").unlink(missing_ok=True)  # a past fan-out's
+        kill_leftovers(work)  # what a fan-out killed with kill -9 left running here
         p = plan(root)
         console.print(f"[bold]head[/bold]: dvc repro {' '.join(p.upstream)}")
         dvc(root, "repro", *p.upstream)
-        if remote:  # the tasks pull what they read from there
-            dvc(root, "push", "-r", remote, *p.upstream)
-        restore_adopted(root, p.runs, console)
+        restore_adopted(root, p.runs, console, remote)
         todo = stale(root, p.runs)
+        if remote:  # the tasks pull what they read from there: upstream, and current runs a stale one reads
+            names = {t.name for t in todo}
+            dvc(root, "push", "-r", remote, *p.upstream, *sorted({a for t in todo for a in t.after} - names),
+                capture=True)
+        digest = inputs_digest(root, p.outputs)
         console.print(f"[bold]{len(todo)}[/bold] of {len(p.runs)} run stages to run"
                       + (f"; current: {len(p.runs) - len(todo)}" if len(todo) < len(p.runs) else ""))
         states = {r.name: "current" for r in p.runs}
@@ -426,6 +500,10 @@ def fanout(root: Path = Path("."), address: str | None = None, work: Path | None
         if failed:
             raise FanoutFailed(f"{len(failed)} run stages did not finish: {', '.join(failed)}; the rest are "
                                f"adopted; run `vgrout fanout` again to retry (logs: {work / 'logs'})")
+        if inputs_digest(root, p.outputs) != digest:
+            raise FanoutFailed("params, code or pair files of the head changed while the fan-out ran: the adopted "
+                               "stages ran on the tree it started from, and `dvc status` shows what is stale now; "
+                               "not running the rest (run `vgrout fanout` again)")
         if rest:
             console.print("[bold]head[/bold]: dvc repro (what reads the runs)")
             dvc(root, "repro")
@@ -476,6 +554,7 @@ def run_tasks(ray, root: Path, todo: list[RunStage], fan: config.Fanout, address
         return {n: r["state"] for n, r in progress.rows.items()}
     finally:
         ray.shutdown()
+        kill_leftovers(work)  # Ctrl-C, or an error here: no stage command outlives the fan-out
 
 
 def dvc_cache_dir(root: Path) -> str:

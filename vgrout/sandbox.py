@@ -97,7 +97,8 @@ class Limits:
 
     def __post_init__(self):
         if self.isolation not in ISOLATIONS:
-            raise ValueError(f"unknown isolation {self.isolation!r}; valid: {', '.join(ISOLATIONS)}")
+            raise ValueError(f"unknown isolation {self.isolation!r} (the argument, or ${ISOLATION_ENV}); "
+                             f"valid: {', '.join(ISOLATIONS)}")
         if self.cpu_s <= 0:
             raise ValueError(f"cpu_s must be positive, got {self.cpu_s}")
 
