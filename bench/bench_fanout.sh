@@ -14,6 +14,7 @@ set -euo pipefail
 out=$(realpath -m "$1"); phase=${2:-all}; share=${3:-0.125}
 mkdir -p "$out"
 repo="$out/repo"
+export PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}"  # the stages import the clone's vgrout
 commit() { git -c user.name=bench -c user.email=bench@localhost commit -qm "$1" || true; }
 
 upstream() {
