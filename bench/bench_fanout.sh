@@ -15,7 +15,7 @@ out=$(realpath -m "$1"); phase=${2:-all}; share=${3:-0.125}
 mkdir -p "$out"
 repo="$out/repo"
 export PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}"  # the stages import the clone's vgrout
-commit() { git -c user.name=bench -c user.email=bench@localhost commit -qm "$1" || true; }
+commit() { git add -A && git -c user.name=bench -c user.email=bench@localhost commit -qm "$1" || true; }
 
 upstream() {
   rm -rf "$repo"
@@ -25,7 +25,7 @@ upstream() {
   sed -i -E 's/^  steps: 36 /  steps: 12 /' params.yaml
   commit "bench: 12 steps"
   dvc repro substrate model pairs extract_vact@0 teacher_pool
-  git add -A && commit "bench: upstream"
+  commit "bench: upstream"
   nvidia-smi --query-gpu=name,memory.total --format=csv,noheader > "$out/gpu.txt" 2>/dev/null || echo "no GPU" > "$out/gpu.txt"
 }
 
@@ -58,6 +58,12 @@ import json, sys
 s, p = (json.load(open(f"{sys.argv[1]}/{n}.json")) for n in ("series", "packed"))
 print(f"{s['n_stages']} run stages: series {s['wall_s']:.0f} s, packed at gpu_share {p['gpu_share']} "
       f"{p['wall_s']:.0f} s: {s['wall_s'] / p['wall_s']:.2f}x throughput")
+import yaml  # the same results either way? every lock hash but the step logs' (wall-clock timings)
+locks = [yaml.safe_load(open(f"{sys.argv[1]}/{n}.dvc.lock"))["stages"] for n in ("series", "packed")]
+differ = sorted({(name, d["path"]) for name, e in locks[0].items() for part in ("deps", "outs")
+                 for d in e.get(part, []) if not d["path"].endswith("steps.jsonl")
+                 and d not in locks[1].get(name, {}).get(part, [])})
+print(f"lock hashes that differ between the two, step logs aside: {len(differ)}", *differ[:20], sep="\n  ")
 PY
 }
 
