@@ -30,7 +30,6 @@ import hashlib
 import io
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -42,9 +41,11 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from vgrout import config
+from vgrout.sandbox import killpg
 from vgrout.io import InputError, atomic_path, write_json
 
 RUN_STAGES = ("train", "train_yoked", "eval", "eval_yoked", "eval_base")  # the stages fanned out
+DVC = (sys.executable, "-m", "dvc")  # this interpreter's DVC, on the head and in the tasks
 WORK = Path(".dvc", "tmp", "fanout")  # default work root, inside the head: ignored by git and by DVC
 
 
@@ -107,7 +108,8 @@ def stale(root: Path, runs: tuple[RunStage, ...]) -> list[RunStage]:
     changed = set(json.loads(out or "{}"))
     todo: list[RunStage] = []
     for r in runs:  # topological: what r reads was decided before r
-        if r.name in changed or any(a in {t.name for t in todo} for a in r.after):
+        if r.name in changed or any(a in changed for a in r.after):
+            changed.add(r.name)
             todo.append(r)
     return todo
 
@@ -116,7 +118,7 @@ def stale(root: Path, runs: tuple[RunStage, ...]) -> list[RunStage]:
 
 def dvc(cwd: Path, *args: str, capture: bool = False) -> str:
     """`dvc ARGS` in cwd with this interpreter's DVC: its stdout captured, or printed."""
-    res = subprocess.run([sys.executable, "-m", "dvc", *args], cwd=cwd, text=True, env=dvc_env(),
+    res = subprocess.run([*DVC, *args], cwd=cwd, text=True, env=dvc_env(),
                          stdout=subprocess.PIPE if capture else None, stderr=subprocess.PIPE if capture else None)
     if res.returncode:
         raise RuntimeError(f"dvc {' '.join(args)} failed in {cwd} ({res.returncode})"
@@ -146,10 +148,11 @@ def only_fanout(root: Path) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def lock_entry(root: Path, name: str) -> dict:
-    """The dvc.lock entry of stage `name` in root (KeyError if it has none)."""
+def lock_stages(root: Path) -> dict:
+    """root/dvc.lock's entries by stage name ({} without a dvc.lock)."""
     from dvc.utils.serialize import load_yaml
-    return dict(load_yaml(str(Path(root, "dvc.lock"))).get("stages", {}))[name]
+    path = Path(root, "dvc.lock")
+    return dict(load_yaml(str(path)).get("stages", {})) if path.exists() else {}
 
 
 def merge_lock_entry(root: Path, name: str, entry: dict) -> None:
@@ -301,7 +304,7 @@ def run_stage(stage: RunStage, tree: bytes, ctx: Context, board: Any, *upstream:
         dvc_logged(wd, log, env, "repro", "--single-item", stage.name)
         if ctx.remote:
             dvc_logged(wd, log, env, "push", "-r", ctx.remote, stage.name)
-        entry = lock_entry(wd, stage.name)
+        entry = lock_stages(wd)[stage.name]
         files = {rel: Path(wd, rel).read_bytes() for rel in stage.tracked}  # IsADirectoryError: see plan()
     except (StageFailed, KeyError) as e:
         why = f"dvc repro left no entry for it in {wd / 'dvc.lock'}" if isinstance(e, KeyError) else str(e)
@@ -320,13 +323,13 @@ def dvc_logged(wd: Path, log: Path, env: dict, *args: str) -> None:
     with open(log, "a") as f:
         f.write(f"$ dvc {' '.join(args)}\n")
         f.flush()
-        p = subprocess.Popen([sys.executable, "-m", "dvc", *args], cwd=wd, stdout=f, stderr=subprocess.STDOUT,
+        p = subprocess.Popen([*DVC, *args], cwd=wd, stdout=f, stderr=subprocess.STDOUT,
                              env=env, start_new_session=True)
         write_json(Path(wd, PGID), process_id(p.pid))
         try:
             rc = p.wait()
         finally:
-            end_group(p.pid)
+            killpg(p.pid)
             Path(wd, PGID).unlink(missing_ok=True)
     if rc:
         raise StageFailed(f"dvc {' '.join(args)} exited {rc}")
@@ -342,14 +345,6 @@ def process_id(pid: int) -> dict | None:
     return {"host": socket.gethostname(), "boot": boot, "pid": pid, "start": start}
 
 
-def end_group(pgid: int) -> None:
-    """SIGKILL process group pgid (the dvc process and the stage command it started), if any."""
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
 def kill_leftover(wd: Path) -> None:
     """End the process group an attempt cut off with its worker left running in wd (the stage
     command would go on writing what the next attempt writes). Only if the recorded process is
@@ -362,7 +357,7 @@ def kill_leftover(wd: Path) -> None:
     except ValueError:
         recorded = None
     if recorded and process_id(recorded["pid"]) == recorded:
-        end_group(recorded["pid"])
+        killpg(recorded["pid"])
     elif recorded and recorded.get("host") != socket.gethostname():
         return  # another node's: its next attempt there ends it
     pgid_file.unlink(missing_ok=True)
@@ -387,19 +382,23 @@ def adopt(root: Path, done: Done, remote: str | None) -> None:
         with atomic_path(Path(root, rel)) as tmp:
             tmp.write_bytes(data)
     merge_lock_entry(root, done.name, done.entry)
-    dvc(root, *(("pull", "-r", remote) if remote else ("checkout",)), done.name, capture=True)
+    fetch_outputs(root, remote, done.name)
+
+
+def fetch_outputs(root: Path, remote: str | None, *stages: str) -> None:
+    """The cached outputs of `stages` into root's workspace: from the shared cache, or the remote."""
+    dvc(root, *(("pull", "-r", remote) if remote else ("checkout",)), *stages, capture=True)
 
 
 def restore_adopted(root: Path, runs: tuple[RunStage, ...], console, remote: str | None) -> None:
     """Check out the cached outputs of run stages dvc.lock records that the workspace lacks (a
     fan-out killed between adopting an entry and checking it out). One whose cache is gone is
     left alone: `dvc status` calls it changed, so it runs again."""
-    path = Path(root, "dvc.lock")
-    recorded = set(config.read_yaml(path).get("stages", {})) if path.exists() else set()
+    recorded = lock_stages(root)
     names = [r.name for r in runs if r.name in recorded]
     if names:
         try:
-            dvc(root, *(("pull", "-r", remote) if remote else ("checkout",)), *names, capture=True)
+            fetch_outputs(root, remote, *names)
         except RuntimeError as e:
             console.print(f"[yellow]some recorded run outputs are not in the cache; they run again[/yellow]\n{e}")
 

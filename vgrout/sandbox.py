@@ -406,7 +406,7 @@ def run(files: dict[str, str], main: str, stdin: str = "", limits: Limits = Limi
         fds.remove(down_w)
         if not timed_out:
             timed_out = not _wait_exit(proc.pid, max(deadline - time.monotonic(), 0))
-        _killpg(proc.pid)
+        killpg(proc.pid)
         proc.wait()
         stdout, out_full = _read_capped(out_fd, limits.output_bytes)
         stderr, err_full = _read_capped(err_fd, limits.output_bytes)
@@ -415,7 +415,7 @@ def run(files: dict[str, str], main: str, stdin: str = "", limits: Limits = Limi
         return Result(proc.returncode, stdout, stderr, timed_out, out_full or err_full, iso)
     finally:  # whatever happened above (the caller's talk raising included), nothing is left running
         if proc is not None and proc.returncode is None:
-            _killpg(proc.pid)
+            killpg(proc.pid)
             proc.wait()
         if uid is not None and iso == "rlimit":
             _kill_uid(uid)  # stragglers that left the process group (setsid) die here
@@ -437,7 +437,8 @@ def _wait_exit(pid: int, timeout: float) -> bool:
         os.close(fd)
 
 
-def _killpg(pgid: int) -> None:
+def killpg(pgid: int) -> None:
+    """SIGKILL process group pgid, if it is still there."""
     try:
         os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
