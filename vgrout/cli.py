@@ -159,6 +159,24 @@ def fanout(address: Optional[str] = typer.Option(None, help="join this Ray clust
 
 
 @app.command()
+def pull(remote: Optional[str] = typer.Option(None, help="the DVC remote to pull from (default: core.remote)")):
+    """Every cached output from the DVC remote, after checking that the remote is there (a missing
+    directory remote is named, with what to do); then `dvc status`."""
+    from vgrout import remote as rm
+    res = rm.pull(Path("."), remote)
+    r = res["remote"]
+    console.print(f"remote '{r.name}' ({r.resolved}, from {r.source}): fetched {res['fetched']} files; "
+                  f"{len(res['added'])} outputs added, {len(res['modified'])} modified", highlight=False)
+    for path in res["added"] + res["modified"]:
+        console.print(f"  {path}", highlight=False)
+    if res["status"]:
+        console.print(f"dvc status: {len(res['status'])} stale: {', '.join(sorted(res['status']))} "
+                      "(`dvc status` says why; `dvc repro` recomputes them)", highlight=False)
+    else:
+        console.print("dvc status: clean (nothing to recompute)", highlight=False)
+
+
+@app.command()
 def preset(name: str, params_file: Path = PARAMS):
     """Switch the pipeline to a preset: write a complete params file from the schema's defaults
     overlaid with presets/NAME.yaml."""
