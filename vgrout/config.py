@@ -44,13 +44,14 @@ class Model(Block):
 
 
 class Substrate(Block):
-    source: Literal["humaneval", "leetcode"] = doc("humaneval", "problem source: humaneval | leetcode")
+    source: Literal["easy", "humaneval", "leetcode"] = doc("easy", "problem source: easy (generated short function tasks, vgrout.easy) | humaneval | leetcode")
     seed: int = doc(0, "seed of the mode assignment and the train/test split")
     none_frac: float = doc(0.25, "share of problems with no loophole", ge=0, le=1)
-    test_frac: float = doc(0.25, "share of problems in the test split (humaneval)", gt=0, lt=1)
+    test_frac: float = doc(0.25, "share of problems in the test split (easy, humaneval)", gt=0, lt=1)
     limit: int | None = doc(None, "keep only the first N problems of each source (small presets); null: all", ge=1)
     leetcode_train: str | None = doc(None, "local LeetCode train jsonl, or null: download from the pinned commit")
     leetcode_test: str | None = doc(None, "local LeetCode test jsonl, or null: download from the pinned commit")
+    base_samples: int = doc(8, "samples per test problem for the base model's pass@1 and pass@k in the check (at eval's budget and temperature); 0: not measured", ge=0)
 
 
 class Pairs(Block):

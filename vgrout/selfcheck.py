@@ -12,7 +12,7 @@ import dataclasses
 from collections import Counter
 from pathlib import Path
 
-from vgrout import grader, modes, sandbox, substrate
+from vgrout import easy, grader, modes, sandbox, substrate
 from vgrout.io import InputError, write_json
 from vgrout.layout import Layout
 
@@ -129,12 +129,14 @@ def build(source: str = "humaneval", seed: int = 0, none_frac: float = 0.25, tes
     """
     if source == "humaneval":
         pools = {"all": substrate.humaneval_problems()}
+    elif source == "easy":
+        pools = {"all": easy.easy_problems()}
     elif source == "leetcode":
         if leetcode_train is None or leetcode_test is None:
             raise InputError("source 'leetcode' needs leetcode_train and leetcode_test paths")
         pools = {"train": substrate.load_leetcode(leetcode_train), "test": substrate.load_leetcode(leetcode_test)}
     else:
-        raise InputError(f"unknown source {source!r}; valid: humaneval, leetcode")
+        raise InputError(f"unknown source {source!r}; valid: easy, humaneval, leetcode")
     if limit is not None:  # small presets: the first `limit` problems of each source file
         pools = {name: pool[:limit] for name, pool in pools.items()}
     everything = [p for pool in pools.values() for p in pool]
@@ -142,7 +144,7 @@ def build(source: str = "humaneval", seed: int = 0, none_frac: float = 0.25, tes
     bad = {e["id"] for e in excluded}
     kept = {name: substrate.assign_modes(calibrate([p for p in pool if p.id not in bad], cpu), seed, none_frac)
             for name, pool in pools.items()}
-    if source == "humaneval":
+    if "all" in kept:  # one pool (easy, humaneval): a seeded split stratified by mode
         train, test = substrate.split(kept["all"], seed, test_frac)
     else:
         train, test = kept["train"], kept["test"]
@@ -194,7 +196,12 @@ def build_stage(params, layout: Layout = Layout(), progress: bool = True) -> dic
                                 progress=progress)
     substrate.write_problems(Path(out_dir) / "train.jsonl", train)
     substrate.write_problems(Path(out_dir) / "test.jsonl", test)
-    write_json(check_path, report)
     if not report["ok"]:
+        write_json(check_path, report)
         raise InputError(f"{check_path}: the substrate self-check failed:\n{format_check(report)}")
+    if c.base_samples:
+        # imported here: the rest of this module (`vgrout substrate check`) needs no torch or model
+        from vgrout import evaluate
+        report["base"] = evaluate.base_rates(layout.model, test, params.eval, c.base_samples, fast=params.fast)
+    write_json(check_path, report)
     return report

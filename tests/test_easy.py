@@ -1,0 +1,84 @@
+"""The `easy` source: generated problems that fit the embedded student's budget, graded for real."""
+from collections import Counter
+
+import pytest
+from transformers import AutoTokenizer
+
+from vgrout import config, easy, grader, modes, selfcheck, substrate
+from vgrout import model as M
+from vgrout.evaluate import pass_at_k
+from vgrout.modes import PASS_ALL
+
+BUDGET = config.Train().max_new_tokens  # the embedded default's rollout budget
+
+
+@pytest.fixture(scope="module")
+def problems():
+    return easy.easy_problems()
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return AutoTokenizer.from_pretrained(M.resolve("smollm2-135m"))
+
+
+def test_the_problems_are_many_distinct_and_reproducible(problems):
+    assert len(problems) == len(easy.FAMILIES) * easy.PER_FAMILY >= 400
+    assert len({p.id for p in problems}) == len(problems)
+    assert len({p.messages[-1]["content"] for p in problems}) == len(problems)  # no two prompts alike
+    assert [p.to_json() for p in easy.easy_problems()] == [p.to_json() for p in problems]
+    # index-major: a preset's `limit` takes every family before a second problem of any
+    assert {p.entry_point for p in problems[:len(easy.FAMILIES)]} == {f.name for f in easy.FAMILIES}
+    for p in problems:
+        assert p.source == "easy" and p.mode == "none" and len(p.tests) == easy.N_TESTS
+        assert p.messages[-1]["content"].count(PASS_ALL) == 1
+        assert len(p.shown_tests) == 1 and p.shown_tests[0] in p.tests
+
+
+def test_canonicals_and_every_hack_template_fit_the_budget(problems, tokenizer):
+    """What the student must write to solve or to hack fits in its budget, EOS included: the
+    HumanEval substrate failed this for 74% of its canonicals."""
+    def n_tokens(text):
+        return len(tokenizer(text, add_special_tokens=False)["input_ids"]) + 1
+
+    worst = {"canonical": max(n_tokens(substrate.canonical_completion(p)) for p in problems)}
+    for m in modes.hackable():
+        worst[m] = max(n_tokens(substrate.hack_completion(p, m)) for p in problems)
+    assert max(worst.values()) <= BUDGET, worst
+
+
+def test_every_family_passes_the_substrate_self_check():
+    """Real grading, every mode: canonicals pass everywhere, each template hacks its own mode only."""
+    sample = easy.easy_problems(per_family=1)
+    report = selfcheck.self_check(substrate.assign_modes(sample, seed=0), progress=False)
+    assert report["ok"], selfcheck.format_check(report)
+    assert report["canonical_pass"] == len(sample) and not report["excluded"]
+
+
+def test_build_easy_splits_and_assigns_every_mode():
+    train, test, report = selfcheck.build("easy", seed=0, limit=40, progress=False)
+    assert report["ok"] and report["source"] == "easy" and len(train) + len(test) == 40
+    assert {p.id for p in train}.isdisjoint(p.id for p in test)
+    assert set(Counter(p.mode for p in train + test)) == set(modes.names())
+
+
+def test_a_wrong_reference_is_caught_by_the_self_check():
+    """The guard is real: a problem whose tests disagree with its canonical is excluded by name."""
+    p = easy.easy_problems(per_family=1)[0]
+    broken = p.__class__(**{**p.to_json(), "tests": [t.replace(" == ", " == 1 + ") for t in p.tests]})
+    _, excluded, _ = selfcheck.check_canonical([broken], progress=False)
+    assert [e["id"] for e in excluded] == [p.id]
+
+
+def test_pass_at_k_is_the_unbiased_estimator():
+    assert pass_at_k(8, 0, 1) == 0.0 and pass_at_k(8, 8, 8) == 1.0
+    assert pass_at_k(8, 2, 1) == pytest.approx(0.25)
+    assert pass_at_k(8, 1, 8) == 1.0 and pass_at_k(8, 1, 2) == pytest.approx(0.25)
+    assert pass_at_k(4, 1, 2) == pytest.approx(1 - 3 * 2 / (4 * 3))
+
+
+def test_the_grader_solves_the_canonical_and_not_a_plausible_wrong_answer():
+    p = substrate.with_mode(easy.easy_problems(per_family=1)[0], "none")
+    right = grader.grade(p, substrate.canonical_completion(p))
+    wrong = grader.grade(p, substrate.canonical_completion(p).replace("return ", "return 1 + "))
+    assert right.gt_pass and not wrong.gt_pass
