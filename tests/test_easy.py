@@ -82,3 +82,20 @@ def test_the_grader_solves_the_canonical_and_not_a_plausible_wrong_answer():
     right = grader.grade(p, substrate.canonical_completion(p))
     wrong = grader.grade(p, substrate.canonical_completion(p).replace("return ", "return 1 + "))
     assert right.gt_pass and not wrong.gt_pass
+
+
+def test_the_pool_at_the_budget_is_what_training_sees(tokenizer):
+    """pool.at_budget: rows that fit keep their labels, cut rows are graded afresh as training
+    grades them; a budget too small for any code block leaves nothing solved or hacked."""
+    from vgrout import pool
+    problems = substrate.assign_modes(easy.easy_problems(per_family=1), seed=0)
+    rows = pool.grade_pool(problems, pool.build_surrogate(problems, 3, {"hack": 0.5, "canonical": 0.5}, seed=0))
+    roomy = pool.at_budget(problems, rows, tokenizer, budget=10_000)
+    assert roomy["fits"] == 1.0
+    assert roomy["solve_rate"] == pytest.approx(sum(r["gt_pass"] for r in rows) / len(rows)) and roomy["solve_rate"] > 0
+    assert roomy["hack_rate"] == pytest.approx(sum(r["hacked"] for r in rows) / len(rows)) and roomy["hack_rate"] > 0
+    tight = pool.at_budget(problems, rows, tokenizer, budget=12)
+    assert tight["fits"] == 0.0 and tight["solve_rate"] == 0.0 and tight["hack_rate"] == 0.0
+    at_64 = pool.at_budget(problems, rows, tokenizer, budget=BUDGET)
+    assert set(at_64["by_kind"]) == {"canonical", "hack"} and at_64["n"] == len(rows)
+    assert at_64["solve_rate"] <= roomy["solve_rate"] and 0 < at_64["fits"] <= 1

@@ -14,7 +14,7 @@ import random
 from pathlib import Path
 
 from vgrout import config, grader, modes
-from vgrout.io import InputError, write_json, write_jsonl
+from vgrout.io import InputError, read_jsonl, write_json, write_jsonl
 from vgrout.layout import Layout
 from vgrout.substrate import Problem, canonical_completion, hack_completion, load_problems
 
@@ -125,8 +125,38 @@ def grade_pool(problems: list[Problem], rows: list[dict]) -> list[dict]:
 
 
 def pool_stage(params, layout: Layout = Layout()) -> dict:
-    """DVC stage teacher_pool: the frozen, graded teacher pool for the training prompts."""
-    return build(load_problems(layout.train_problems), layout.pool, layout.pool_metrics, params.pool, params.fast)
+    """DVC stage teacher_pool: the frozen, graded teacher pool for the training prompts, and its
+    rates as the student trains on it: cut at the rollout budget."""
+    problems = load_problems(layout.train_problems)
+    meta = build(problems, layout.pool, layout.pool_metrics, params.pool, params.fast)
+    from transformers import AutoTokenizer  # the student's tokenizer: its budget is in its tokens
+    meta["at_budget"] = at_budget(problems, read_jsonl(layout.pool), AutoTokenizer.from_pretrained(layout.model),
+                                  params.train.max_new_tokens)
+    write_json(layout.pool_metrics, meta)
+    return meta
+
+
+def at_budget(problems: list[Problem], rows: list[dict], tok, budget: int) -> dict:
+    """The pool's rates after the cut training applies (train.py: a teacher row longer than the
+    budget is cut there, loses its EOS and is graded afresh), overall and by kind; `fits` is the
+    share that needs no cut. A pool that solves only before the cut teaches nothing."""
+    by_id = {p.id: p for p in problems}
+    ids = [tok(r["completion"], add_special_tokens=False)["input_ids"] for r in rows]
+    cut = [i for i, t in enumerate(ids) if len(t) + 1 > budget]  # + EOS: rollout.as_completion
+    regrades = grader.grade_batch([by_id[rows[i]["problem_id"]] for i in cut],
+                                  [tok.decode(ids[i][:budget], skip_special_tokens=True) for i in cut], progress=False)
+    labels = [(r["hacked"], r["gt_pass"], True) for r in rows]  # (hacked, solved, fits)
+    for i, g in zip(cut, regrades):
+        labels[i] = (g.hacked, g.gt_pass, False)
+
+    def rates(idx: list[int]) -> dict:
+        n = max(len(idx), 1)
+        return {"n": len(idx), **{k: sum(labels[i][j] for i in idx) / n
+                                  for j, k in enumerate(("hack_rate", "solve_rate", "fits"))}}
+
+    kinds = sorted({r["kind"] for r in rows})
+    return {"budget": budget, **rates(list(range(len(rows)))),
+            "by_kind": {k: rates([i for i, r in enumerate(rows) if r["kind"] == k]) for k in kinds}}
 
 
 def build(problems: list[Problem], out_path: str | Path, meta_path: str | Path, c: config.Pool,
