@@ -376,7 +376,8 @@ def test_layout_and_dvc_yaml_name_the_same_paths():
         for arm in [*params.train.arms, *params.train.yoked]:
             run = run_name(arm, seed)
             written += [lay.run(run), lay.deploy_samples(run), *(lay.run_metrics(run) / f for f in
-                                                                 ("steps.jsonl", "per_mode_deploy.json", "eval_curve.json"))]
+                                                                 ("steps.jsonl", "per_mode_deploy.json", "eval_curve.json")),
+                        lay.run_live(run) / "metrics.json", lay.run_live(run) / "plots" / "metrics"]
     inside = lambda p: any(p == o or p.startswith(o + "/") for o in outs)  # noqa: E731
     assert [p.as_posix() for p in written if not inside(p.as_posix())] == []
 

@@ -84,6 +84,11 @@ class Layout:
     def deploy_samples(self, run: str) -> Path:
         return self.run_metrics(run) / DEPLOY_SAMPLES
 
+    def run_live(self, run: str) -> Path:
+        """The run's DVCLive dir: metrics.json (the last step's values, for `dvc exp show`) and
+        plots/metrics/GROUP/NAME.tsv (one curve per metric, for `dvc plots`)."""
+        return self.run_metrics(run) / "live"
+
     @property
     def stale_root(self) -> Path:
         """Where a run's checkpoints and log go when a config change makes them unusable (kept)."""
