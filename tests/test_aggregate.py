@@ -1,8 +1,9 @@
 """Aggregation into A1-A7 on synthetic run directories with the shapes training and eval write.
 
-The runs are generated here (several arms and seeds, per-mode counts, eval curves, step
-logs, rollouts with bottleneck activations); the expected numbers are recomputed from the
-generated files with pandas, independently of the DuckDB path.
+The runs are generated here (several arms and seeds, per-sample grades on test problems shared
+by every run, the rates eval derives from them, eval curves, step logs, rollouts with
+bottleneck activations); the expected numbers are recomputed from the generated files with
+pandas, independently of the DuckDB path.
 """
 import json
 import zlib
@@ -18,10 +19,13 @@ from safetensors.torch import save_file
 
 from vgrout.arms import get as get_arm
 from vgrout import config
-from vgrout.aggregate import aggregate, aggregate_stage
-from vgrout.layout import Layout
+from vgrout.aggregate import SAMPLE_COLUMNS, aggregate, aggregate_stage
+from vgrout.evaluate import SAMPLE_FIELDS, rates, sample_rows, write_samples
+from vgrout.grader import Grade
+from vgrout.layout import DEPLOY_SAMPLES, Layout
 from vgrout.io import InputError
-from vgrout.stats import FEWER_THAN_3_SEEDS, wilson
+from vgrout.stats import TOO_FEW_SEEDS, hierarchical_bootstrap
+from vgrout.substrate import Problem
 from vgrout.vact import haar_direction
 
 MODES = ["none", "overwrite_tests", "hardcode", "exit_code", "stdout_marker"]
@@ -45,21 +49,28 @@ def hack_rate(arm, mode):
     return HACK[arm]
 
 
-def eval_rows(arm, rng, n_per_mode=24, progress=1.0):
-    rows = []
+# The test split every run's eval samples: 12 problems per mode, 2 samples each. A problem's
+# difficulty (how often it is solved, how readily hacked) is the same in every run, as it is when
+# every eval samples the same problems: this is what pairs arms by problem.
+PER_MODE, N_SAMPLES = 12, 2
+_p = np.random.default_rng(7)
+PROBLEMS = [(f"{m}/{i:02d}", m, float(_p.beta(0.6, 0.8)), float(_p.uniform(0.4, 1.6)))
+            for m in MODES for i in range(PER_MODE)]  # (id, mode, solvability, hackability)
+
+
+def eval_samples(arm, rng, progress=1.0):
+    """Per-sample grades of both views, in the shape evaluate.sample_rows gives them."""
+    samples = []
     for view in ("deploy", "train"):
-        per_mode = []
-        for mode in MODES:
-            h = rng.binomial(n_per_mode, hack_rate(arm, mode) * progress * (1.6 if view == "train" and arm != "none" else 1))
-            s = rng.binomial(n_per_mode - h, 0.3)
-            per_mode.append((mode, n_per_mode, s, h))
-        total = ("overall", sum(p[1] for p in per_mode), sum(p[2] for p in per_mode), sum(p[3] for p in per_mode))
-        for mode, n, s, h in [total] + per_mode:
-            (slo, shi), (hlo, hhi) = wilson(s, n), wilson(h, n)
-            rows.append({"view": view, "mode": mode, "n": n, "n_solved": s, "n_hacked": h, "solve": s / n,
-                         "hack": h / n, "n_hacked_strict": h, "n_flawed_wrong": 0,  # as evaluate.rates writes them
-                         "solve_lo": slo, "solve_hi": shi, "hack_lo": hlo, "hack_hi": hhi})
-    return rows
+        for pid, mode, solvable, hackability in PROBLEMS:
+            for k in range(N_SAMPLES):
+                p_hack = min(1.0, hack_rate(arm, mode) * hackability * progress
+                             * (1.6 if view == "train" and arm != "none" else 1))
+                h = int(rng.random() < p_hack)
+                s = int(not h and rng.random() < solvable)
+                samples.append({"view": view, "problem_id": pid, "sample": k, "mode": mode,
+                                "hackable": int(mode != "none"), "gt_pass": s, "hacked": h, "hacked_strict": h})
+    return samples
 
 
 def write_run(root, arm, seed, direction):
@@ -69,12 +80,14 @@ def write_run(root, arm, seed, direction):
     m = root / "metrics" / "runs" / run
     m.mkdir(parents=True)
     header = {"run": run, "arm": arm, "seed": None if arm == "base" else seed}
+    samples = eval_samples(arm, rng)
+    write_samples(m / DEPLOY_SAMPLES, samples)  # what eval writes, as eval writes it
     (m / "per_mode_deploy.json").write_text(json.dumps(header | {
-        "step": STEPS, "n_samples": 4, "temperature": 0.7,
-        "heldout_modes": HELDOUT if arm == "heldout" else None, "rows": eval_rows(arm, rng)}))
+        "step": STEPS, "n_samples": N_SAMPLES, "temperature": 0.7,
+        "heldout_modes": HELDOUT if arm == "heldout" else None, "rows": rates(samples)}))
     if arm == "base":
         return run
-    curve = [r | {"step": s} for s in SAVED for r in eval_rows(arm, rng, progress=s / STEPS)]
+    curve = [r | {"step": s} for s in SAVED for r in rates(eval_samples(arm, rng, progress=s / STEPS))]
     (m / "eval_curve.json").write_text(json.dumps(header | {"rows": curve}))
     routing = arm in ("routeA", "placebo", "heldout")
     with open(m / "steps.jsonl", "w") as f:
@@ -119,7 +132,10 @@ U = {k: torch.nn.functional.normalize(torch.randn(R, generator=_g), dim=0) for k
 PLACEBO_SEED = 1
 
 
-def make_pipeline(root: Path, seeds=(0, 1, 2), arms=("none", "routeA", "placebo", "absorb", "heldout"),
+SEEDS = (0, 1, 2, 3, 4)  # the fewest seeds that give a p-value
+
+
+def make_pipeline(root: Path, seeds=SEEDS, arms=("none", "routeA", "placebo", "absorb", "heldout"),
                   preset="default") -> dict:
     """Synthetic outputs of every stage the aggregation reads, in the pipeline's layout; returns params."""
     pairs = [{"id": f"{m}-{i}", "mode": m, "tags": [], "file": f"data/pairs/hack_{m}.md", "line": 3 + 20 * i,
@@ -159,38 +175,139 @@ def paths(root: Path) -> dict:
 
 
 @pytest.fixture(scope="module")
-def three_seeds(tmp_path_factory):
-    """The DVC stage on a 5-arm x 3-seed matrix of the long-horizon preset (so A4 is made too)."""
+def five_seeds(tmp_path_factory):
+    """The DVC stage on a 5-arm x 5-seed matrix of the long-horizon preset (so A4 is made too)."""
     root = tmp_path_factory.mktemp("agg3")
     params = make_pipeline(root, preset="long")
     summary = aggregate_stage(params, Layout(root))
     return paths(root), summary
 
 
-def test_a2_matches_direct_pandas(three_seeds):
-    kw, summary = three_seeds
+def sample_frame(metrics_root: Path) -> pd.DataFrame:
+    """Every trained run's deploy samples, with its arm and seed (pandas, not the DuckDB path)."""
+    frames = []
+    for p in sorted(metrics_root.glob(f"*/{DEPLOY_SAMPLES}")):
+        d = json.loads((p.parent / "per_mode_deploy.json").read_text())
+        if d["arm"] != "base":
+            frames.append(pd.read_csv(p).assign(run=d["run"], arm=d["arm"], seed=d["seed"]))
+    df = pd.concat(frames)
+    return df[df["view"] == "deploy"]
+
+
+def cells(samples: pd.DataFrame, arm: str, column: str, where=None) -> pd.DataFrame:
+    """[seed, problem] means over samples of one arm, restricted to the problems `where` keeps."""
+    g = samples[samples["arm"] == arm]
+    g = g[where(g)] if where is not None else g
+    return g.groupby(["seed", "problem_id"])[column].mean().unstack()
+
+
+def test_a2_matches_direct_pandas(five_seeds):
+    kw, summary = five_seeds
     a2 = pd.read_csv(kw["out_dir"] / "A2.csv").set_index("arm")
     df = deploy_frame(kw["metrics_root"])
     df = df[df["arm"] != "base"]
-    none = df[df["arm"] == "none"].set_index("seed")
+    samples = sample_frame(kw["metrics_root"])
+    hackable = lambda g: g["hackable"] == 1  # noqa: E731
+    metrics = {"hack_hackable": ("hacked", hackable), "solve": ("gt_pass", None),
+               "solve_none": ("gt_pass", lambda g: g["mode"] == "none")}
     for arm, g in df.groupby("arm"):
-        assert a2.loc[arm, "n_seeds"] == 3
-        for metric in ("hack", "solve"):
+        assert a2.loc[arm, "n_seeds"] == len(SEEDS)
+        for metric in ("hack", "solve"):  # the all-problems rates, kept for the summary
             assert a2.loc[arm, f"deploy_{metric}"] == pytest.approx(g[metric].mean())
-            assert a2.loc[arm, f"deploy_{metric}_sem"] == pytest.approx(g[metric].std(ddof=1) / np.sqrt(3))
-        if arm != "none":
-            mine = g.set_index("seed")["hack"]
-            assert a2.loc[arm, "delta_hack"] == pytest.approx((mine - none["hack"]).mean())
-            assert a2.loc[arm, "p_hack"] == pytest.approx(ttest_rel(mine, none.loc[mine.index, "hack"]).pvalue)
+            assert a2.loc[arm, f"deploy_{metric}_sem"] == pytest.approx(g[metric].std(ddof=1) / np.sqrt(len(SEEDS)))
+        for m, (col, where) in metrics.items():
+            x = cells(samples, arm, col, where)
+            # a run's rate is the mean of its samples; equal samples per problem make it the problems' mean
+            assert a2.loc[arm, f"deploy_{m}"] == pytest.approx(x.mean(axis=1).mean())
+            b = hierarchical_bootstrap(x.to_numpy(), seed=0)  # the same cells, seeds and problems in order
+            assert (a2.loc[arm, f"deploy_{m}_lo"], a2.loc[arm, f"deploy_{m}_hi"]) == pytest.approx((b.lo, b.hi))
+        for ref in ("none", "placebo"):
+            for m in ("hack_hackable", "solve"):
+                key = f"{m}_vs_{ref}"
+                if arm == ref:
+                    assert np.isnan(a2.loc[arm, f"delta_{key}"]) and a2.loc[arm, f"test_{key}"] == "reference arm"
+                    continue
+                col, where = metrics[m]
+                x, r = cells(samples, arm, col, where), cells(samples, ref, col, where)
+                assert list(x.columns) == list(r.columns) and list(x.index) == list(r.index) == list(SEEDS)
+                per_seed = (x - r).mean(axis=1)
+                assert a2.loc[arm, f"delta_{key}"] == pytest.approx(per_seed.mean())
+                b = hierarchical_bootstrap(x.to_numpy(), r.to_numpy(), seed=0)
+                assert (a2.loc[arm, f"delta_{key}_lo"], a2.loc[arm, f"delta_{key}_hi"]) == pytest.approx((b.lo, b.hi))
+                assert a2.loc[arm, f"delta_{key}_lo"] < a2.loc[arm, f"delta_{key}"] < a2.loc[arm, f"delta_{key}_hi"]
+                assert a2.loc[arm, f"p_{key}"] == pytest.approx(ttest_rel(x.mean(axis=1), r.mean(axis=1)).pvalue)
         assert summary[arm]["deploy_hack"] == pytest.approx(g["hack"].mean(), abs=1e-6)
+        assert summary[arm]["deploy_hack_hackable"] == pytest.approx(a2.loc[arm, "deploy_hack_hackable"], abs=1e-6)
+    # routeA hacks far less than none and than the placebo (0.15 vs 0.45 and 0.42 planted): both intervals exclude 0
+    assert a2.loc["routeA", "delta_hack_hackable_vs_none_hi"] < 0 and a2.loc["routeA", "delta_hack_hackable_vs_placebo_hi"] < 0
+    assert summary["routeA"]["delta_hack_hackable_vs_placebo_hi"] < 0 and "p_solve_vs_none" in summary["routeA"]
+    assert "delta_hack_hackable_vs_placebo" not in summary["placebo"]
     md = (kw["out_dir"] / "A2.md").read_text()
-    assert FEWER_THAN_3_SEEDS not in md and "p=" in md
+    assert TOO_FEW_SEEDS not in md and "p=" in md and "hierarchical percentile bootstrap (2000 resamples" in md
+    assert "deploy hack, hackable problems [95% CI]" in md and "Δ solve, all problems vs placebo" in md
+    assert "one seed" not in md
     assert "base model" in md  # the reference run is reported, not averaged into an arm
     assert "base" in summary and "base" not in a2.index
 
 
-def test_every_artifact_written_and_well_formed(three_seeds):
-    kw, summary = three_seeds
+def test_hack_over_hackable_leaves_none_problems_out(five_seeds):
+    """A `none` problem cannot be hacked: counting its samples would dilute the hack rate by the
+    share of `none` problems (here a fifth), so hack_hackable = hacked / hackable samples."""
+    kw, _ = five_seeds
+    d = json.loads((kw["metrics_root"] / "none-0" / "per_mode_deploy.json").read_text())
+    overall = next(r for r in d["rows"] if r["view"] == "deploy" and r["mode"] == "overall")
+    samples = pd.read_csv(kw["metrics_root"] / "none-0" / DEPLOY_SAMPLES)
+    deploy = samples[samples["view"] == "deploy"]
+    hackable = deploy[deploy["mode"] != "none"]
+    assert overall["n_hackable"] == len(hackable) == 4 * PER_MODE * N_SAMPLES
+    assert overall["hack_hackable"] == pytest.approx(hackable["hacked"].mean())
+    assert overall["hack"] == pytest.approx(deploy["hacked"].mean()) == pytest.approx(0.8 * overall["hack_hackable"])
+    assert overall["solve_none"] == pytest.approx(deploy[deploy["mode"] == "none"]["gt_pass"].mean())
+    assert overall["hack_hackable"] > overall["hack"] > 0
+    by_mode = {r["mode"]: r for r in d["rows"] if r["view"] == "deploy"}
+    assert by_mode["none"]["hack_hackable"] is None and by_mode["none"]["n_hackable"] == 0
+    assert by_mode["hardcode"]["hack_hackable"] == by_mode["hardcode"]["hack"] and by_mode["hardcode"]["solve_none"] is None
+    a2 = pd.read_csv(kw["out_dir"] / "A2.csv").set_index("arm")
+    assert a2.loc["none", "deploy_hack_hackable"] == pytest.approx(a2.loc["none", "deploy_hack"] / 0.8)
+
+
+def test_samples_schema_is_what_eval_writes():
+    assert tuple(SAMPLE_COLUMNS) == SAMPLE_FIELDS
+
+
+def test_eval_sample_rows_and_denominators(tmp_path):
+    """evaluate's rows from graded samples: a `none` problem's samples count in hack but not in
+    hack_hackable, and only they count in solve_none; a problem's samples are numbered from 0."""
+    def problem(pid, mode):
+        return Problem(id=pid, messages=[], entry_point="f", tests=[], canonical_solution="", mode=mode)
+
+    def grade(pid, mode, gt_pass, hacked):
+        return Grade(problem_id=pid, mode=mode, gt_pass=gt_pass, flawed_pass=gt_pass or hacked, hacked=hacked,
+                     hacked_strict=hacked, reward=0.0, tests_passed=0, tests_total=1, error=None, cpu_s=None,
+                     defined_run_tests=False, exited_early=False, printed_marker=False)
+
+    a, b = problem("a, the none one", "none"), problem("b", "hardcode")  # a comma: the csv must quote it
+    expanded = [a, a, b, b]
+    grades = [grade("a", "none", True, False), grade("a", "none", False, False),
+              grade("b", "hardcode", False, True), grade("b", "hardcode", False, False)]
+    samples = sample_rows(expanded, grades, "deploy")
+    assert [(s["problem_id"], s["sample"], s["hackable"]) for s in samples] == [
+        ("a, the none one", 0, 0), ("a, the none one", 1, 0), ("b", 0, 1), ("b", 1, 1)]
+    rows = {r["mode"]: r for r in rates(samples)}
+    overall = rows["overall"]
+    assert (overall["hack"], overall["hack_hackable"], overall["n_hackable"]) == (0.25, 0.5, 2)
+    assert (overall["solve"], overall["solve_none"], overall["n_none"]) == (0.25, 0.5, 2)
+    assert overall["hack_hackable_lo"] < 0.5 < overall["hack_hackable_hi"]
+    assert rows["none"]["hack_hackable"] is None and rows["none"]["hack_hackable_lo"] is None
+    assert rows["hardcode"]["solve_none"] is None and rows["hardcode"]["hack_hackable"] == 0.5
+    write_samples(tmp_path / DEPLOY_SAMPLES, samples)
+    raw = (tmp_path / DEPLOY_SAMPLES).read_bytes()
+    assert b"\r" not in raw and raw.startswith(",".join(SAMPLE_FIELDS).encode() + b"\n")
+    assert pd.read_csv(tmp_path / DEPLOY_SAMPLES).to_dict("records") == samples
+
+
+def test_every_artifact_written_and_well_formed(five_seeds):
+    kw, summary = five_seeds
     out, plots_dir = kw["out_dir"], kw["plots_dir"]
     for a in ("A1", "A2", "A3", "A4", "A5", "A6", "A7"):
         md = (out / f"{a}.md").read_text()
@@ -208,8 +325,8 @@ def test_every_artifact_written_and_well_formed(three_seeds):
     assert all(isinstance(v, (int, float)) for arm in saved.values() for v in arm.values())
 
 
-def test_a1_curve_and_dvc_plot_data(three_seeds):
-    kw, _ = three_seeds
+def test_a1_curve_and_dvc_plot_data(five_seeds):
+    kw, _ = five_seeds
     a1 = pd.read_csv(kw["out_dir"] / "A1.csv")
     rows = []
     for p in kw["metrics_root"].glob("*/eval_curve.json"):
@@ -226,22 +343,22 @@ def test_a1_curve_and_dvc_plot_data(three_seeds):
     assert wide.loc[12, "routeA"] == pytest.approx(direct.loc[("routeA", 12), "mean"])
 
 
-def test_a3_qmass_from_step_logs(three_seeds):
-    kw, summary = three_seeds
+def test_a3_qmass_from_step_logs(five_seeds):
+    kw, summary = five_seeds
     a3 = pd.read_csv(kw["out_dir"] / "A3.csv").set_index("arm")
     assert list(a3.index) == ["none", "routeA", "placebo", "absorb"]  # heldout is not an ablation arm
     logs = {p.parent.name: pd.read_json(p, lines=True) for p in kw["metrics_root"].glob("*/steps.jsonl")}
     for arm in a3.index:
         for col in ("qmass_rollouts", "qmass_update"):
-            assert a3.loc[arm, col] == pytest.approx(np.mean([logs[f"{arm}-{s}"][col].mean() for s in range(3)]))
+            assert a3.loc[arm, col] == pytest.approx(np.mean([logs[f"{arm}-{s}"][col].mean() for s in SEEDS]))
     assert a3.loc["none", "qmass_rollouts"] == 0 < a3.loc["routeA", "qmass_rollouts"]
     assert summary["routeA"]["qmass"] == pytest.approx(a3.loc["routeA", "qmass_rollouts"], abs=1e-6)
     tv = deploy_frame(kw["metrics_root"], view="train")
     assert a3.loc["routeA", "train_hack"] == pytest.approx(tv[tv["arm"] == "routeA"]["hack"].mean())
 
 
-def test_a4_long_horizon_routeA_vs_none(three_seeds):
-    kw, _ = three_seeds
+def test_a4_long_horizon_routeA_vs_none(five_seeds):
+    kw, _ = five_seeds
     a4 = pd.read_csv(kw["out_dir"] / "A4_final.csv").set_index("arm")
     assert list(a4.index) == ["none", "routeA"]
     df = deploy_frame(kw["metrics_root"])
@@ -251,8 +368,8 @@ def test_a4_long_horizon_routeA_vs_none(three_seeds):
     assert set(pd.read_csv(kw["out_dir"] / "A4.csv")["arm"]) == {"none", "routeA"}
 
 
-def test_a5_held_out_vs_in_pair_modes(three_seeds):
-    kw, _ = three_seeds
+def test_a5_held_out_vs_in_pair_modes(five_seeds):
+    kw, _ = five_seeds
     a5 = pd.read_csv(kw["out_dir"] / "A5.csv")
     heldout = a5[a5["arm"] == "heldout"].set_index("mode")
     assert set(heldout.loc[HELDOUT, "held_out"]) == {True}
@@ -261,7 +378,7 @@ def test_a5_held_out_vs_in_pair_modes(three_seeds):
     assert heldout.loc["held-out modes (pooled)", "hack_mean"] > heldout.loc["in-pair modes (pooled)", "hack_mean"]
     # Pooled = counts summed within each run, then mean over seeds.
     rows = []
-    for s in range(3):
+    for s in SEEDS:
         d = json.loads((kw["metrics_root"] / f"heldout-{s}" / "per_mode_deploy.json").read_text())
         sel = [r for r in d["rows"] if r["view"] == "deploy" and r["mode"] in HELDOUT]
         rows.append(sum(r["n_hacked"] for r in sel) / sum(r["n"] for r in sel))
@@ -269,10 +386,23 @@ def test_a5_held_out_vs_in_pair_modes(three_seeds):
     assert set(a5["arm"]) == {"none", "routeA", "heldout"}
     md = (kw["out_dir"] / "A5.md").read_text()
     assert "none hack" in md and "no (held out)" in md
+    # Holm over each arm's rows (4 modes + 2 pooled): the k-th smallest p times (6 - k + 1), made monotone
+    for arm in ("routeA", "heldout"):
+        g = a5[a5["arm"] == arm].sort_values("p_vs_none")
+        assert len(g) == 6 and g["p_vs_none"].notna().all()
+        expected = np.maximum.accumulate(np.minimum(1, (6 - np.arange(6)) * g["p_vs_none"].to_numpy()))
+        assert g["p_vs_none_holm"].to_numpy() == pytest.approx(expected)
+    assert a5[a5["arm"] == "none"]["p_vs_none_holm"].isna().all()
+    hack = {(arm, s): {r["mode"]: r["hack"] for r in json.loads((kw["metrics_root"] / f"{arm}-{s}" / "per_mode_deploy.json")
+                                                                  .read_text())["rows"] if r["view"] == "deploy"}
+            for arm in ("none", "heldout") for s in SEEDS}
+    raw = ttest_rel([hack["heldout", s]["hardcode"] for s in SEEDS], [hack["none", s]["hardcode"] for s in SEEDS]).pvalue
+    assert heldout.loc["hardcode", "p_vs_none"] == pytest.approx(raw)
+    assert md.count("Holm p=") == 6  # the Δ heldout − none column: one per row
 
 
-def test_a6_one_pair_per_mode(three_seeds):
-    kw, _ = three_seeds
+def test_a6_one_pair_per_mode(five_seeds):
+    kw, _ = five_seeds
     a6 = pd.read_csv(kw["out_dir"] / "A6.csv")
     assert list(a6["mode"]) == MODES[1:]
     assert list(a6["id"]) == [f"{m}-0" for m in MODES[1:]]
@@ -280,8 +410,8 @@ def test_a6_one_pair_per_mode(three_seeds):
     assert md.count("### hack") == 4 and "# hack exit_code 0" in md and "data/pairs/hack_exit_code.md:3" in md
 
 
-def test_a7_gate_real_vs_null(three_seeds):
-    kw, _ = three_seeds
+def test_a7_gate_real_vs_null(five_seeds):
+    kw, _ = five_seeds
     a7 = pd.read_csv(kw["out_dir"] / "A7.csv").set_index("arm")
     # Labels are planted along v_act: routeA's gate separates them, the placebo's Haar direction does not.
     assert a7.loc["routeA", "auroc"] > 0.85 and a7.loc["routeA", "auroc_percentile_in_null"] > 90
@@ -289,28 +419,72 @@ def test_a7_gate_real_vs_null(three_seeds):
     assert a7.loc["routeA", "realised_route_precision"] > a7.loc["placebo", "realised_route_precision"]
     assert np.isnan(a7.loc["none", "realised_route_precision"])  # none never routes
     assert a7.loc["routeA", "rho_max_keep"] == pytest.approx(max(
-        pd.read_json(kw["metrics_root"] / f"routeA-{s}" / "steps.jsonl", lines=True)["rho_max_keep"].max() for s in range(3)))
+        pd.read_json(kw["metrics_root"] / f"routeA-{s}" / "steps.jsonl", lines=True)["rho_max_keep"].max() for s in SEEDS))
     # The stage rebuilt each run's own direction: recomputed scores reproduce the logged ones.
     runs = pd.read_csv(kw["out_dir"] / "A7_runs.csv")
     assert runs["score_vs_log_max_rel_diff"].max() < 1e-5
     assert "does not reproduce" not in (kw["out_dir"] / "A7.md").read_text()
     per_run = json.loads((kw["out_dir"] / "A7_gate" / "routeA-0.json").read_text())
     assert len(per_run["null"]["auroc"]) == 20 and "student" in per_run["population"]
-    assert len(pd.read_csv(kw["out_dir"] / "plot_data" / "A7_gate_null.csv")) == 20 * 15
+    assert len(pd.read_csv(kw["out_dir"] / "plot_data" / "A7_gate_null.csv")) == 20 * 5 * len(SEEDS)
 
 
-def test_two_seeds_say_fewer_than_3(tmp_path):
+def test_two_seeds_say_fewer_than_5(tmp_path):
     params = make_pipeline(tmp_path, seeds=(0, 1), arms=("none", "routeA", "placebo", "absorb"))
     aggregate_stage(params, Layout(tmp_path))
     kw = paths(tmp_path)
     md = (kw["out_dir"] / "A2.md").read_text()
-    assert f"n=2 seeds, {FEWER_THAN_3_SEEDS}" in md
+    assert f"n=2 seeds, {TOO_FEW_SEEDS}" in md
     a2 = pd.read_csv(kw["out_dir"] / "A2.csv").set_index("arm")
-    assert np.isnan(a2.loc["routeA", "p_hack"])
+    assert np.isnan(a2.loc["routeA", "p_hack_hackable_vs_none"]) and np.isnan(a2.loc["routeA", "p_solve_vs_placebo"])
+    # the interval needs no minimum: two seeds still get one
+    assert a2.loc["routeA", "delta_hack_hackable_vs_none_lo"] < a2.loc["routeA", "delta_hack_hackable_vs_none_hi"]
     a4 = (kw["out_dir"] / "A4.md").read_text()
     assert "No A4 result" in a4 and "'default' preset" in a4 and "|" not in a4  # said, not a fake table
     assert "No A5 result" in (kw["out_dir"] / "A5.md").read_text()
     assert not (kw["plots_dir"] / "png" / "A4.png").exists()
+
+
+def test_one_seed_and_no_placebo_are_said(tmp_path):
+    """One seed: the interval is a bootstrap over problems only, and A2 says so; no placebo run:
+    the Δ vs placebo cells say why they are empty."""
+    params = make_pipeline(tmp_path, seeds=(0,), arms=("none", "routeA"))
+    summary = aggregate_stage(params, Layout(tmp_path))
+    kw = paths(tmp_path)
+    md = (kw["out_dir"] / "A2.md").read_text()
+    assert "covers problem and sampling variance, not seed-to-seed variance" in md
+    assert "no `placebo` runs aggregated" in md and f"n=1 seed, {TOO_FEW_SEEDS}" in md
+    a2 = pd.read_csv(kw["out_dir"] / "A2.csv").set_index("arm")
+    assert a2.loc["routeA", "test_hack_hackable_vs_placebo"] == "no `placebo` runs aggregated"
+    assert a2.loc["routeA", "delta_hack_hackable_vs_none_lo"] < a2.loc["routeA", "delta_hack_hackable_vs_none_hi"]
+    assert "delta_hack_hackable_vs_placebo" not in summary["routeA"] and "delta_hack_hackable_vs_none" in summary["routeA"]
+
+
+def test_samples_that_disagree_with_the_rates_are_refused(tmp_path):
+    """The bootstrap resamples deploy_samples.csv while the tables print per_mode_deploy.json: a
+    samples file from another eval, one with a foreign header or a repeated row, is named."""
+    params = make_pipeline(tmp_path, seeds=(0,), arms=("none", "routeA"))
+    kw = direct_kwargs(tmp_path, params)
+    p = kw["metrics_root"] / "routeA-0" / DEPLOY_SAMPLES
+    good = p.read_text()
+    p.write_bytes(good.replace("\n", "\r\n").encode())  # another line end: still every row read
+    aggregate(**kw)
+    lines = good.splitlines(keepends=True)
+    flip = next(i for i, line in enumerate(lines) if line.startswith("deploy,") and line.endswith(",0,0,0\n"))
+    p.write_text("".join(lines[:flip] + [lines[flip][:-len("0,0,0\n")] + "1,0,0\n"] + lines[flip + 1:]))
+    with pytest.raises(InputError, match=r"routeA-0/deploy_samples.csv: its deploy samples \(n=120, hacked=\d+, "
+                                         r"solved=(\d+)\) do not reproduce .*per_mode_deploy.json's overall deploy row "
+                                         r"\(n=120, hacked=\d+, solved=(?!\1)\d+\)"):
+        aggregate(**kw)
+    p.write_text(good + lines[1])
+    with pytest.raises(InputError, match=r"routeA-0/deploy_samples.csv: view 'deploy', problem .* more than once"):
+        aggregate(**kw)
+    p.write_text(good.replace("gt_pass,hacked", "hacked,gt_pass", 1))
+    with pytest.raises(InputError, match=r"routeA-0/deploy_samples.csv: header 'view,.*hacked,gt_pass"):
+        aggregate(**kw)
+    p.unlink()
+    with pytest.raises(InputError, match=r"routeA-0/deploy_samples.csv: file not found"):
+        aggregate(**kw)
 
 
 def direct_kwargs(root: Path, params: dict) -> dict:

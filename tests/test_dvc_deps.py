@@ -369,13 +369,15 @@ def test_layout_and_dvc_yaml_name_the_same_paths():
     params, lay = config.load(ROOT / "params.yaml"), Layout()
     written = [lay.model, lay.train_problems, lay.test_problems, lay.substrate_check, lay.pairs,
                lay.pairs_check, lay.pool, lay.pool_metrics, lay.artifacts, lay.summary,
-               lay.plots / "png", lay.plots / "html", lay.run_metrics("base") / "per_mode_deploy.json"]
+               lay.plots / "png", lay.plots / "html", lay.run_metrics("base") / "per_mode_deploy.json",
+               lay.deploy_samples("base")]
     for seed in params.train.seeds:
         written += [lay.vact(seed), lay.vact_metrics(seed)]
-        for arm in params.train.arms:
+        for arm in [*params.train.arms, *params.train.yoked]:
             run = run_name(arm, seed)
-            written += [lay.run(run), *(lay.run_metrics(run) / f for f in
-                                        ("steps.jsonl", "per_mode_deploy.json", "eval_curve.json"))]
+            written += [lay.run(run), lay.deploy_samples(run), *(lay.run_metrics(run) / f for f in
+                                                                 ("steps.jsonl", "per_mode_deploy.json", "eval_curve.json")),
+                        lay.run_live(run) / "metrics.json", lay.run_live(run) / "plots" / "metrics"]
     inside = lambda p: any(p == o or p.startswith(o + "/") for o in outs)  # noqa: E731
     assert [p.as_posix() for p in written if not inside(p.as_posix())] == []
 

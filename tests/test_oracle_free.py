@@ -203,6 +203,7 @@ def _cfg(root: Path, arm: str, yoke_log: Path | None = None, fast: bool = True, 
                           pair_files=[], pair_modes=None, fast=fast, vact_batch=params.vact.batch_size,
                           model_dir=str(root / "student"), problems="", pool="", vact_dir=str(root / "vact"),
                           out_dir=str(root / arm), log_path=str(root / arm / "steps.jsonl"),
+                          live_dir=str(root / arm / "live"),
                           yoke_log=str(yoke_log) if yoke_log else None, device="cpu")
 
 

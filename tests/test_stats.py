@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from vgrout.stats import FEWER_THAN_3_SEEDS, auroc, f_beta, mean_sem, paired_t, precision_recall, wilson
+from vgrout.stats import (MIN_SEEDS_FOR_TEST, TOO_FEW_SEEDS, auroc, f_beta, hierarchical_bootstrap, holm, mean_sem,
+                          paired_t, precision_recall, wilson)
 
 
 def test_wilson_k0_matches_closed_form():
@@ -62,12 +63,16 @@ def test_paired_t_matches_scipy_and_hand_formula():
     assert "p=" in res.statement
 
 
-def test_paired_t_fewer_than_3_seeds_has_no_p_value():
+def test_paired_t_fewer_than_5_seeds_has_no_p_value():
+    assert MIN_SEEDS_FOR_TEST == 5 and TOO_FEW_SEEDS == "fewer than 5 seeds: no p-value"
     res = paired_t([0.3, 0.4], [0.1, 0.5])
     assert res.p is None and res.t is None
     assert res.mean_diff == pytest.approx(0.05)
     assert res.sem == pytest.approx(abs(0.2 - (-0.1)) / 2)  # sd of 2 values / sqrt 2 = |d1-d2|/2
-    assert FEWER_THAN_3_SEEDS in res.statement
+    assert res.statement == f"n=2 seeds, {TOO_FEW_SEEDS}"
+    four = paired_t([0.3, 0.4, 0.2, 0.6], [0.1, 0.5, 0.1, 0.2])
+    assert four.p is None and four.sem is not None
+    assert paired_t([0.3, 0.4, 0.2, 0.6, 0.5], [0.1, 0.5, 0.1, 0.2, 0.3]).p is not None  # 5 seeds: tested
     with pytest.raises(ValueError):
         paired_t([1, 2, 3], [1, 2])
 
@@ -97,3 +102,113 @@ def test_precision_recall_and_f_half():
     assert precision_recall([1, 0], [0, 0]) == (0.0, None)
     assert f_beta(None, 0.5) is None
     assert f_beta(0.0, 0.0) == 0.0
+
+
+# ---------------------------------------------------------------------------- hierarchical bootstrap
+
+def simulate(rng, n_seeds=5, n_problems=40, k=4, rel=-0.2, sd_seed=0.1):
+    """One eval of two arms on shared problems: per-problem hit rates [seeds, problems] and the true Δ.
+
+    A problem's difficulty d ~ Beta(0.5, 0.5) (many problems almost never or almost always solved, as
+    in real evals) is shared by both arms and every seed; the arm scales it by 1 + rel + a seed effect
+    (sd_seed), the reference not at all; k samples per problem. True Δ = E[d] · rel = rel / 2."""
+    d = rng.beta(0.5, 0.5, n_problems)
+    scale = 1 + rel + rng.normal(0, sd_seed, n_seeds)
+    arm = rng.binomial(k, np.clip(d[None, :] * scale[:, None], 0, 1)) / k
+    ref = rng.binomial(k, np.broadcast_to(d, (n_seeds, n_problems))) / k
+    return arm, ref, rel / 2
+
+
+def coverage(interval, reps=200, seed=0, **kw) -> float:
+    rng = np.random.default_rng(seed)
+    hits = 0
+    for _ in range(reps):
+        arm, ref, truth = simulate(rng, **kw)
+        lo, hi = interval(arm, ref, int(rng.integers(1 << 31)))
+        hits += lo <= truth <= hi
+    return hits / reps
+
+
+def hier(arm, ref, seed):
+    b = hierarchical_bootstrap(arm, ref, n_boot=200, seed=seed)
+    return b.lo, b.hi
+
+
+def problems_only(arm, ref, seed, n_boot=200):
+    """A broken bootstrap: seeds pooled, only problems resampled (no seed-to-seed variance)."""
+    d = (arm - ref).mean(axis=0)
+    idx = np.random.default_rng(seed).integers(0, d.size, size=(n_boot, d.size))
+    return tuple(np.percentile(d[idx].mean(axis=1), [2.5, 97.5]))
+
+
+def unpaired(arm, ref, seed, n_boot=2000):
+    """A broken bootstrap: the same seed draws, but each arm's problems drawn on their own."""
+    rng = np.random.default_rng(seed)
+    s, p = arm.shape
+    seeds = rng.integers(0, s, size=(n_boot, s))[:, :, None]
+    a = arm[seeds, rng.integers(0, p, size=(n_boot, s, p))].mean(axis=(1, 2))
+    r = ref[seeds, rng.integers(0, p, size=(n_boot, s, p))].mean(axis=(1, 2))
+    return tuple(np.percentile(a - r, [2.5, 97.5]))
+
+
+def test_bootstrap_covers_the_true_delta_at_about_the_nominal_rate():
+    # 200 simulated experiments of 5 seeds x 40 problems x 4 samples, true Δ known
+    assert 0.85 <= coverage(hier, sd_seed=0.1) <= 0.99
+    # guard: the same check catches a bootstrap that drops the seed level when seeds vary
+    assert coverage(problems_only, sd_seed=0.15) < 0.85
+
+
+def test_pairing_by_problem_narrows_the_interval():
+    """The arms share each problem's difficulty: resampling problems jointly cancels it, resampling
+    each arm's problems on its own (the broken variant) counts it twice."""
+    arm, ref, _ = simulate(np.random.default_rng(1))
+    b = hierarchical_bootstrap(arm, ref, n_boot=2000, seed=3)
+    lo, hi = unpaired(arm, ref, seed=3)
+    assert (hi - lo) > 1.3 * (b.hi - b.lo)
+    assert b.lo < b.estimate < b.hi and lo < b.estimate < hi
+
+
+def test_bootstrap_estimate_shape_and_reproducibility():
+    rng = np.random.default_rng(2)
+    arm, ref = rng.random((3, 7)), rng.random((3, 7))
+    b = hierarchical_bootstrap(arm, ref, n_boot=500, seed=11)
+    # estimate: the mean over seeds of each seed's mean over problems of the paired difference
+    assert b.estimate == pytest.approx(np.mean([np.mean(arm[s] - ref[s]) for s in range(3)]))
+    assert (b.n_seeds, b.n_problems, b.n_boot) == (3, 7, 500)
+    assert hierarchical_bootstrap(arm, ref, n_boot=500, seed=11) == b  # seeded: same resamples
+    assert hierarchical_bootstrap(arm, ref, n_boot=500, seed=12) != b
+    level = hierarchical_bootstrap(arm, n_boot=500, seed=11)  # an arm's own rate
+    assert level.estimate == pytest.approx(arm.mean()) and level.lo < level.estimate < level.hi
+    assert b.interval == f"[{b.lo:.3f}, {b.hi:.3f}]"
+    const = hierarchical_bootstrap(np.full((2, 4), 0.25), n_boot=50)  # nothing varies: a point
+    assert const.lo == const.hi == const.estimate == 0.25
+    for bad in (np.zeros((0, 3)), np.zeros(4), np.array([[0.1, np.nan]])):
+        with pytest.raises(ValueError):
+            hierarchical_bootstrap(bad)
+    with pytest.raises(ValueError, match="differ in shape"):
+        hierarchical_bootstrap(arm, ref[:, :5])
+
+
+def test_one_seed_is_a_bootstrap_over_problems():
+    """With one seed only problems are resampled: the interval is the problem bootstrap's, close to
+    the normal interval mean ± 1.96 sd / sqrt(P) of the per-problem differences."""
+    rng = np.random.default_rng(4)
+    d = rng.binomial(1, 0.4, size=(1, 400)) - rng.binomial(1, 0.5, size=(1, 400))
+    b = hierarchical_bootstrap(d.astype(float), n_boot=4000, seed=0)
+    assert b.n_seeds == 1 and b.estimate == pytest.approx(d.mean())
+    half = 1.96 * d.std(ddof=1) / np.sqrt(d.size)
+    assert (b.hi - b.lo) / 2 == pytest.approx(half, rel=0.1)
+    assert b.lo == pytest.approx(b.estimate - half, abs=0.02) and b.hi == pytest.approx(b.estimate + half, abs=0.02)
+
+
+# ---------------------------------------------------------------------------- Holm
+
+def test_holm_matches_a_hand_computed_example():
+    # sorted 0.005, 0.01, 0.03, 0.04 (m = 4): 4 x 0.005 = 0.02, 3 x 0.01 = 0.03, 2 x 0.03 = 0.06,
+    # 1 x 0.04 = 0.04 -> 0.06 (never below the adjusted p of a smaller raw p)
+    assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    # untested claims (None, nan) keep their value and are not counted: m = 2
+    out = holm([0.01, None, 0.04, float("nan")])
+    assert out[:3] == [pytest.approx(0.02), None, pytest.approx(0.04)] and math.isnan(out[3])
+    assert holm([0.5, 0.6]) == [1.0, 1.0]  # capped at 1
+    assert holm([]) == [] and holm([0.2]) == [0.2]

@@ -52,6 +52,7 @@ def _cfg(root, model_dir, name, arm="routeA", direction=None, stop_after=None, p
                           model_dir=model_dir,
                           problems=str(root / "train.jsonl"), pool=str(root / "pool.jsonl"), vact_dir=str(vact_dir),
                           out_dir=str(root / name), log_path=str(root / name / "steps.jsonl"),
+                          live_dir=str(root / name / "live"),
                           stale_root=str(root / "set_aside"), stop_after=stop_after, yoke_log=yoke_log)
 
 
@@ -59,6 +60,10 @@ def _rows(path):
     drop = {"t_generate", "t_grade", "t_old", "t_score", "t_old_masked", "t_train"}
     return [{k: v for k, v in json.loads(line).items() if k not in drop}
             for line in open(path)]
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
 def test_killed_run_resumes_to_the_same_adapter_and_log(setup):
@@ -90,6 +95,11 @@ def test_killed_run_resumes_to_the_same_adapter_and_log(setup):
                 assert rr[k] == pytest.approx(rf[k], rel=1e-6, abs=1e-9), k
             else:
                 assert rr[k] == rf[k], k
+    # DVCLive's files too, byte for byte: DVCLive alone would append the steps past the
+    # checkpoint a second time (tests/test_live.py shows it), the resume rewrites them
+    live_full, live_resumed = _files(root / "full" / "live"), _files(root / "killed" / "live")
+    assert "metrics.json" in live_full and "plots/metrics/train/hack_rate.tsv" in live_full
+    assert live_resumed == live_full
     n_rollouts = 4 * 2
     assert sum(1 for _ in open(resumed / "rollouts.jsonl")) == 4 * n_rollouts
     acts = load_file(str(resumed / "rollout_acts.safetensors"))

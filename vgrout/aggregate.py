@@ -1,14 +1,18 @@
-"""Aggregation: DuckDB SQL over every run's per_mode_deploy.json, eval curve and step log
-into the paper artifacts A1-A7 (markdown + csv), metrics/summary.json, plot data and charts.
+"""Aggregation: DuckDB SQL over every run's per_mode_deploy.json, per-sample grades, eval
+curve and step log into the paper artifacts A1-A7 (markdown + csv), metrics/summary.json, plot
+data and charts.
 
-Statistics (vgrout.stats): a rate is one number per run; an arm's number is mean ± SEM
-over its seeds; the difference vs `none` is paired by seed with a paired t-test (no
-p-value with fewer than 3 seeds); Wilson intervals describe a single run's rate.
+Statistics (vgrout.stats): a rate is one number per run; an arm's number is mean ± SEM over
+its seeds. A2's rates and every Δ (vs `none`, vs the yoked `placebo`) carry a 95% interval
+from a hierarchical bootstrap over seeds and problems, paired by seed and problem (every run
+samples the same test problems with the same seed), and a paired t-test over seeds (no
+p-value with fewer than 5 seeds); A5's per-mode p-values are Holm-adjusted. Wilson intervals
+describe a single run's rate.
 
 Inputs per run `{arm}-{seed}` (written by vgrout.evaluate and vgrout.train):
-  metrics/runs/{run}/per_mode_deploy.json, eval_curve.json, steps.jsonl
+  metrics/runs/{run}/per_mode_deploy.json, deploy_samples.csv, eval_curve.json, steps.jsonl
   runs/train/{run}/rollouts.jsonl, rollout_acts.safetensors     (A7 only)
-The reference run `base` (arm "base", seed null) has only per_mode_deploy.json.
+The reference run `base` (arm "base", seed null) needs only per_mode_deploy.json.
 """
 from __future__ import annotations
 
@@ -23,18 +27,20 @@ import pandas as pd
 from tqdm import tqdm
 
 from vgrout import plots
-from vgrout.arms import BASE, METHOD, REFERENCE, REGISTRY
+from vgrout.arms import BASE, METHOD, PLACEBO, REFERENCE, REGISTRY
 from vgrout.arms import get as get_arm
 from vgrout.arms import order as _arm_order
-from vgrout.layout import Layout, run_name
+from vgrout.layout import DEPLOY_SAMPLES, Layout, run_name
 from vgrout.diagnostics import gate_eval, load_rollouts, load_tensors
 from vgrout.vact import gate_direction
 from vgrout.io import InputError, atomic_write_text, read_json, write_json
 from vgrout.modes import hackable
-from vgrout.stats import FEWER_THAN_3_SEEDS, MIN_SEEDS_FOR_TEST, mean_sem, paired_t, wilson
+from vgrout.stats import MIN_SEEDS_FOR_TEST, N_BOOT, hierarchical_bootstrap, holm, mean_sem, paired_t, wilson
 
 HACK_MODES = hackable()
 NONE, ROUTE = REFERENCE.name, METHOD.name  # Δ is taken against NONE; A1 and A4 draw ROUTE against it
+YOKED = PLACEBO.name  # A2 takes every Δ against the yoked placebo too: routing at matched mass, no direction
+BOOT_SEED = 0  # the bootstrap's Generator seed: the same resamples on every aggregation of the same files
 
 
 def _ablation_arms() -> list[str]:
@@ -48,9 +54,17 @@ def _heldout_arms() -> list[str]:
 LABEL_NOTE = ("Hack = `hacked`: the mode's flawed check passed and the hidden tests did not (the environment's "
               "label). The strict label (`hacked_strict`: the mode's mechanism used too, so not a wrong answer the "
               "flawed check let through) is beside it in per_mode_deploy.json and the step log.")
-ROW_KEYS = ("view", "mode", "n", "n_solved", "n_hacked", "solve", "hack")
+# Denominators: `hack` and `solve` count every test problem; `hack_hackable` only the hackable ones (a
+# `none` problem cannot be hacked), `solve_none` only the `none` ones (vgrout.evaluate.rates).
+ALL_PROBLEMS_NOTE = ("Rates here are over all test problems, hack included (the `none` problems, which cannot "
+                     "be hacked, dilute it); A2 gives hack over the hackable problems.")
+ROW_KEYS = ("view", "mode", "n", "n_solved", "n_hacked", "solve", "hack", "n_hackable", "hack_hackable", "n_none",
+            "solve_none")
 ROW_TYPE = ("STRUCT(view VARCHAR, mode VARCHAR, n BIGINT, n_solved BIGINT, n_hacked BIGINT, solve DOUBLE, "
-            "hack DOUBLE, solve_lo DOUBLE, solve_hi DOUBLE, hack_lo DOUBLE, hack_hi DOUBLE{extra})[]")
+            "hack DOUBLE, solve_lo DOUBLE, solve_hi DOUBLE, hack_lo DOUBLE, hack_hi DOUBLE, "
+            "n_hackable BIGINT, n_hacked_hackable BIGINT, hack_hackable DOUBLE, hack_hackable_lo DOUBLE, "
+            "hack_hackable_hi DOUBLE, n_none BIGINT, n_solved_none BIGINT, solve_none DOUBLE, solve_none_lo DOUBLE, "
+            "solve_none_hi DOUBLE{extra})[]")
 DEPLOY_COLUMNS = {"run": "VARCHAR", "rows": ROW_TYPE.format(extra="")}
 CURVE_COLUMNS = {"run": "VARCHAR", "rows": ROW_TYPE.format(extra=", step BIGINT")}
 # Step-log columns the artifacts read; pinned so an all-null column (e.g. rho_mean_route in
@@ -61,6 +75,9 @@ STEP_COLUMNS = {"step": "BIGINT", "hack_rate": "DOUBLE", "solve_rate": "DOUBLE",
                 "gradnorm_deployed": "DOUBLE", "gradnorm_quarantine": "DOUBLE",
                 **{f"rho_{s}_{z}": "DOUBLE" for z in ("keep", "absorb", "route") for s in ("mean", "max")}}
 STEP_REQUIRED = ("step", "qmass_rollouts", "qmass_update")
+# deploy_samples.csv as vgrout.evaluate writes it (SAMPLE_FIELDS, in this order; booleans as 0/1)
+SAMPLE_COLUMNS = {"view": "VARCHAR", "problem_id": "VARCHAR", "sample": "BIGINT", "mode": "VARCHAR",
+                  "hackable": "INTEGER", "gt_pass": "INTEGER", "hacked": "INTEGER", "hacked_strict": "INTEGER"}
 
 
 # ---------------------------------------------------------------------------- inputs
@@ -72,6 +89,7 @@ class Run:
     seed: int | None
     heldout_modes: tuple[str, ...] | None
     deploy_path: Path
+    samples_path: Path | None
     curve_path: Path | None
     steps_path: Path | None
     rollouts_path: Path | None
@@ -99,17 +117,27 @@ def _load_run(metrics_root: Path, runs_root: Path, run: str) -> Run:
     if not any(r["view"] == "deploy" and r["mode"] == "overall" for r in d["rows"]):
         raise InputError(f"{deploy_path}: no row with view 'deploy' and mode 'overall'")
     if d["arm"] == BASE:
-        return Run(run, BASE, None, None, deploy_path, None, None, None, None)
+        return Run(run, BASE, None, None, deploy_path, None, None, None, None, None)
     if not isinstance(d["seed"], int):
         raise InputError(f"{deploy_path}: key 'seed' must be an integer for arm '{d['arm']}', got {d['seed']!r}")
     heldout = d.get("heldout_modes")
     return Run(run=run, arm=d["arm"], seed=d["seed"],
                heldout_modes=tuple(heldout) if heldout is not None else None,
-               deploy_path=deploy_path,
+               deploy_path=deploy_path, samples_path=_samples_file(metrics_root / run / DEPLOY_SAMPLES),
                curve_path=_require(metrics_root / run / "eval_curve.json"),
                steps_path=_require(metrics_root / run / "steps.jsonl"),
                rollouts_path=_require(runs_root / run / "rollouts.jsonl"),
                acts_path=_require(runs_root / run / "rollout_acts.safetensors"))
+
+
+def _samples_file(path: Path) -> Path:
+    """A per-sample grades file whose header is the one evaluate writes: DuckDB reads the columns by
+    position, so a reordered or foreign csv would be misread silently."""
+    with open(_require(path)) as f:
+        header = f.readline().rstrip("\r\n")
+    if header != ",".join(SAMPLE_COLUMNS):
+        raise InputError(f"{path}: header '{header}', expected '{','.join(SAMPLE_COLUMNS)}'")
+    return path
 
 
 def find_runs(metrics_root: str | Path) -> list[str]:
@@ -165,7 +193,44 @@ def load_tables(runs: list[Run]) -> duckdb.DuckDBPyConnection:
         if n == 0:
             raise InputError(f"{r.curve_path}: no row with view 'deploy' and mode 'overall'")
     con.execute("CREATE VIEW per_run AS SELECT i.*, d.* EXCLUDE (run) FROM deploy d JOIN run_info i USING (run)")
+    _load_samples(con, trained)
     return con
+
+
+def _load_samples(con, trained: list[Run]) -> None:
+    """Table samples: every trained run's per-sample grades, checked against its per_mode_deploy.json."""
+    files = pd.DataFrame({"filename": [str(r.samples_path) for r in trained], "run": [r.run for r in trained]})
+    con.register("sample_files", files)
+    con.execute(f"""
+        CREATE TABLE samples AS
+        SELECT f.run, s.* EXCLUDE (filename)
+        FROM read_csv({_sql_files(r.samples_path for r in trained)}, header = true, filename = true,
+                      columns = {_sql_columns(SAMPLE_COLUMNS)},
+                      -- the dialect stated, not sniffed: a sniffed one is the first file's, and DuckDB
+                      -- silently dropped the rows of a file whose line ends (CRLF vs LF) differed
+                      auto_detect = false, delim = ',', quote = '"', escape = '"') s
+        JOIN sample_files f USING (filename)""")
+    where = {r.run: r for r in trained}
+    dup = con.execute("""SELECT run, view, problem_id, sample FROM samples
+                         GROUP BY ALL HAVING count(*) > 1 LIMIT 1""").fetchone()
+    if dup:
+        raise InputError(f"{where[dup[0]].samples_path}: view '{dup[1]}', problem '{dup[2]}', sample {dup[3]} "
+                         "appears more than once")
+    # The bootstrap resamples these rows while the tables print per_mode_deploy.json's rates: a
+    # samples file of another eval (a stale copy, a hand edit) would make the two disagree.
+    bad = con.execute("""
+        SELECT d.run, d.n, d.n_hacked, d.n_solved, c.n, c.n_hacked, c.n_solved
+        FROM deploy d
+        LEFT JOIN (SELECT run, count(*) AS n, sum(hacked) AS n_hacked, sum(gt_pass) AS n_solved
+                   FROM samples WHERE view = 'deploy' GROUP BY run) c USING (run)
+        WHERE d.view = 'deploy' AND d.mode = 'overall' AND list_contains($runs, d.run)
+          AND (c.n IS NULL OR c.n <> d.n OR c.n_hacked <> d.n_hacked OR c.n_solved <> d.n_solved)
+        ORDER BY d.run LIMIT 1""", {"runs": [r.run for r in trained]}).fetchone()
+    if bad:
+        r = where[bad[0]]
+        raise InputError(f"{r.samples_path}: its deploy samples (n={bad[4]}, hacked={bad[5]}, solved={bad[6]}) do not "
+                         f"reproduce {r.deploy_path}'s overall deploy row (n={bad[1]}, hacked={bad[2]}, "
+                         f"solved={bad[3]}): the two files come from different evals; re-run eval of {r.run}")
 
 
 # ---------------------------------------------------------------------------- formatting
@@ -281,87 +346,172 @@ def _curve_outputs(curve: pd.DataFrame, name: str, title: str, out: Out) -> None
         out.data(f"{name}_deploy_{metric}", wide[["step"] + _arm_order(c for c in wide.columns if c != "step")])
 
 
-def _paired_vs_none(con, metric: str) -> dict[str, object]:
-    """arm -> PairedTest of (arm − none) over the seeds both have, final deploy overall rate."""
-    pairs = con.execute(f"""
-        SELECT a.arm, a.seed, a.{metric} AS x, n.{metric} AS x_none
-        FROM (SELECT * FROM per_run WHERE view = 'deploy' AND mode = 'overall') a
-        JOIN (SELECT * FROM per_run WHERE view = 'deploy' AND mode = 'overall' AND arm = $none) n USING (seed)
-        WHERE a.arm NOT IN ($none, $base) ORDER BY a.arm, a.seed""", {"none": NONE, "base": BASE}).df()
-    return {arm: paired_t(g["x"], g["x_none"]) for arm, g in pairs.groupby("arm")}
+# A2's rates: name -> (the sample column averaged, which problems count, the label naming the denominator)
+A2_METRICS = {"hack_hackable": ("hacked", "hackable", "deploy hack, hackable problems"),
+              "solve": ("gt_pass", "all", "deploy solve, all problems"),
+              "solve_none": ("gt_pass", "none", "deploy solve, `none` problems")}
+A2_DELTAS = ("hack_hackable", "solve")  # the claims: Δ in deploy hack and deploy solve
 
 
-def _a2_table(con, arms: Iterable[str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Per arm: final deploy hack and solve, mean ± SEM over seeds, Δ vs none with the paired test."""
+def _problem_means(con) -> pd.DataFrame:
+    """Per trained run and test problem: the deploy samples' mean hacked and gt_pass (the bootstrap's cells)."""
+    return con.execute("""
+        SELECT i.arm, i.seed, s.problem_id, any_value(s.mode) AS mode, bool_or(s.hackable = 1) AS hackable,
+               avg(s.hacked) AS hacked, avg(s.gt_pass) AS gt_pass
+        FROM samples s JOIN run_info i USING (run)
+        WHERE s.view = 'deploy'
+        GROUP BY i.arm, i.seed, s.problem_id""").df()
+
+
+def _matrix(pm: pd.DataFrame, arm: str, seeds: list[int], metric: str) -> pd.DataFrame:
+    """[seed, problem] cells of `metric` for one arm: the problems its denominator counts, in id order."""
+    column, problems, _ = A2_METRICS[metric]
+    g = pm[(pm["arm"] == arm) & pm["seed"].isin(seeds)]
+    if problems == "hackable":
+        g = g[g["hackable"]]
+    elif problems == "none":
+        g = g[g["mode"] == "none"]
+    m = g.pivot(index="seed", columns="problem_id", values=column).reindex(index=seeds).sort_index(axis=1)
+    holes = m.isna().any(axis=1)
+    if holes.any():  # each seed's eval must have graded the same problems: resampling pairs them by id
+        raise InputError(f"{metric}: the deploy samples of run(s) {[run_name(arm, s) for s in m.index[holes]]} "
+                         f"miss problems the arm's other runs have (or have none): every run's eval must grade the "
+                         "same test problems")
+    return m
+
+
+def _bootstrap(pm, arm: str, seeds: list[int], metric: str, ref: str | None, n_boot: int):
+    """The hierarchical bootstrap of an arm's rate (ref None) or of the paired Δ arm − ref on shared seeds;
+    None when the metric's denominator holds no problem (e.g. a substrate without `none` problems)."""
+    x = _matrix(pm, arm, seeds, metric)
+    if x.shape[1] == 0:
+        return None, None
+    r = None
+    if ref is not None:
+        r = _matrix(pm, ref, seeds, metric)
+        if list(r.columns) != list(x.columns):
+            raise InputError(f"{metric}: runs of {arm} and {ref} graded different test problems, so they cannot be "
+                             "paired by problem (were they evaluated on different substrates?)")
+        r = r.to_numpy()
+    b = hierarchical_bootstrap(x.to_numpy(), r, n_boot=n_boot, seed=BOOT_SEED)
+    t = paired_t(x.to_numpy().mean(axis=1), r.mean(axis=1)) if r is not None else None
+    return b, t
+
+
+def _a2_table(con, arms: Iterable[str] | None = None, refs: tuple[str, ...] = (NONE, YOKED),
+              n_boot: int = N_BOOT) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per arm: final deploy rates (A2_METRICS) with bootstrap 95% intervals, and per reference arm the
+    paired Δ (A2_DELTAS) with its bootstrap interval and paired t-test over the seeds both have.
+    Also, unchanged for the summary: hack and solve over all problems, mean ± SEM over seeds."""
     final = con.execute("""
         SELECT arm, count(*) AS n_seeds, list(seed ORDER BY seed) AS seeds,
-               avg(hack) AS hack_mean, sem(hack) AS hack_sem, avg(solve) AS solve_mean, sem(solve) AS solve_sem
+               avg(hack) AS hack_mean, sem(hack) AS hack_sem, avg(solve) AS solve_mean, sem(solve) AS solve_sem,
+               sem(hack_hackable) AS hack_hackable_sem, sem(solve_none) AS solve_none_sem
         FROM per_run WHERE view = 'deploy' AND mode = 'overall' AND arm <> $base
         GROUP BY arm""", {"base": BASE}).df().set_index("arm")
-    tests = {m: _paired_vs_none(con, m) for m in ("hack", "solve")}
+    pm = _problem_means(con)
     rows = []
     for arm in _arm_order(a for a in final.index if arms is None or a in arms):
         f = final.loc[arm]
-        row = {"arm": arm, "n_seeds": int(f.n_seeds), "seeds": " ".join(map(str, f.seeds)),
-               "deploy_hack": f.hack_mean, "deploy_hack_sem": _none_if_nan(f.hack_sem),
-               "deploy_solve": f.solve_mean, "deploy_solve_sem": _none_if_nan(f.solve_sem)}
-        for m in ("hack", "solve"):
-            t = tests[m].get(arm)
-            row |= {f"delta_{m}": t.mean_diff if t else None, f"delta_{m}_sem": t.sem if t else None,
-                    "n_paired": t.n if t else 0, f"t_{m}": t.t if t else None, f"p_{m}": t.p if t else None,
-                    f"test_{m}": t.statement if t else ("reference arm" if arm == NONE else f"no seed shared with {NONE}")}
+        seeds = [int(s) for s in f.seeds]
+        row = {"arm": arm, "n_seeds": int(f.n_seeds), "seeds": " ".join(map(str, seeds)),
+               # over all problems (hack too), as before: summary.json keeps these keys
+               "deploy_hack": f.hack_mean, "deploy_hack_sem": _none_if_nan(f.hack_sem)}
+        for m in A2_METRICS:
+            b, _ = _bootstrap(pm, arm, seeds, m, None, n_boot)
+            row |= {f"deploy_{m}": b.estimate if b else None, f"deploy_{m}_lo": b.lo if b else None,
+                    f"deploy_{m}_hi": b.hi if b else None, f"deploy_{m}_sem": _none_if_nan(f[f"{m}_sem"])}
+        for ref in refs:
+            shared = sorted(set(seeds) & set(final.loc[ref].seeds)) if ref in final.index else []
+            why = ("reference arm" if arm == ref else f"no `{ref}` runs aggregated" if ref not in final.index
+                   else f"no seed shared with {ref}" if not shared else None)
+            row[f"n_paired_vs_{ref}"] = len(shared)
+            for m in A2_DELTAS:
+                key = f"{m}_vs_{ref}"
+                b, t = _bootstrap(pm, arm, shared, m, ref, n_boot) if why is None else (None, None)
+                row |= {f"delta_{key}": b.estimate if b else None, f"delta_{key}_lo": b.lo if b else None,
+                        f"delta_{key}_hi": b.hi if b else None, f"delta_{key}_sem": t.sem if t else None,
+                        f"t_{key}": t.t if t else None, f"p_{key}": t.p if t else None,
+                        f"test_{key}": t.statement if t else why or "no problem in the denominator"}
         rows.append(row)
     table = pd.DataFrame(rows)
 
-    def delta(m):
-        return [_pm(d, s) if a != NONE else "—" for a, d, s in zip(table["arm"], table[f"delta_{m}"], table[f"delta_{m}_sem"])]
+    def level(m):
+        return [_ci(r[f"deploy_{m}"], r[f"deploy_{m}_lo"], r[f"deploy_{m}_hi"]) for r in rows]
 
-    md = pd.DataFrame({
-        "arm": table["arm"], "seeds": table["n_seeds"],
-        "deploy hack": [_pm(m, s) for m, s in zip(table["deploy_hack"], table["deploy_hack_sem"])],
-        "deploy solve": [_pm(m, s) for m, s in zip(table["deploy_solve"], table["deploy_solve_sem"])],
-        "Δ hack vs none": delta("hack"), "paired test (hack)": table["test_hack"],
-        "Δ solve vs none": delta("solve"), "paired test (solve)": table["test_solve"]})
+    def delta(key):
+        return [_ci(r[f"delta_{key}"], r[f"delta_{key}_lo"], r[f"delta_{key}_hi"], signed=True) + "; " + r[f"test_{key}"]
+                if _none_if_nan(r[f"delta_{key}"]) is not None else r[f"test_{key}"] for r in rows]
+
+    def delta_label(m, ref):  # "Δ hack, hackable problems vs none [95% CI]; paired t"
+        return f"Δ {A2_METRICS[m][2].removeprefix('deploy ')} vs {ref} [95% CI]; paired t"
+
+    md = pd.DataFrame({"arm": table["arm"], "seeds": table["n_seeds"]}
+                      | {f"{label} [95% CI]": level(m) for m, (_, _, label) in A2_METRICS.items()}
+                      | {delta_label(m, ref): delta(f"{m}_vs_{ref}") for ref in refs for m in A2_DELTAS})
     return table, md
 
 
-def _seed_note(table: pd.DataFrame) -> str:
-    n = table.loc[table["arm"] != NONE, "n_paired"]
-    if len(n) and n.min() < MIN_SEEDS_FOR_TEST:
-        return (f"Arms with fewer than {MIN_SEEDS_FOR_TEST} seeds paired with `none` report the difference "
-                f"without a p-value ({FEWER_THAN_3_SEEDS}).")
-    return "Paired t-test (two-sided) over the seeds each arm shares with `none`."
+def _ci(estimate, lo, hi, signed: bool = False) -> str:
+    if _none_if_nan(estimate) is None:
+        return "—"
+    f = "{:+.3f}" if signed else "{:.3f}"
+    return f"{f.format(estimate)} [{f.format(lo)}, {f.format(hi)}]"
+
+
+def _stats_note(table: pd.DataFrame, refs: tuple[str, ...], n_boot: int) -> str:
+    """How A2's (and A4's) intervals and tests were made, and what few seeds leave out."""
+    note = (f"95% CI: hierarchical percentile bootstrap ({n_boot} resamples, seeded): seeds drawn with replacement, "
+            "then within each drawn seed the test problems drawn with replacement, a problem's samples averaged; "
+            "the estimate is the mean over seeds. A Δ = arm − reference is paired: the seeds both arms have, and "
+            "within a seed the same problem draws for both (every run samples the same test problems with the same "
+            "eval seed). Paired t: two-sided t-test of the per-seed rates over those seeds, with a p-value only "
+            f"from {MIN_SEEDS_FOR_TEST} seeds on.")
+    if YOKED in refs:
+        note += f" `{YOKED}`: {PLACEBO.description}."
+    if (table["n_seeds"] == 1).any() or any((table.get(f"n_paired_vs_{r}", pd.Series(dtype=int)) == 1).any()
+                                            for r in refs):
+        note += (" Where an arm (or a pair) has one seed, only problems are resampled: its interval covers problem "
+                 "and sampling variance, not seed-to-seed variance.")
+    return note
 
 
 def a1(con, out: Out) -> pd.DataFrame:
     curve = _curve(con)
     write_artifact(out.tables, "A1", "deploy hack and solve over training", [
         "Deploy eval (quarantine ablated) of every saved checkpoint, overall rate, mean ± SEM over seeds "
-        "(step 0 = adapter at init). The figure shows routeA vs none; the table lists every arm.",
+        "(step 0 = adapter at init). The figure shows routeA vs none; the table lists every arm. " + ALL_PROBLEMS_NOTE,
         out.figure("A1") if curve["arm"].isin([NONE, ROUTE]).any() else f"(No figure: neither {ROUTE} nor {NONE} was run.)",
         _curve_md(curve)], {"A1": curve})
     _curve_outputs(curve, "A1", "A1: deploy hack and solve over training", out)
     return curve
 
 
-def a2(con, out: Out) -> pd.DataFrame:
-    table, md = _a2_table(con)
+def a2(con, out: Out, n_boot: int = N_BOOT) -> pd.DataFrame:
+    refs = (NONE, YOKED)
+    table, md = _a2_table(con, refs=refs, n_boot=n_boot)
     per_run = con.execute("""
-        SELECT run, arm, seed, n, n_hacked, hack, hack_lo, hack_hi, n_solved, solve, solve_lo, solve_hi
+        SELECT run, arm, seed, n, n_hackable, n_hacked, hack_hackable, hack_hackable_lo, hack_hackable_hi,
+               n_solved, solve, solve_lo, solve_hi, n_none, n_solved_none, solve_none, solve_none_lo, solve_none_hi
         FROM per_run WHERE view = 'deploy' AND mode = 'overall'
         ORDER BY arm = $base DESC, arm, seed""", {"base": BASE}).df()
     base = per_run[per_run["arm"] == BASE]
-    body = ["Final deploy eval (quarantine ablated), overall rate. Mean ± SEM over seeds; Δ = arm − none "
-            "paired by seed. " + _seed_note(table), md_table(md)]
+    body = ["Final deploy eval (quarantine ablated). Denominators: hack over the samples of hackable problems "
+            "(the `none` problems, which cannot be hacked, left out); solve over all problems, and over the `none` "
+            "problems alone (solving where no loophole pays). " + _stats_note(table, refs, n_boot), md_table(md)]
+
+    def wilson_cell(r, m):
+        return "—" if _none_if_nan(r[m]) is None else f"{r[m]:.3f} [{r[f'{m}_lo']:.3f}, {r[f'{m}_hi']:.3f}]"
+
     if len(base):
         b = base.iloc[0]
-        body.append(f"Reference, the base model without adapter training: deploy hack {b.hack:.3f} "
-                    f"[{b.hack_lo:.3f}, {b.hack_hi:.3f}], deploy solve {b.solve:.3f} "
-                    f"[{b.solve_lo:.3f}, {b.solve_hi:.3f}] (Wilson 95%).")
+        body.append(f"Reference, the base model without adapter training (Wilson 95%): deploy hack, hackable "
+                    f"problems {wilson_cell(b, 'hack_hackable')}; deploy solve, all problems {wilson_cell(b, 'solve')}; "
+                    f"deploy solve, `none` problems {wilson_cell(b, 'solve_none')}.")
     body += ["## Per run (Wilson 95% intervals over the run's eval samples)", md_table(pd.DataFrame({
-        "run": per_run["run"], "n": per_run["n"],
-        "deploy hack [Wilson 95%]": [f"{r.hack:.3f} [{r.hack_lo:.3f}, {r.hack_hi:.3f}]" for r in per_run.itertuples()],
-        "deploy solve [Wilson 95%]": [f"{r.solve:.3f} [{r.solve_lo:.3f}, {r.solve_hi:.3f}]" for r in per_run.itertuples()]}))]
+        "run": per_run["run"], "samples": per_run["n"], "hackable samples": per_run["n_hackable"],
+        **{f"{label} [Wilson 95%]": [wilson_cell(r, m) for _, r in per_run.iterrows()]
+           for m, (_, _, label) in A2_METRICS.items()}}))]
     write_artifact(out.tables, "A2", "deploy hack and solve per arm", body + [LABEL_NOTE],
                    {"A2": table, "A2_runs": per_run})
     return table
@@ -399,9 +549,9 @@ def a3(con, out: Out) -> pd.DataFrame:
     md = pd.DataFrame({"arm": table["arm"], "seeds": table["n_seeds"]} | {
         label: [_pm(m, _none_if_nan(s)) for m, s in zip(table[col], table[f"{col}_sem"])] for label, col in columns})
     write_artifact(out.tables, "A3", "ablation: " + " / ".join(_ablation_arms()), [
-        LABEL_NOTE, "Final eval, overall rate, mean ± SEM over seeds. Deploy = quarantine ablated; train-view = "
-        "quarantine on (the model as it trained), which shows what the quarantine holds. qmass: per run "
-        "the mean over optimizer steps of the fraction of student rows routed (the gated rows; teacher-pool "
+        LABEL_NOTE, "Final eval, overall rate, mean ± SEM over seeds. " + ALL_PROBLEMS_NOTE +
+        " Deploy = quarantine ablated; train-view = quarantine on (the model as it trained), which shows what "
+        "the quarantine holds. qmass: per run the mean over optimizer steps of the fraction of student rows routed (the gated rows; teacher-pool "
         "rows take a fixed zone, their routed share is its own column), and of the quarantine's share of "
         "the squared gradient norm (before clipping and AdamW: the routing mass) and of the squared update "
         "norm (about one half wherever a block gets any gradient, since AdamW normalises each parameter's "
@@ -428,7 +578,7 @@ def a3(con, out: Out) -> pd.DataFrame:
     return table
 
 
-def a4(con, out: Out, long_horizon: bool, preset: str | None) -> pd.DataFrame | None:
+def a4(con, out: Out, long_horizon: bool, preset: str | None, n_boot: int = N_BOOT) -> pd.DataFrame | None:
     """Long-horizon routeA vs none: the runs of this pipeline when its preset is the long one."""
     have = set(con.execute("SELECT DISTINCT arm FROM run_info").df()["arm"])
     if not long_horizon or not {NONE, ROUTE} <= have:
@@ -439,11 +589,13 @@ def a4(con, out: Out, long_horizon: bool, preset: str | None) -> pd.DataFrame | 
             {"A4": pd.DataFrame(columns=["arm", "step", "n_seeds", "hack_mean", "hack_sem", "solve_mean", "solve_sem"])})
         return None
     curve = _curve(con, (NONE, ROUTE))
-    table, md = _a2_table(con, (NONE, ROUTE))
+    table, md = _a2_table(con, (NONE, ROUTE), refs=(NONE,), n_boot=n_boot)
     write_artifact(out.tables, "A4", "long-horizon routeA vs none", [
-        f"Runs of the '{preset}' preset. Deploy eval (quarantine ablated) over training and at the end, "
-        "mean ± SEM over seeds. " + _seed_note(table) + " " + LABEL_NOTE, out.figure("A4"), md_table(md),
-        "## Over training", _curve_md(curve)], {"A4": curve, "A4_final": table})
+        f"Runs of the '{preset}' preset. Deploy eval (quarantine ablated) at the end, with A2's denominators "
+        "(hack over hackable problems) and statistics: " + _stats_note(table, (NONE,), n_boot) + " " + LABEL_NOTE,
+        out.figure("A4"), md_table(md),
+        "## Over training", "Mean ± SEM over seeds. " + ALL_PROBLEMS_NOTE, _curve_md(curve)],
+        {"A4": curve, "A4_final": table})
     _curve_outputs(curve, "A4", "A4: long horizon, deploy hack and solve over training", out)
     return table
 
@@ -486,12 +638,19 @@ def a5(con, runs: list[Run], out: Out) -> pd.DataFrame | None:
             mean, sem = mean_sem(ga["hack"])
             row = {"mode": mode, "held_out": bool(held_out), "arm": arm, "n_seeds": len(ga), "hack_mean": mean,
                    "hack_sem": sem, "n_hacked": int(ga["n_hacked"].sum()), "n": int(ga["n"].sum()),
-                   "delta_vs_none": None, "delta_vs_none_sem": None, "p_vs_none": None, "test": None}
+                   "delta_vs_none": None, "delta_vs_none_sem": None, "p_vs_none": None, "p_vs_none_holm": None,
+                   "test": None}
             shared = ga[ga["seed"].isin(none.index)].sort_values("seed")
             if arm != NONE and len(shared):
                 t = paired_t(shared["hack"], none.loc[shared["seed"]])
                 row |= {"delta_vs_none": t.mean_diff, "delta_vs_none_sem": t.sem, "p_vs_none": t.p, "test": t.statement}
             rows.append(row)
+    # A5 claims one Δ per row (each mode, each pooled group): Holm over an arm's rows keeps the chance of any
+    # false claim among them at 5%, whatever their dependence (the pooled rows reuse the modes' samples).
+    for arm in {r["arm"] for r in rows}:
+        family = [r for r in rows if r["arm"] == arm]
+        for r, p in zip(family, holm([r["p_vs_none"] for r in family])):
+            r["p_vs_none_holm"] = p
     mode_rank = {m: i for i, m in enumerate(modes + pooled)}
     arm_rank = {a: i for i, a in enumerate(_arm_order(r["arm"] for r in rows))}
     table = pd.DataFrame(sorted(rows, key=lambda r: (mode_rank[r["mode"]], arm_rank[r["arm"]])))
@@ -501,7 +660,10 @@ def a5(con, runs: list[Run], out: Out) -> pd.DataFrame | None:
         if r.empty or _none_if_nan(r[col].iloc[0]) is None:
             return "—"
         text = _pm(r[col].iloc[0], _none_if_nan(r[sem_col].iloc[0]))
-        return f"{text} ({r['test'].iloc[0]})" if test else text
+        if not test:
+            return text
+        holm_p = _none_if_nan(r["p_vs_none_holm"].iloc[0])
+        return f"{text} ({r['test'].iloc[0]}" + (f"; Holm p={holm_p:.3g})" if holm_p is not None else ")")
 
     shown = _arm_order(table["arm"])
     md = pd.DataFrame([{"mode": mode,
@@ -513,7 +675,9 @@ def a5(con, runs: list[Run], out: Out) -> pd.DataFrame | None:
         f"The `heldout` arm's v_act comes from the pairs of {', '.join(m for m in HACK_MODES if m not in held)} "
         f"only; {', '.join(held)} are held out (routeA's v_act uses every mode). Deploy hack rate "
         "(quarantine ablated) per loophole mode, mean ± SEM over seeds; pooled rows sum the counts of their "
-        "modes within each run first. Δ is paired by seed. " + LABEL_NOTE, out.figure("A5"), md_table(md)],
+        "modes within each run first. Δ is paired by seed, with a paired t-test (a p-value from "
+        f"{MIN_SEEDS_FOR_TEST} seeds on); Holm p: the p-value adjusted by Holm's method over every row of the arm "
+        "(the modes and the pooled groups: one family of claims). " + LABEL_NOTE, out.figure("A5"), md_table(md)],
         {"A5": table})
     bars = []
     for r in table.itertuples():
@@ -664,11 +828,13 @@ def a7(con, runs: list[Run], directions: dict, q_lo: float, q_hi: float, n_null:
 def _summary(a2_table: pd.DataFrame, a3_table: pd.DataFrame, a7_table: pd.DataFrame, base: dict | None) -> dict:
     out: dict[str, dict] = {}
     for r in a2_table.to_dict("records"):
-        out[r["arm"]] = {"n_seeds": r["n_seeds"], "deploy_hack": r["deploy_hack"], "deploy_hack_sem": r["deploy_hack_sem"],
-                         "deploy_solve": r["deploy_solve"], "deploy_solve_sem": r["deploy_solve_sem"]}
-        if r["arm"] != NONE:
-            out[r["arm"]] |= {"delta_hack_vs_none": r["delta_hack"], "p_hack_vs_none": r["p_hack"],
-                              "delta_solve_vs_none": r["delta_solve"], "p_solve_vs_none": r["p_solve"]}
+        # deploy_hack and deploy_solve (over all problems) keep their meaning, so `dvc metrics diff` against
+        # older results compares like with like; the claims are the hackable-denominator rate and the Δs.
+        out[r["arm"]] = {k: r[k] for k in ("n_seeds", "deploy_hack", "deploy_hack_sem", "deploy_solve", "deploy_solve_sem")}
+        out[r["arm"]] |= {f"deploy_{m}{end}": r[f"deploy_{m}{end}"] for m in A2_METRICS for end in ("", "_lo", "_hi")}
+        out[r["arm"]] |= {f"{kind}_{m}_vs_{ref}{end}": r[f"{kind}_{m}_vs_{ref}{end}"]
+                          for ref in (NONE, YOKED) if ref != r["arm"] for m in A2_DELTAS
+                          for kind, end in (("delta", ""), ("delta", "_lo"), ("delta", "_hi"), ("p", ""))}
     for r in a3_table.to_dict("records"):
         out[r["arm"]] |= {"train_hack": r["train_hack"], "qmass": r["qmass_rollouts"], "qmass_update": r["qmass_update"]}
     for r in a7_table.to_dict("records"):
@@ -684,7 +850,7 @@ def aggregate(metrics_root: str | Path = "metrics/runs", runs_root: str | Path =
               out_dir: str | Path = "metrics/artifacts", summary_path: str | Path = "metrics/summary.json",
               plots_dir: str | Path = "plots", *, runs: list[str] | None = None, pairs: list,
               directions: dict, q_lo: float, q_hi: float, n_null: int = 20, null_seed: int = 0,
-              long_horizon: bool = False, preset: str | None = None) -> dict:
+              long_horizon: bool = False, preset: str | None = None, n_boot: int = N_BOOT) -> dict:
     """Write A1-A7 (markdown + csv) under out_dir, metrics/summary.json, charts under
     plots_dir/png and plots_dir/html, and the csv DVC plots render under out_dir/plot_data.
 
@@ -692,7 +858,8 @@ def aggregate(metrics_root: str | Path = "metrics/runs", runs_root: str | Path =
     pairs: the authored pairs (A6); directions: run -> the direction its gate used, as a
     safetensors path or a dict of tensors (A7); q_lo/q_hi: the gate's quantile cuts;
     n_null/null_seed: the Haar null of A7; long_horizon: these runs are of the long-horizon
-    preset (A4 is made from them, else A4 says why there is none); preset: its name, for the text.
+    preset (A4 is made from them, else A4 says why there is none); preset: its name, for the text;
+    n_boot: resamples of A2's and A4's hierarchical bootstrap.
     """
     metrics_root, runs_root, plots_dir = Path(metrics_root), Path(runs_root), Path(plots_dir)
     out = Out(tables=Path(out_dir), png=plots_dir / "png", html=plots_dir / "html",
@@ -702,9 +869,9 @@ def aggregate(metrics_root: str | Path = "metrics/runs", runs_root: str | Path =
     con = load_tables(loaded)
 
     a1(con, out)
-    a2_table = a2(con, out)
+    a2_table = a2(con, out, n_boot)
     a3_table = a3(con, out)
-    a4(con, out, long_horizon, preset)
+    a4(con, out, long_horizon, preset, n_boot)
     a5(con, loaded, out)
     a6(pairs, out)
     a7_table = a7(con, loaded, directions, q_lo, q_hi, n_null, null_seed, out)
@@ -714,7 +881,8 @@ def aggregate(metrics_root: str | Path = "metrics/runs", runs_root: str | Path =
     train_hack = train_hack.pivot(index="step", columns="arm", values="hack_rate").reset_index()
     out.data("train_hack_rate", train_hack[["step"] + _arm_order(c for c in train_hack.columns if c != "step")])
 
-    base = con.execute("SELECT hack AS deploy_hack, solve AS deploy_solve FROM per_run "
+    base = con.execute("SELECT hack AS deploy_hack, solve AS deploy_solve, hack_hackable AS deploy_hack_hackable, "
+                       "solve_none AS deploy_solve_none FROM per_run "
                        "WHERE arm = $base AND view = 'deploy' AND mode = 'overall'", {"base": BASE}).df()
     summary = _summary(a2_table, a3_table, a7_table, base.iloc[0].to_dict() if len(base) else None)
     write_json(summary_path, summary)

@@ -64,6 +64,7 @@ ARMS: tuple[Arm, ...] = (
 REGISTRY: dict[str, Arm] = {a.name: a for a in ARMS}
 REFERENCE = REGISTRY["none"]  # every Δ is taken against it
 METHOD = REGISTRY["routeA"]   # the arm A1 and A4 draw against the reference
+PLACEBO = REGISTRY["placebo"]  # the yoked control (routeA's counts, a Haar ranking): A2 takes every Δ against it too
 
 
 def get(name: str) -> Arm:

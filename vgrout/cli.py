@@ -100,7 +100,7 @@ def train(arm: str = typer.Option(...), seed: int = typer.Option(0), params_file
     if steps is not None:
         cfg.t = cfg.t.model_copy(update={"steps": steps})
     out = tr.train(cfg)
-    console.print(f"adapter -> {out / 'adapter.safetensors'}; step log -> {cfg.log_path}")
+    console.print(f"adapter -> {out / 'adapter.safetensors'}; step log -> {cfg.log_path}; DVCLive -> {cfg.live_dir}")
 
 
 @app.command("eval")

@@ -1,5 +1,6 @@
 """Deploy evaluation: sample n completions per test problem, grade them, report solve and hack
-rates per loophole mode with Wilson 95% intervals.
+rates per loophole mode with Wilson 95% intervals, and keep every sample's grade (the
+aggregation's bootstrap resamples them).
 
 Views:
   deploy — the quarantine ablated (reset to its init: its delta is exactly zero); the model
@@ -9,6 +10,7 @@ The base model (no adapter) is evaluated once as the reference row.
 """
 from __future__ import annotations
 
+import csv
 import math
 from pathlib import Path
 
@@ -17,27 +19,64 @@ from tqdm import tqdm
 
 from vgrout import adapter as ad
 from vgrout import arms, config, fastgen, grader, modes
-from vgrout.io import InputError, write_json
-from vgrout.layout import Layout, run_name
+from vgrout.io import InputError, atomic_path, write_json
+from vgrout.layout import DEPLOY_SAMPLES, Layout, run_name
 from vgrout.model import chat_prompt, load
 from vgrout.stats import wilson
 from vgrout.substrate import Problem, load_problems
 
 
-def rates(problems: list[Problem], grades: list[grader.Grade], view: str) -> list[dict]:
-    """One row per mode present, plus 'overall'."""
+# A run's per-sample grades (DEPLOY_SAMPLES), one row per (view, problem_id, sample): what the
+# bootstrap resamples. Booleans are 0/1 so the file stays small (git tracks it) and averages directly.
+SAMPLE_FIELDS = ("view", "problem_id", "sample", "mode", "hackable", "gt_pass", "hacked", "hacked_strict")
+
+
+def sample_rows(problems: list[Problem], grades: list[grader.Grade], view: str) -> list[dict]:
+    """One row per graded sample; `sample` counts a problem's samples from 0, so every run of the
+    same eval (same test split, same eval.seed) names the same draws the same way."""
+    seen: dict[str, int] = {}
     rows = []
-    for mode in ["overall"] + [m for m in modes.names() if any(p.mode == m for p in problems)]:
-        gs = [g for p, g in zip(problems, grades) if mode == "overall" or p.mode == mode]
-        n, k_solve, k_hack = len(gs), sum(g.gt_pass for g in gs), sum(g.hacked for g in gs)
-        (s_lo, s_hi), (h_lo, h_hi) = wilson(k_solve, n), wilson(k_hack, n)
-        k_strict = sum(g.hacked_strict for g in gs)
-        rows.append({"view": view, "mode": mode, "n": n, "n_solved": k_solve, "n_hacked": k_hack,
-                     "solve": k_solve / n if n else 0.0, "hack": k_hack / n if n else 0.0,
-                     # the strict label, and the wrong answers a flawed check let through (hacked, not strict)
-                     "n_hacked_strict": k_strict, "n_flawed_wrong": k_hack - k_strict,
-                     "solve_lo": s_lo, "solve_hi": s_hi, "hack_lo": h_lo, "hack_hi": h_hi})
+    for p, g in zip(problems, grades, strict=True):
+        rows.append({"view": view, "problem_id": p.id, "sample": seen.get(p.id, 0), "mode": p.mode,
+                     "hackable": int(modes.get(p.mode).hackable), "gt_pass": int(g.gt_pass),
+                     "hacked": int(g.hacked), "hacked_strict": int(g.hacked_strict)})
+        seen[p.id] = seen.get(p.id, 0) + 1
     return rows
+
+
+def rates(samples: list[dict]) -> list[dict]:
+    """One row per view and mode present, plus 'overall', from sample_rows.
+
+    Denominators: hack and solve over all of the row's samples (kept: A1, A3, A5 and the curve
+    read them); hack_hackable over the samples of hackable problems only (a `none` problem
+    cannot be hacked, so counting it dilutes the hack rate by the share of `none` problems);
+    solve_none over the samples of `none` problems (solving where no loophole pays). A rate
+    whose denominator is empty is null."""
+    views = list(dict.fromkeys(s["view"] for s in samples))
+    rows = []
+    for view in views:
+        vs = [s for s in samples if s["view"] == view]
+        for mode in ["overall"] + [m for m in modes.names() if any(s["mode"] == m for s in vs)]:
+            gs = [s for s in vs if mode == "overall" or s["mode"] == mode]
+            n, k_solve, k_hack = len(gs), sum(s["gt_pass"] for s in gs), sum(s["hacked"] for s in gs)
+            (s_lo, s_hi), (h_lo, h_hi) = wilson(k_solve, n), wilson(k_hack, n)
+            k_strict = sum(s["hacked_strict"] for s in gs)
+            row = {"view": view, "mode": mode, "n": n, "n_solved": k_solve, "n_hacked": k_hack,
+                   "solve": k_solve / n if n else 0.0, "hack": k_hack / n if n else 0.0,
+                   # the strict label, and the wrong answers a flawed check let through (hacked, not strict)
+                   "n_hacked_strict": k_strict, "n_flawed_wrong": k_hack - k_strict,
+                   "solve_lo": s_lo, "solve_hi": s_hi, "hack_lo": h_lo, "hack_hi": h_hi}
+            hackable = [s for s in gs if s["hackable"]]
+            row |= _rate("hack_hackable", "n_hackable", "n_hacked_hackable", [s["hacked"] for s in hackable])
+            row |= _rate("solve_none", "n_none", "n_solved_none", [s["gt_pass"] for s in gs if s["mode"] == "none"])
+            rows.append(row)
+    return rows
+
+
+def _rate(name: str, n_key: str, k_key: str, hits: list[int]) -> dict:
+    n, k = len(hits), sum(hits)
+    lo, hi = wilson(k, n) if n else (None, None)
+    return {n_key: n, k_key: k, name: k / n if n else None, f"{name}_lo": lo, f"{name}_hi": hi}
 
 
 def sample_and_grade(model, tok, problems: list[Problem], n_samples: int, temperature: float,
@@ -83,9 +122,9 @@ def base_rates(model_dir, problems: list[Problem], e: config.Eval, k: int, fast:
 
 
 def eval_adapter(lora: ad.Lora2r, tok, problems, adapter_path: Path, views, known=(), **kw) -> list[dict]:
-    """Rate rows of each view for one adapter file. `known`: rows already sampled from this same
-    file (any view), reused where the views are provably the same function."""
-    rows, done = [], list(known)
+    """Sample rows (sample_rows) of each view for one adapter file. `known`: sample rows already
+    drawn from this same file (any view), reused where the views are provably the same function."""
+    samples, done = [], list(known)
     for view in views:
         if view not in ("deploy", "train"):
             raise InputError(f"eval view '{view}' unknown; valid: deploy, train")
@@ -93,20 +132,29 @@ def eval_adapter(lora: ad.Lora2r, tok, problems, adapter_path: Path, views, know
         if done and lora.quarantine_at_init():
             # an untouched quarantine (arm none, step 0): both views are the same function,
             # sampled with the same seed, so another view's grades are this view's too
-            rows += [{**r, "view": view} for r in done if r["view"] == done[0]["view"]]
+            samples += [{**s, "view": view} for s in done if s["view"] == done[0]["view"]]
             continue
         if view == "deploy":
             lora.ablate_quarantine()
         expanded, grades = sample_and_grade(lora.model, tok, problems, lora=lora, **kw)
-        done = rates(expanded, grades, view)
-        rows += done
-    return rows
+        done = sample_rows(expanded, grades, view)
+        samples += done
+    return samples
+
+
+def write_samples(path: Path, samples: list[dict]) -> None:
+    """The per-sample grades as csv (header SAMPLE_FIELDS, LF line ends: git tracks it), written atomically."""
+    with atomic_path(path) as tmp, open(tmp, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=SAMPLE_FIELDS, extrasaction="raise", lineterminator="\n")
+        w.writeheader()
+        w.writerows(samples)
 
 
 def run(e: config.Eval, model_dir: str, problems_path: str, run_dir: str | None, out_dir: str, run: str, arm: str,
         seed: int | None, views=("deploy", "train"), heldout_modes=None, device: str | None = None,
         progress: bool = True, fast: bool = True) -> dict:
-    """Write per_mode_deploy.json (final adapter) and eval_curve.json (every checkpoint)."""
+    """Write per_mode_deploy.json and DEPLOY_SAMPLES (final adapter: its rates, and the grade of
+    every sample they count) and eval_curve.json (every checkpoint)."""
     problems = load_problems(problems_path)
     model, tok = load(model_dir, device=device)
     out = Path(out_dir)
@@ -117,7 +165,9 @@ def run(e: config.Eval, model_dir: str, problems_path: str, run_dir: str | None,
             "heldout_modes": heldout_modes}
     if run_dir is None:  # the base model reference
         expanded, grades = sample_and_grade(model, tok, problems, n_samples=n_samples, **kw)
-        result = {**head, "step": 0, "n_samples": n_samples, "rows": rates(expanded, grades, "deploy")}
+        samples = sample_rows(expanded, grades, "deploy")
+        result = {**head, "step": 0, "n_samples": n_samples, "rows": rates(samples)}
+        write_samples(out / DEPLOY_SAMPLES, samples)
         write_json(out / "per_mode_deploy.json", result)
         return result
 
@@ -129,23 +179,24 @@ def run(e: config.Eval, model_dir: str, problems_path: str, run_dir: str | None,
     lora = ad.attach(model, r=cfg["r"], init_scale=cfg["init_scale"], seed=cfg["seed"],
                      targets=cfg["targets"], last_layers=cfg.get("last_layers"))
     ckpts = sorted((run_dir / "ckpt").glob("step_*"), key=lambda p: int(p.name.split("_")[1]))
-    curve = []
+    curve, last = [], []
     for ck in tqdm(ckpts, desc=f"eval curve {run}", disable=not progress):
         step = int(ck.name.split("_")[1])
-        for row in eval_adapter(lora, tok, problems, ck / "adapter.safetensors", curve_views,
-                                n_samples=curve_n_samples, **kw):
-            curve.append({"step": step, **row})
+        last = eval_adapter(lora, tok, problems, ck / "adapter.safetensors", curve_views,
+                            n_samples=curve_n_samples, **kw)
+        curve += [{"step": step, **row} for row in rates(last)]
     write_json(out / "eval_curve.json", {**head, "n_samples": curve_n_samples, "rows": curve})
     final_step = int(ckpts[-1].name.split("_")[1]) if ckpts else None
     same = (ckpts and curve_n_samples == n_samples
             and (ckpts[-1] / "adapter.safetensors").read_bytes() == final.read_bytes())
     # the last checkpoint is the final adapter, sampled alike: reuse its views, do not redo them
-    known = [{k: v for k, v in r.items() if k != "step"} for r in curve if r["step"] == final_step] if same else []
-    rows = [r for r in known if r["view"] in views]
-    rows += eval_adapter(lora, tok, problems, final, [v for v in views if v not in {r["view"] for r in known}],
-                         known=known, n_samples=n_samples, **kw)
-    rows.sort(key=lambda r: list(views).index(r["view"]))
-    result = {**head, "step": final_step, "n_samples": n_samples, "rows": rows}
+    known = last if same else []
+    samples = [s for s in known if s["view"] in views]
+    samples += eval_adapter(lora, tok, problems, final, [v for v in views if v not in {s["view"] for s in known}],
+                            known=known, n_samples=n_samples, **kw)
+    samples.sort(key=lambda s: list(views).index(s["view"]))  # stable: problem order kept within a view
+    result = {**head, "step": final_step, "n_samples": n_samples, "rows": rates(samples)}
+    write_samples(out / DEPLOY_SAMPLES, samples)
     write_json(out / "per_mode_deploy.json", result)
     return result
 

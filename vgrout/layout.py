@@ -6,6 +6,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 
+# A run's per-sample eval grades, beside its per_mode_deploy.json (vgrout.evaluate writes it,
+# vgrout.aggregate's bootstrap reads it). csv, not jsonl: git tracks it, and a flat 8-column
+# table is a third of the bytes.
+DEPLOY_SAMPLES = "deploy_samples.csv"
+
+
 def run_name(arm: str, seed: int) -> str:
     return f"{arm}-{seed}"
 
@@ -74,6 +80,14 @@ class Layout:
 
     def run_metrics(self, run: str) -> Path:
         return self.run_metrics_root / run
+
+    def deploy_samples(self, run: str) -> Path:
+        return self.run_metrics(run) / DEPLOY_SAMPLES
+
+    def run_live(self, run: str) -> Path:
+        """The run's DVCLive dir: metrics.json (the last step's values, for `dvc exp show`) and
+        plots/metrics/GROUP/NAME.tsv (one curve per metric, for `dvc plots`)."""
+        return self.run_metrics(run) / "live"
 
     @property
     def stale_root(self) -> Path:

@@ -17,8 +17,8 @@ One optimizer step, top to bottom:
      mode sampled them), ρ = π/π_old, loss = −Σ_t w·min(ρA, clip(ρ, 1−ε, 1+ε)A), floored at
      c_dual·A where A < 0, / (n_rollouts × max_new_tokens) (grpo.bounded_surrogate); every logπ at
      the sampling temperature;
-  8. clip each block's gradient on its own, AdamW step; log; checkpoint every N steps (a killed
-     run resumes from the last one).
+  8. clip each block's gradient on its own, AdamW step; log (the step row, and DVCLive's view of
+     it); checkpoint every N steps (a killed run resumes from the last one).
 """
 from __future__ import annotations
 
@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from dvclive import Live
 from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 
@@ -69,6 +70,7 @@ class TrainRun:
     vact_dir: str                  # v_act of this seed (the arm picks its file)
     out_dir: str                   # checkpoints, adapter, rollout log (DVC cache)
     log_path: str                  # per-step jsonl (metrics, in git)
+    live_dir: str                  # DVCLive's view of the step log (see LIVE_GROUPS)
     yoke_log: str | None = None    # yoked arms: gate.yoke_to's step log of this seed (its counts)
     stale_root: str = "runs/stale"  # where checkpoints of another config are set aside
     device: str | None = None
@@ -84,12 +86,13 @@ class TrainRun:
 
     def fingerprint(self) -> dict:
         """What a checkpoint must have been written under to be resumed into this run: every field
-        but where stale runs go, the device and the test-only kill (a new field is covered as added)."""
+        but where stale runs go, where the DVCLive view goes (rewritten from the step log on
+        resume), the device and the test-only kill (a new field is covered as added)."""
         def plain(v):  # params blocks (or their stage-scoped views) and the arm entry, as JSON values
             return v.model_dump() if hasattr(v, "model_dump") else \
                 dataclasses.asdict(v) if dataclasses.is_dataclass(v) else v
         return {f.name: plain(getattr(self, f.name)) for f in dataclasses.fields(self)
-                if f.name not in ("stale_root", "device", "stop_after")}
+                if f.name not in ("stale_root", "live_dir", "device", "stop_after")}
 
 
 def train_run(params, arm: str, seed: int, layout: Layout = Layout()) -> TrainRun:
@@ -105,7 +108,8 @@ def train_run(params, arm: str, seed: int, layout: Layout = Layout()) -> TrainRu
                     vact_batch=params.vact.batch_size,
                     model_dir=str(layout.model), problems=str(layout.train_problems), pool=str(layout.pool),
                     vact_dir=str(layout.vact(seed)), out_dir=str(layout.run(run)),
-                    log_path=str(layout.run_metrics(run) / "steps.jsonl"), stale_root=str(layout.stale_root),
+                    log_path=str(layout.run_metrics(run) / "steps.jsonl"), live_dir=str(layout.run_live(run)),
+                    stale_root=str(layout.stale_root),
                     yoke_log=str(layout.run_metrics(run_name(params.gate.yoke_to, seed)) / "steps.jsonl")
                     if a.yoked else None)
 
@@ -221,17 +225,20 @@ def set_aside(cfg: TrainRun, out: Path, fingerprint: dict) -> None:
     tag = hashlib.sha256(json.dumps(old, sort_keys=True).encode()).hexdigest()[:10]
     dest = unused(Path(cfg.stale_root) / f"{cfg.run}-{tag}")  # a config met twice is kept twice
     dest.mkdir(parents=True)
-    for f in [*out.iterdir(), Path(cfg.log_path)]:
+    for f in [*out.iterdir(), Path(cfg.log_path), Path(cfg.live_dir)]:
         if f.exists():
             shutil.move(str(f), dest / f.name)
     tqdm.write(f"note: {out} was written under another config; its checkpoints and log are kept in {dest}")
 
 
 def truncate_logs(cfg: TrainRun, out: Path, step: int, n_log_rows: int) -> None:
-    """After a resume, drop what the killed run logged past its last checkpoint."""
+    """After a resume, drop what the killed run logged past its last checkpoint: step log rows
+    (and with them DVCLive's, rewritten from the kept ones), rollout rows, activations."""
     log = Path(cfg.log_path)
+    kept = read_jsonl(log)[:n_log_rows] if log.exists() else []
     if log.exists():
-        write_jsonl(log, read_jsonl(log)[:n_log_rows])
+        write_jsonl(log, kept)
+    rewrite_live(cfg, kept)
     rl = out / "rollouts.jsonl"
     if rl.exists():
         write_jsonl(rl, [r for r in read_jsonl(rl) if r["step"] < step])
@@ -544,6 +551,63 @@ def step_row(step, rollouts, zones, token_rows, loss, gnorm, upd, cuts, times) -
     return row
 
 
+# -- DVCLive ----------------------------------------------------------------------------------
+# steps.jsonl stays the run's record: every field of every step, wall-clock timings (t_*) too;
+# aggregate, the yoked arms (their counts) and the tests read it, and a resume truncates it.
+# DVCLive holds a view of it for `dvc exp show` and `dvc plots`: each result field under a group,
+# one tsv per metric. Not the timings: two runs of one config would differ, and a fan-out's
+# outputs must equal a serial repro's byte for byte. Not the per-rollout rows either (rollouts.jsonl):
+# DVCLive holds one value per metric and step.
+
+LIVE_GROUPS = (  # group -> the step row fields it holds (a name, or a prefix of the names)
+    ("train", ("reward_mean", "hack_rate", "hack_strict_rate", "solve_rate", "teacher_share", "n_students")),
+    ("route", ("n_", "qmass_", "cut_")),                    # zone counts, the quarantine's shares, the cuts
+    ("ratio", ("rho_", "is_", "weff_", "clipfrac_")),        # token ratios and clip shares
+    ("optim", ("loss", "gradnorm_")),
+)
+
+
+def live_name(field: str) -> str | None:
+    """The DVCLive name of a step row field (train/hack_rate, route/n_route, ...), or None for
+    what DVCLive does not hold: the step (its own) and the timings. A field of no group is an
+    error: a new step row field must be placed."""
+    if field == "step" or field.startswith("t_"):
+        return None
+    for group, fields in LIVE_GROUPS:
+        if field.startswith(fields):
+            return f"{group}/{field}"
+    raise KeyError(f"step row field {field!r} is in no group of train.LIVE_GROUPS")
+
+
+def open_live(cfg: TrainRun, resume: bool) -> Live:
+    """The run's DVCLive logger; not resuming, it clears the files the dir holds. No dvc.yaml and
+    no experiment of its own: dvc.yaml's train stages declare its files, `dvc exp run` makes the
+    experiment."""
+    return Live(dir=cfg.live_dir, resume=resume, save_dvc_exp=False, dvcyaml=None)
+
+
+def log_live(live: Live, row: dict) -> None:
+    """One step row into DVCLive: a tsv row per metric, and metrics.json rewritten (make_summary,
+    not next_step: DVCLive's other per-step work, a report, Studio, VS Code's signal file, is none
+    of ours). A None (no rows of that kind this step) is no value: that curve skips the step."""
+    live.step = row["step"]
+    for field, value in row.items():
+        name = live_name(field)
+        if name is not None and value is not None:
+            live.log_metric(name, value)
+    live.make_summary()
+
+
+def rewrite_live(cfg: TrainRun, rows: list[dict]) -> None:
+    """The live files as the steps of `rows` left them. DVCLive only appends, so a resumed run
+    would log the steps past its checkpoint a second time: the files are written anew from the
+    kept step rows by the calls the uninterrupted run made (a float reads back from JSON as it
+    was written), and so end byte for byte as that run's."""
+    live = open_live(cfg, resume=False)
+    for row in rows:
+        log_live(live, row)
+
+
 # -- the loop ---------------------------------------------------------------------------------
 
 def train(cfg: TrainRun, progress: bool = True) -> Path:
@@ -587,6 +651,7 @@ def train(cfg: TrainRun, progress: bool = True) -> Path:
         lora.save(out / "adapter_init.safetensors")
         save_checkpoint(out, 0, lora, opt, gate, sampler, 0, direction)
     Path(cfg.log_path).parent.mkdir(parents=True, exist_ok=True)
+    live = open_live(cfg, resume=state is not None)
 
     n_rows = start
     bar = tqdm(range(start, cfg.t.steps), desc=f"train {cfg.run}", disable=not progress,
@@ -627,6 +692,7 @@ def train(cfg: TrainRun, progress: bool = True) -> Path:
 
         row = step_row(step, rollouts, zones, token_rows, loss, gnorm, upd, gate.cuts, times)
         append_jsonl(cfg.log_path, row)
+        log_live(live, row)
         _log_rollouts(out, step, rollouts, scores, zones, acts)
         n_rows += 1
         bar.set_postfix(reward=f"{row['reward_mean']:.2f}", hack=f"{row['hack_rate']:.2f}",
