@@ -81,15 +81,16 @@ def _rate(name: str, n_key: str, k_key: str, hits: list[int]) -> dict:
 
 def sample_and_grade(model, tok, problems: list[Problem], n_samples: int, temperature: float,
                      max_new_tokens: int, batch_size: int, seed: int, fast: bool,
-                     lora: ad.Lora2r | None = None) -> tuple[list[Problem], list]:
+                     lora: ad.Lora2r | None = None, progress: bool = False) -> tuple[list[Problem], list]:
     torch.manual_seed(seed)  # every view and checkpoint sees the same sampling noise
     expanded = [p for p in problems for _ in range(n_samples)]
     prompts = [chat_prompt(tok, p.messages) for p in expanded]
     backend = fastgen.select(model, fast)
-    ids = backend.generate(model, tok, prompts, max_new_tokens, temperature, batch_size=batch_size, lora=lora)
+    ids = backend.generate(model, tok, prompts, max_new_tokens, temperature, batch_size=batch_size, lora=lora,
+                           progress=progress)
     backend.release()
     texts = tok.batch_decode(ids, skip_special_tokens=True)
-    return expanded, grader.grade_batch(expanded, texts, progress=False)
+    return expanded, grader.grade_batch(expanded, texts, progress=progress)
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -108,7 +109,7 @@ def base_rates(model_dir, problems: list[Problem], e: config.Eval, k: int, fast:
     model, tok = load(model_dir, device=device)
     expanded, grades = sample_and_grade(model, tok, problems, n_samples=k, temperature=e.temperature,
                                         max_new_tokens=e.max_new_tokens, batch_size=e.batch_size, seed=e.seed,
-                                        fast=fast)
+                                        fast=fast, progress=True)  # minutes on a CPU: show them
     solved: dict[str, int] = {}
     for p, g in zip(expanded, grades):
         solved[p.id] = solved.get(p.id, 0) + g.gt_pass
