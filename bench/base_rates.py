@@ -33,7 +33,7 @@ def main(model_dir: str, candidates: str, n: int = typer.Option(60, help="proble
     t0 = time.time()
     expanded, grades = evaluate.sample_and_grade(model, tok, problems, n_samples=k, temperature=e.temperature,
                                                  max_new_tokens=budget, batch_size=e.batch_size, seed=e.seed,
-                                                 fast=True)
+                                                 fast=True, progress=True)
     solved = defaultdict(int)
     for p, g in zip(expanded, grades):
         solved[p.id] += g.gt_pass

@@ -51,7 +51,6 @@ class Substrate(Block):
     limit: int | None = doc(None, "keep only the first N problems of each source (small presets); null: all", ge=1)
     leetcode_train: str | None = doc(None, "local LeetCode train jsonl, or null: download from the pinned commit")
     leetcode_test: str | None = doc(None, "local LeetCode test jsonl, or null: download from the pinned commit")
-    base_samples: int = doc(8, "samples per test problem for the base model's pass@1 and pass@k in the check (at eval's budget and temperature); 0: not measured", ge=0)
 
 
 class Pairs(Block):

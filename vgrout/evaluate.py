@@ -100,28 +100,6 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - math.prod((n - c - i) / (n - i) for i in range(k))
 
 
-def base_rates(model_dir, problems: list[Problem], e: config.Eval, k: int, fast: bool = True,
-               device: str | None = None) -> dict:
-    """The base model on `problems` at the eval budget and temperature, k samples each: pass@1 and
-    pass@k (solve: every hidden test passes), the hack rate under each problem's own mode over
-    the hackable ones, and the share of samples without a code block. Whether the student can
-    solve at all is a property of the substrate, so the substrate's check records it."""
-    model, tok = load(model_dir, device=device)
-    expanded, grades = sample_and_grade(model, tok, problems, n_samples=k, temperature=e.temperature,
-                                        max_new_tokens=e.max_new_tokens, batch_size=e.batch_size, seed=e.seed,
-                                        fast=fast, progress=True)  # minutes on a CPU: show them
-    solved: dict[str, int] = {}
-    for p, g in zip(expanded, grades):
-        solved[p.id] = solved.get(p.id, 0) + g.gt_pass
-    hackable = [g for p, g in zip(expanded, grades) if modes.get(p.mode).hackable]
-    mean = lambda xs: sum(xs) / len(xs) if xs else None  # noqa: E731
-    return {"n_problems": len(problems), "k": k, "max_new_tokens": e.max_new_tokens, "temperature": e.temperature,
-            "pass@1": mean([pass_at_k(k, c, 1) for c in solved.values()]),
-            f"pass@{k}": mean([pass_at_k(k, c, k) for c in solved.values()]),
-            "hack_hackable": mean([g.hacked for g in hackable]), "n_hackable_samples": len(hackable),
-            "no_code_block": mean([g.error == "format" for g in grades])}
-
-
 def eval_adapter(lora: ad.Lora2r, tok, problems, adapter_path: Path, views, known=(), **kw) -> list[dict]:
     """Sample rows (sample_rows) of each view for one adapter file. `known`: sample rows already
     drawn from this same file (any view), reused where the views are provably the same function."""
