@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
-# Packing runs on one GPU with `vgrout fanout`: the embedded default's run stages of seed 0 (5 free
-# arms, 2 yoked arms, their evals and eval_base), with train.steps 12 so that the series fits in
-# minutes. Once in series (fanout.gpu_share 1: one run on the GPU at a time), once packed
-# (fanout.gpu_share SHARE, default 0.125: up to 8 runs share the GPU), each on a fresh local Ray
-# cluster, with the upstream stages run once before both. Prints both wall times and their ratio
-# (the packing's throughput gain), and writes OUT/{series,packed}.json, their logs and dvc.lock.
+# Packing runs on one GPU, and spreading them over GPUs, with `vgrout fanout`. The workload is the
+# embedded default with train.arms GRID_ARMS (default: none, routeA, absorb), no yoked arms and
+# train.seeds GRID_SEEDS (default: 0, 1), at train.steps 12 so that the series fits in minutes:
+# 6 train stages, their 6 evals and eval_base. Each phase runs every run stage from the same
+# upstream state on a fresh local Ray cluster:
+#   series  one GPU (the first), fanout.gpu_share 1: one run at a time
+#   packed  one GPU (the first), fanout.gpu_share SHARE (default 0.125): up to 8 runs share it
+#   spread  every GPU of the machine, fanout.gpu_share 1: one run per GPU at a time
+# report prints each wall time, series / packed (packing's throughput gain) and series / spread
+# (the GPUs'), and which lock hashes differ; OUT/{series,packed,spread}.json hold the stage times.
 #
 # Usage, from a checkout (committed HEAD is what runs; it works in a clone under OUT):
-#   bash bench/bench_fanout.sh OUT [all|upstream|series|packed|report] [SHARE]
-# The phases can run in separate calls on the same machine (all = the four in a row).
+#   bash bench/bench_fanout.sh OUT [all|upstream|series|packed|spread|report] [SHARE]
+# The phases can run in separate calls on the same machine (all = every one in a row).
 # Machines without bubblewrap: VGROUT_ISOLATION=rlimit bash bench/bench_fanout.sh ...
 set -euo pipefail
 out=$(realpath -m "$1"); phase=${2:-all}; share=${3:-0.125}
@@ -22,15 +26,18 @@ upstream() {
   git clone -q "$(git rev-parse --show-toplevel)" "$repo"
   cd "$repo"
   python -m vgrout.cli preset "${PRESET:-default}"  # PRESET=ci: a smoke test on a CPU
-  sed -i -E 's/^  steps: 36 /  steps: 12 /' params.yaml
-  commit "bench: 12 steps"
-  dvc repro substrate model pairs extract_vact@0 teacher_pool
+  sed -i -E -e 's/^  steps: 36 /  steps: 12 /' -e "s/^  arms: \[[^]]*\] /  arms: [${GRID_ARMS:-none, routeA, absorb}] /" \
+    -e 's/^  yoked: \[[^]]*\] /  yoked: [] /' -e "s/^  seeds: \[[^]]*\] /  seeds: [${GRID_SEEDS:-0, 1}] /" params.yaml
+  grep -E '^  (steps|arms|yoked|seeds): ' params.yaml
+  commit "bench: the grid at 12 steps"
+  dvc repro substrate model pairs extract_vact teacher_pool
   commit "bench: upstream"
   nvidia-smi --query-gpu=name,memory.total --format=csv,noheader > "$out/gpu.txt" 2>/dev/null || echo "no GPU" > "$out/gpu.txt"
 }
 
-measure() {  # NAME GPU_SHARE: every run stage from the upstream state, on a fresh cluster
+measure() {  # NAME GPU_SHARE GPUS: every run stage from the upstream state, on a fresh cluster
   cd "$repo"
+  if [ "$3" = first ] && command -v nvidia-smi >/dev/null; then export CUDA_VISIBLE_DEVICES=0; else unset CUDA_VISIBLE_DEVICES; fi
   git checkout -q -- dvc.lock metrics && git clean -qfd metrics
   rm -rf .dvc/tmp/fanout runs/train
   sed -i -E "s/^  gpu_share: [0-9.]+ /  gpu_share: $2 /" params.yaml
@@ -43,7 +50,8 @@ measure() {  # NAME GPU_SHARE: every run stage from the upstream state, on a fre
 import json, sys
 name, share, t0, t1, out = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
 status = json.load(open(".dvc/tmp/fanout/status.json"))["stages"]
-res = {"gpu_share": share, "wall_s": round(t1 - t0, 1), "n_stages": len(status),
+import os
+res = {"gpu_share": share, "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES", "all"), "wall_s": round(t1 - t0, 1), "n_stages": len(status),
        "states": sorted({s["state"] for s in status.values()}),
        "stage_s": {k: round(v["seconds"] or 0, 1) for k, v in status.items()},
        "where": sorted({v["where"] for v in status.values()})}
@@ -55,23 +63,32 @@ PY
 report() {
   python - "$out" <<'PY'
 import json, sys
-s, p = (json.load(open(f"{sys.argv[1]}/{n}.json")) for n in ("series", "packed"))
-print(f"{s['n_stages']} run stages: series {s['wall_s']:.0f} s, packed at gpu_share {p['gpu_share']} "
-      f"{p['wall_s']:.0f} s: {s['wall_s'] / p['wall_s']:.2f}x throughput")
-import yaml  # the same results either way? every lock hash but the step logs' (wall-clock timings)
-locks = [yaml.safe_load(open(f"{sys.argv[1]}/{n}.dvc.lock"))["stages"] for n in ("series", "packed")]
-differ = sorted({(name, d["path"]) for name, e in locks[0].items() for part in ("deps", "outs")
-                 for d in e.get(part, []) if not d["path"].endswith("steps.jsonl")
-                 and d not in locks[1].get(name, {}).get(part, [])})
-print(f"lock hashes that differ between the two, step logs aside: {len(differ)}", *differ[:20], sep="\n  ")
+import os, yaml
+out = sys.argv[1]
+runs = {n: json.load(open(f"{out}/{n}.json")) for n in ("series", "packed", "spread")
+        if os.path.exists(f"{out}/{n}.json")}
+s = runs["series"]
+print(f"{s['n_stages']} run stages in series on one GPU: {s['wall_s']:.0f} s")
+for n, r in runs.items():
+    if n != "series":
+        print(f"{n}: gpu_share {r['gpu_share']} on GPUs {r['cuda_visible_devices']}: {r['wall_s']:.0f} s, "
+              f"{s['wall_s'] / r['wall_s']:.2f}x the series' throughput")
+locks = {n: yaml.safe_load(open(f"{out}/{n}.dvc.lock"))["stages"] for n in runs}
+for n in runs:  # the same results either way? every lock hash but the step logs' (wall-clock timings)
+    if n != "series":
+        differ = sorted({(name, d["path"]) for name, e in locks["series"].items() for part in ("deps", "outs")
+                         for d in e.get(part, []) if not d["path"].endswith("steps.jsonl")
+                         and d not in locks[n].get(name, {}).get(part, [])})
+        print(f"lock hashes that differ, series vs {n}, step logs aside: {len(differ)}", *differ[:20], sep="\n  ")
 PY
 }
 
 case $phase in
   upstream) upstream ;;
-  series) measure series 1.0 ;;
-  packed) measure packed "$share" ;;
+  series) measure series 1.0 first ;;
+  packed) measure packed "$share" first ;;
+  spread) measure spread 1.0 all ;;
   report) report ;;
-  all) upstream; measure series 1.0; measure packed "$share"; report ;;
-  *) echo "unknown phase '$phase': all, upstream, series, packed or report" >&2; exit 2 ;;
+  all) upstream; measure series 1.0 first; measure packed "$share" first; measure spread 1.0 all; report ;;
+  *) echo "unknown phase '$phase': all, upstream, series, packed, spread or report" >&2; exit 2 ;;
 esac
