@@ -128,3 +128,54 @@ def test_gate_eval_file_round_trip_and_errors(tmp_path):
         gate_eval_file(tmp_path / "rollouts.jsonl", tmp_path / "acts.safetensors", tmp_path / "partial.safetensors", 0.3, 0.8)
     with pytest.raises(InputError, match="nope.safetensors: file not found"):
         gate_eval_file(tmp_path / "rollouts.jsonl", tmp_path / "nope.safetensors", tmp_path / "v_act.safetensors", 0.3, 0.8)
+
+
+def test_perm_p_counts_ties_and_never_reaches_zero():
+    from vgrout.diagnostics import perm_p
+    assert perm_p(0.9, [0.5] * 999) == 1 / 1000
+    assert perm_p(0.5, [0.5, 0.4, 0.6, 0.3]) == (1 + 2) / 5
+
+
+def test_planted_signal_passes_every_null():
+    rollouts, acts, u, hacked = planted()
+    res = gate_eval(rollouts, acts, u, q_lo=0.3, q_hi=0.8, n_null=200, n_perm=200)
+    assert res["null"]["p"] == 1 / 201 and res["label_permutation"]["p"] == 1 / 201
+    assert res["within_groups"]["auroc"] > 0.8 and res["within_groups"]["n_groups"] > 0
+    defined = [row["auroc"] for row in res["by_step"] if row["auroc"] is not None]
+    assert len(res["by_step"]) == -(-600 // 16) and np.mean(defined) > 0.8
+    assert abs(res["label_permutation"]["auroc_mean"] - 0.5) < 0.05
+
+
+def test_a_score_that_drifts_with_the_step_fails_the_within_step_nulls():
+    """Hack rate and score both rise with the step, with no signal inside a step: the pooled AUROC
+    looks good, the per-step and within-group AUROCs sit at chance, and shuffling labels within
+    steps reproduces the pooled AUROC (p large)."""
+    rng = np.random.default_rng(0)
+    n_steps, per = 30, 16
+    step = np.repeat(np.arange(n_steps), per)
+    hacked = rng.random(step.size) < (0.05 + 0.9 * step / n_steps)
+    u = {m: torch.nn.functional.normalize(torch.ones(R), dim=0) for m in MODULES}
+    drift = torch.from_numpy(step / n_steps).float()[:, None]
+    acts = {m: 3 * drift * u[m] + 0.01 * torch.randn(step.size, R, generator=torch.Generator().manual_seed(i))
+            for i, m in enumerate(MODULES)}
+    rollouts = [{"step": int(s), "problem_id": f"p{i % 4}", "source": "student", "zone": "absorb", "hacked": bool(h)}
+                for i, (s, h) in enumerate(zip(step, hacked))]
+    res = gate_eval(rollouts, acts, u, q_lo=0.25, q_hi=0.75, n_null=50, n_perm=300)
+    assert res["real"]["auroc"] > 0.8                       # pooled: looks like a classifier
+    assert res["label_permutation"]["p"] > 0.05             # within-step shuffles do as well
+    assert res["label_permutation"]["auroc_mean"] > 0.75
+    assert abs(res["within_groups"]["auroc"] - 0.5) < 0.1
+    defined = [row["auroc"] for row in res["by_step"] if row["auroc"] is not None]
+    assert abs(np.mean(defined) - 0.5) < 0.1
+
+
+def test_placebo_pairs_direction_and_teacher_rows_are_scored_apart():
+    rollouts, acts, u, hacked = planted(n=400)
+    for r in rollouts[::4]:
+        r["source"] = "teacher"
+    placebo = haar_direction(u, 7)
+    res = gate_eval(rollouts, acts, u, q_lo=0.3, q_hi=0.8, n_null=20, n_perm=20, placebo=placebo)
+    assert res["n"] == 300 and res["teacher"]["n"] == 100
+    assert res["teacher"]["auroc"] > 0.8                    # the same planted signal on teacher rows
+    assert abs(res["placebo_pairs"]["auroc"] - 0.5) < 0.12  # an unrelated direction: chance
+    assert res["real"]["auroc"] > res["placebo_pairs"]["auroc"] + 0.2

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Iterable
 
 import duckdb
+import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
@@ -31,7 +32,7 @@ from vgrout.arms import BASE, METHOD, PLACEBO, REFERENCE, REGISTRY
 from vgrout.arms import get as get_arm
 from vgrout.arms import order as _arm_order
 from vgrout.layout import DEPLOY_SAMPLES, Layout, run_name
-from vgrout.diagnostics import gate_eval, load_rollouts, load_tensors
+from vgrout.diagnostics import N_NULL, N_PERM, gate_eval, load_rollouts, load_tensors
 from vgrout.vact import gate_direction
 from vgrout.io import InputError, atomic_write_text, read_json, write_json
 from vgrout.modes import hackable
@@ -724,22 +725,35 @@ def _quote(text: str) -> str:
 GATE_METRICS = ("route_precision", "route_recall", "route_f05", "keep_precision", "keep_recall", "keep_f05")
 
 
+def _tensors(d):
+    return load_tensors(d) if isinstance(d, (str, Path)) else d
+
+
 def a7(con, runs: list[Run], directions: dict, q_lo: float, q_hi: float, n_null: int, null_seed: int,
-       out: Out) -> pd.DataFrame:
+       out: Out, placebos: dict | None = None, n_perm: int = N_PERM) -> pd.DataFrame:
     trained = [r for r in runs if r.arm != BASE]
     missing = [r.run for r in trained if r.run not in directions]
     if missing:
         raise InputError(f"no gate direction given for run(s) {missing}: A7 scores each run with the direction its gate used")
-    per_run, null_rows = [], []
+    placebos = placebos or {}
+    per_run, null_rows, step_rows = [], [], []
     for r in tqdm(trained, desc="A7 gate diagnostics"):
-        direction = directions[r.run]
-        direction = load_tensors(direction) if isinstance(direction, (str, Path)) else direction
-        res = gate_eval(load_rollouts(r.rollouts_path), load_tensors(r.acts_path), direction,
-                        q_lo, q_hi, n_null=n_null, null_seed=null_seed, progress=False)
+        placebo = placebos.get(r.run)
+        res = gate_eval(load_rollouts(r.rollouts_path), load_tensors(r.acts_path), _tensors(directions[r.run]),
+                        q_lo, q_hi, n_null=n_null, null_seed=null_seed, progress=False, n_perm=n_perm,
+                        placebo=None if placebo is None else _tensors(placebo))
         res |= {"run": r.run, "arm": r.arm, "seed": r.seed}
         write_json(out.tables / "A7_gate" / f"{r.run}.json", res)
+        step_rows += [{"run": r.run, "arm": r.arm, "seed": r.seed, **row} for row in res["by_step"]]
+        step_auroc = [row["auroc"] for row in res["by_step"] if row["auroc"] is not None]
         per_run.append({"run": r.run, "arm": r.arm, "seed": r.seed, "n": res["n"], "n_hacked": res["n_hacked"],
                         "auroc": res["real"]["auroc"], "auroc_percentile_in_null": res["auroc_percentile_in_null"],
+                        "p_haar": res["null"].get("p"), "p_labels": res["label_permutation"]["p"],
+                        "labels_auroc_q95": res["label_permutation"]["auroc_q95"],
+                        "auroc_within_groups": res["within_groups"]["auroc"],
+                        "auroc_step_mean": float(np.mean(step_auroc)) if step_auroc else None,
+                        "placebo_pairs_auroc": (res["placebo_pairs"] or {}).get("auroc"),
+                        "teacher_auroc": res["teacher"]["auroc"],
                         "null_auroc_mean": res["null"]["auroc_mean"], "null_auroc_sd": res["null"]["auroc_sd"],
                         **{k: res["real"][k] for k in GATE_METRICS},
                         **{f"realised_{k}": res["realised"][k] for k in GATE_METRICS + ("qmass",)},
@@ -754,7 +768,8 @@ def a7(con, runs: list[Run], directions: dict, q_lo: float, q_hi: float, n_null:
         FROM steps GROUP BY run""").df(), on="run", how="left")
 
     metrics = [c for c in per_run.columns
-               if c not in ("run", "arm", "seed", "n", "n_hacked", "n_teacher", "score_vs_log_max_rel_diff")]
+               if c not in ("run", "arm", "seed", "n", "n_hacked", "n_teacher", "score_vs_log_max_rel_diff")
+               and not c.startswith("p_")]
     arm_rows = []
     for arm in _arm_order(per_run["arm"]):
         g = per_run[per_run["arm"] == arm]
@@ -765,6 +780,10 @@ def a7(con, runs: list[Run], directions: dict, q_lo: float, q_hi: float, n_null:
                 row[c] = float(vals.max()) if len(vals) else None
             else:
                 row[c], row[f"{c}_sem"] = mean_sem(vals) if len(vals) else (None, None)
+        for c in ("p_haar", "p_labels"):  # a p-value is not averaged: its median, and how many seeds pass
+            vals = g[c].dropna()
+            row[c] = float(vals.median()) if len(vals) else None
+            row[f"{c}_below_05"] = f"{int((vals < 0.05).sum())}/{len(vals)}"
         arm_rows.append(row)
     table = pd.DataFrame(arm_rows)
 
@@ -775,9 +794,14 @@ def a7(con, runs: list[Run], directions: dict, q_lo: float, q_hi: float, n_null:
         return [f"{_fmt(_none_if_nan(r.get(f'rho_mean_{zone}')))} / {_fmt(_none_if_nan(r.get(f'rho_max_{zone}')))}"
                 for r in arm_rows]
 
+    def p_col(col):
+        return [f"{_fmt(_none_if_nan(r.get(col)))} ({r[f'{col}_below_05']})" for r in arm_rows]
+
     md = pd.DataFrame({
         "arm": table["arm"], "seeds": table["n_seeds"], "AUROC": pm("auroc"),
-        "percentile in null": pm("auroc_percentile_in_null", digits=1), "null AUROC": pm("null_auroc_mean"),
+        "p Haar (seeds < 0.05)": p_col("p_haar"), "p labels (seeds < 0.05)": p_col("p_labels"),
+        "AUROC within groups": pm("auroc_within_groups"), "AUROC per step": pm("auroc_step_mean"),
+        "placebo pairs AUROC": pm("placebo_pairs_auroc"), "teacher rows AUROC": pm("teacher_auroc"),
         "route precision": pm("route_precision"), "route recall": pm("route_recall"), "route F0.5": pm("route_f05"),
         "keep precision": pm("keep_precision"), "keep recall": pm("keep_recall"), "keep F0.5": pm("keep_f05")})
     md_realised = pd.DataFrame({
@@ -802,8 +826,16 @@ def a7(con, runs: list[Run], directions: dict, q_lo: float, q_hi: float, n_null:
         f"zone; their routed share is shown apart. Cuts: the {q_lo:g} and {q_hi:g} quantiles of the run's scores. Route = above the "
         "upper cut (precision = hack share of route, recall = share of hacks routed); keep = below the lower "
         "cut (precision = clean share of keep, recall = share of clean rollouts kept). F0.5 weighs precision "
-        f"above recall. Null: {n_null} Haar-random directions (seeds from {null_seed}) scored on the same "
-        "activations; percentile = share of null AUROCs below the real one. Mean ± SEM over seeds.",
+        f"above recall. Two nulls, each as p = (1 + k) / (N + 1), k the null AUROCs at or above the real one: "
+        f"{n_null} Haar-random directions (seeds from {null_seed}) scored on the same activations (does the "
+        f"direction beat an arbitrary one?), and {n_perm} shuffles of the hack labels within each step, the "
+        "scores kept (is the AUROC above chance for this many rows, with each step's hack rate fixed?); "
+        "p is the median over seeds, with how many seeds have p < 0.05. A pooled AUROC mixes steps whose "
+        "scores and hack rates both drift, so it is also given per step (mean over steps with both classes) and "
+        "within prompt groups (only rollouts of one prompt at one step compared: the contrast a group-relative "
+        "update acts on). Placebo pairs: the direction of the placebo pair set (style contrasts written like "
+        "the hack pairs), a content-matched null. Teacher rows: the same score on the teacher-pool rows of the "
+        "run. Mean ± SEM over seeds; per-step AUROCs in plot_data/A7_by_step.csv.",
         out.figure("A7_gate_null") if per_run["auroc"].notna().any() else
         "(No figure: the AUROC is undefined in every run, each run's student rollouts being all of one class.)",
         md_table(md),
@@ -817,6 +849,8 @@ def a7(con, runs: list[Run], directions: dict, q_lo: float, q_hi: float, n_null:
     real_df = per_run.dropna(subset=["auroc"])[["run", "arm", "auroc", "auroc_percentile_in_null"]].rename(
         columns={"auroc_percentile_in_null": "percentile"})
     out.data("A7_gate_null", null_df)
+    out.data("A7_by_step", pd.DataFrame(step_rows, columns=["run", "arm", "seed", "step", "n", "n_hacked", "auroc",
+                                                            "realised_qmass"]))
     if len(real_df):
         out.chart(plots.gate_null_chart(null_df, real_df, "A7: gate score AUROC, real direction vs Haar null",
                                         f"{n_null} Haar directions per run; student rollouts"), "A7_gate_null")
@@ -838,7 +872,9 @@ def _summary(a2_table: pd.DataFrame, a3_table: pd.DataFrame, a7_table: pd.DataFr
     for r in a3_table.to_dict("records"):
         out[r["arm"]] |= {"train_hack": r["train_hack"], "qmass": r["qmass_rollouts"], "qmass_update": r["qmass_update"]}
     for r in a7_table.to_dict("records"):
-        out[r["arm"]] |= {"gate_auroc": r["auroc"], "gate_auroc_percentile": r["auroc_percentile_in_null"]}
+        out[r["arm"]] |= {"gate_auroc": r["auroc"], "gate_auroc_percentile": r["auroc_percentile_in_null"],
+                          "gate_p_haar": r["p_haar"], "gate_p_labels": r["p_labels"],
+                          "gate_auroc_within_groups": r["auroc_within_groups"]}
     if base is not None:
         out[BASE] = base
     # DVC metrics: numbers only; a missing value is left out rather than written as null.
@@ -849,15 +885,17 @@ def _summary(a2_table: pd.DataFrame, a3_table: pd.DataFrame, a7_table: pd.DataFr
 def aggregate(metrics_root: str | Path = "metrics/runs", runs_root: str | Path = "runs/train",
               out_dir: str | Path = "metrics/artifacts", summary_path: str | Path = "metrics/summary.json",
               plots_dir: str | Path = "plots", *, runs: list[str] | None = None, pairs: list,
-              directions: dict, q_lo: float, q_hi: float, n_null: int = 20, null_seed: int = 0,
-              long_horizon: bool = False, preset: str | None = None, n_boot: int = N_BOOT) -> dict:
+              directions: dict, q_lo: float, q_hi: float, n_null: int = N_NULL, null_seed: int = 0,
+              long_horizon: bool = False, preset: str | None = None, n_boot: int = N_BOOT,
+              placebos: dict | None = None, n_perm: int = N_PERM) -> dict:
     """Write A1-A7 (markdown + csv) under out_dir, metrics/summary.json, charts under
     plots_dir/png and plots_dir/html, and the csv DVC plots render under out_dir/plot_data.
 
     runs: run names (default: every run under metrics_root; `base` is the reference run);
     pairs: the authored pairs (A6); directions: run -> the direction its gate used, as a
-    safetensors path or a dict of tensors (A7); q_lo/q_hi: the gate's quantile cuts;
-    n_null/null_seed: the Haar null of A7; long_horizon: these runs are of the long-horizon
+    safetensors path or a dict of tensors (A7); placebos: run -> the placebo pairs' direction
+    (A7's content-matched null; optional); q_lo/q_hi: the gate's quantile cuts;
+    n_null/null_seed/n_perm: the Haar and label-permutation nulls of A7; long_horizon: these runs are of the long-horizon
     preset (A4 is made from them, else A4 says why there is none); preset: its name, for the text;
     n_boot: resamples of A2's and A4's hierarchical bootstrap.
     """
@@ -874,7 +912,7 @@ def aggregate(metrics_root: str | Path = "metrics/runs", runs_root: str | Path =
     a4(con, out, long_horizon, preset, n_boot)
     a5(con, loaded, out)
     a6(pairs, out)
-    a7_table = a7(con, loaded, directions, q_lo, q_hi, n_null, null_seed, out)
+    a7_table = a7(con, loaded, directions, q_lo, q_hi, n_null, null_seed, out, placebos, n_perm)
     # Training-time student hack rate per arm (mean over seeds), the DVC plot of the step logs.
     train_hack = con.execute("""SELECT i.arm, s.step, avg(s.hack_rate) AS hack_rate
                                 FROM steps s JOIN run_info i USING (run) GROUP BY i.arm, s.step""").df()
@@ -901,11 +939,13 @@ def aggregate_stage(params, layout: Layout = Layout()) -> dict:
         runs = [BASE] + runs
     directions = {run_name(a, s): gate_direction(get_arm(a), layout.vact(s), s, params.gate.placebo_seed)
                   for a in arm_names for s in seeds}
+    placebos = {run_name(a, s): layout.vact(s) / "v_act_placebo.safetensors" for a in arm_names for s in seeds}
+    placebos = {run: path for run, path in placebos.items() if path.exists()}  # none without placebo pair files
     pairs = read_json(layout.pairs)
     if "pairs" not in pairs:
         raise InputError(f"{layout.pairs}: missing key 'pairs'")
     preset = params.preset
     return aggregate(layout.run_metrics_root, layout.runs, layout.artifacts, layout.summary, layout.plots,
                      runs=runs, pairs=pairs["pairs"], directions=directions, q_lo=params.gate.q_lo,
-                     q_hi=params.gate.q_hi, n_null=20, null_seed=NULL_SEED,
+                     q_hi=params.gate.q_hi, null_seed=NULL_SEED, placebos=placebos,
                      long_horizon=preset == LONG_HORIZON_PRESET, preset=preset)

@@ -125,14 +125,17 @@ def aggregate(params_file: Path = PARAMS):
 
 @app.command("gate-eval")
 def gate_eval(rollouts: Path, acts: Path, direction: Path,
-              q_lo: float = 0.25, q_hi: float = 0.75, n_null: int = 20,
+              q_lo: float = 0.25, q_hi: float = 0.75, n_null: int = 1000, n_perm: int = 1000,
+              placebo: Optional[Path] = typer.Option(None, help="the placebo pairs' direction (v_act_placebo.safetensors)"),
               out: Optional[Path] = typer.Option(None, "-o", "--out")):
-    """Gate diagnostics on a labelled rollout file: AUROC, precision/recall at each cut, F0.5,
-    qmass, for the direction and a null of Haar directions (labels used only here)."""
+    """Gate diagnostics on a labelled rollout file: AUROC (pooled, per step, within prompt groups),
+    precision/recall at each cut, F0.5, qmass, against a Haar null, a within-step label-permutation
+    null and the placebo pairs' direction (labels used only here)."""
     import json
 
     from vgrout import diagnostics
-    res = diagnostics.gate_eval_file(rollouts, acts, direction, q_lo=q_lo, q_hi=q_hi, n_null=n_null)
+    res = diagnostics.gate_eval_file(rollouts, acts, direction, q_lo=q_lo, q_hi=q_hi, n_null=n_null,
+                                     n_perm=n_perm, placebo_path=placebo)
     text = json.dumps(res, indent=2)
     if out:
         from vgrout.io import atomic_write_text

@@ -7,9 +7,18 @@ AUROC of the score against the hack label, precision and recall of route for hac
 of keep for clean rollouts, F0.5 at each cut (the pins are the expensive errors, so
 precision counts more), and qmass (the fraction routed).
 
-The same numbers are computed for n_null Haar-random directions scored on the same
-activations; the real direction's AUROC percentile in that null says whether v_act
-carries more hack signal than an arbitrary direction of the bottleneck.
+Three nulls say whether the AUROC means anything, each as a permutation p-value
+p = (1 + k) / (N + 1), k the null draws at or above the real AUROC:
+- Haar: N_NULL random directions of the bottleneck scored on the same activations (does
+  v_act carry more hack signal than an arbitrary direction?);
+- label permutation: the hack labels shuffled within each step, the scores kept (is the
+  AUROC above what this many rows give by chance, once the steps' hack rates are fixed?
+  Shuffling within steps keeps a score that drifts with the step from passing as signal);
+- placebo pairs: the direction of the placebo pair set (style contrasts written like the
+  hack pairs), a content-matched null reported beside the real one.
+A pooled AUROC mixes steps whose scores and hack rates both drift, so it is also given per
+step, and within prompt groups (only rollouts of one prompt compared: the contrast the
+group-relative update acts on). Teacher-pool rows are scored and reported apart.
 
 Labels are read here only after training, as a measurement. Nothing in this module is
 on the routing path.
@@ -28,6 +37,56 @@ from vgrout.stats import auroc, f_beta, precision_recall
 from vgrout.vact import haar_direction
 
 POPULATION = "student rollouts (source == 'student'); teacher-pool rollouts excluded"
+N_NULL = 1000   # Haar directions in the null
+N_PERM = 1000   # label permutations in the null
+
+
+def perm_p(real: float, null) -> float:
+    """One-sided permutation p-value (1 + #{null >= real}) / (N + 1)."""
+    null = np.asarray(null, dtype=float)
+    return float((1 + int((null >= real).sum())) / (null.size + 1))
+
+
+def _auroc_or_none(scores: np.ndarray, hacked: np.ndarray) -> float | None:
+    return auroc(scores, hacked) if 0 < hacked.sum() < hacked.size else None
+
+
+def within_groups_auroc(scores: np.ndarray, hacked: np.ndarray, groups: np.ndarray) -> dict:
+    """AUROC over (hack, clean) pairs of the same group only: each group with both classes
+    weighs by its number of such pairs."""
+    num, pairs, n_groups = 0.0, 0, 0
+    for g in np.unique(groups):
+        at = groups == g
+        n_pos, n_neg = int(hacked[at].sum()), int((~hacked[at]).sum())
+        if n_pos and n_neg:
+            num += auroc(scores[at], hacked[at]) * n_pos * n_neg
+            pairs += n_pos * n_neg
+            n_groups += 1
+    return {"auroc": num / pairs if pairs else None, "n_groups": n_groups, "n_pairs": pairs}
+
+
+def label_permutation_null(scores: np.ndarray, hacked: np.ndarray, steps: np.ndarray, n_perm: int,
+                           seed: int) -> np.ndarray:
+    """AUROC of the fixed scores against labels shuffled within each step."""
+    rng = np.random.default_rng(seed)
+    at_step = [np.flatnonzero(steps == s) for s in np.unique(steps)]
+    out = np.empty(n_perm)
+    for i in range(n_perm):
+        perm = hacked.copy()
+        for idx in at_step:
+            perm[idx] = hacked[rng.permutation(idx)]
+        out[i] = auroc(scores, perm)
+    return out
+
+
+def _by_step(scores: np.ndarray, hacked: np.ndarray, steps: np.ndarray, zones: np.ndarray) -> list[dict]:
+    rows = []
+    for s in np.unique(steps):
+        at = steps == s
+        rows.append({"step": int(s), "n": int(at.sum()), "n_hacked": int(hacked[at].sum()),
+                     "auroc": _auroc_or_none(scores[at], hacked[at]),
+                     "realised_qmass": float((zones[at] == "route").mean())})
+    return rows
 
 
 def gate_scores(acts: dict[str, torch.Tensor], direction: dict[str, torch.Tensor]) -> np.ndarray:
@@ -77,14 +136,17 @@ def _realised(rollouts: list[dict], hacked: np.ndarray) -> dict:
 
 
 def gate_eval(rollouts: list[dict], acts: dict[str, torch.Tensor], direction: dict[str, torch.Tensor],
-              q_lo: float, q_hi: float, n_null: int = 20, null_seed: int = 0, progress: bool = True) -> dict:
-    """Gate diagnostics of `direction` and of n_null Haar directions on the student rollouts.
+              q_lo: float, q_hi: float, n_null: int = N_NULL, null_seed: int = 0, progress: bool = True,
+              n_perm: int = N_PERM, placebo: dict[str, torch.Tensor] | None = None) -> dict:
+    """Gate diagnostics of `direction` and of its nulls (n_null Haar directions, n_perm
+    within-step label permutations, the placebo pairs' direction if given) on the student
+    rollouts, per step and within prompt groups; teacher-pool rows apart.
 
-    rollouts: rows of rollouts.jsonl (source, zone, hacked used); acts: module -> [n, r]
-    pooled deployed-block bottleneck activations, row i = rollouts[i].
+    rollouts: rows of rollouts.jsonl (step, problem_id, source, zone, hacked used); acts:
+    module -> [n, r] pooled deployed-block bottleneck activations, row i = rollouts[i].
     """
-    if n_null < 1:
-        raise InputError(f"n_null must be at least 1, got {n_null}")
+    if n_null < 1 or n_perm < 1:
+        raise InputError(f"n_null and n_perm must be at least 1, got {n_null} and {n_perm}")
     if not 0 <= q_lo <= q_hi <= 1:
         raise InputError(f"gate cuts must satisfy 0 <= q_lo <= q_hi <= 1, got q_lo={q_lo}, q_hi={q_hi}")
     for m, a in acts.items():
@@ -104,7 +166,10 @@ def gate_eval(rollouts: list[dict], acts: dict[str, torch.Tensor], direction: di
     if all("score" in r for r in rollouts):
         logged = np.array([r["score"] for r in rollouts], dtype=float)
         logged_diff = float(np.abs(gate_scores(acts, direction) - logged).max() / max(np.abs(logged).max(), 1e-12))
-    real = _at_cuts(gate_scores(acts_s, direction), hacked, q_lo, q_hi)
+    scores = gate_scores(acts_s, direction)
+    real = _at_cuts(scores, hacked, q_lo, q_hi)
+    steps = np.array([int(r["step"]) for r in rollouts_s])
+    groups = np.array([f"{r['step']}/{r['problem_id']}" for r in rollouts_s])
     null = []
     seed = null_seed
     with tqdm(total=n_null, desc="gate null (Haar directions)", leave=False, disable=not progress) as bar:
@@ -129,7 +194,20 @@ def gate_eval(rollouts: list[dict], acts: dict[str, torch.Tensor], direction: di
         # Percent of null directions the real one beats; ties count one half.
         percentile = 100 * float(np.mean((null_auroc < real["auroc"]) + 0.5 * (null_auroc == real["auroc"])))
         null_summary.update(auroc=null_auroc.tolist(), auroc_mean=float(null_auroc.mean()),
-                            auroc_sd=float(null_auroc.std(ddof=1)) if n_null > 1 else None)
+                            auroc_sd=float(null_auroc.std(ddof=1)) if n_null > 1 else None,
+                            p=perm_p(real["auroc"], null_auroc))
+    perm = {"n": n_perm, "within": "step", "auroc_mean": None, "auroc_sd": None, "auroc_q95": None, "p": None}
+    if real["auroc"] is not None:
+        perm_auroc = label_permutation_null(scores, hacked, steps, n_perm, null_seed)
+        perm.update(auroc_mean=float(perm_auroc.mean()), auroc_sd=float(perm_auroc.std(ddof=1)) if n_perm > 1 else None,
+                    auroc_q95=float(np.quantile(perm_auroc, 0.95)), p=perm_p(real["auroc"], perm_auroc))
+    placebo_res = None
+    if placebo is not None:
+        placebo_res = _at_cuts(gate_scores(acts_s, placebo), hacked, q_lo, q_hi)
+    teacher = ~student
+    t_hacked = np.array([bool(r["hacked"]) for r, s in zip(rollouts, student) if not s])
+    t_scores = gate_scores({m: a[torch.from_numpy(teacher)] for m, a in acts.items()}, direction) \
+        if teacher.any() else np.array([])
     return {
         "population": POPULATION,
         "n": int(student.sum()),
@@ -138,10 +216,16 @@ def gate_eval(rollouts: list[dict], acts: dict[str, torch.Tensor], direction: di
         "real": real,
         "realised": _realised(rollouts_s, hacked),
         # teacher-pool rows are not gated (a fixed zone): counted apart, never in the metrics above
-        "teacher": {"n": int((~student).sum()), "zone_share": {
-            z: float(np.mean([r["zone"] == z for r, s in zip(rollouts, student) if not s])) if (~student).any()
+        "teacher": {"n": int(teacher.sum()), "n_hacked": int(t_hacked.sum()),
+                    "auroc": _auroc_or_none(t_scores, t_hacked) if teacher.any() else None,
+                    "zone_share": {
+            z: float(np.mean([r["zone"] == z for r, s in zip(rollouts, student) if not s])) if teacher.any()
             else None for z in ("keep", "absorb", "route")}},
+        "by_step": _by_step(scores, hacked, steps, np.array([r["zone"] for r in rollouts_s])),
+        "within_groups": within_groups_auroc(scores, hacked, groups),
         "null": null_summary,
+        "label_permutation": perm,
+        "placebo_pairs": placebo_res,
         "auroc_percentile_in_null": percentile,
         "logged_score_max_rel_diff": logged_diff,
         "note": note,
@@ -153,7 +237,7 @@ def _mean_of(rows: list[dict], key: str) -> float | None:
     return float(np.mean(vals)) if vals else None
 
 
-ROLLOUT_KEYS = ("source", "zone", "hacked")
+ROLLOUT_KEYS = ("step", "problem_id", "source", "zone", "hacked")
 
 
 def load_rollouts(path: str | Path) -> list[dict]:
@@ -174,14 +258,16 @@ def load_tensors(path: str | Path) -> dict[str, torch.Tensor]:
 
 
 def gate_eval_file(rollouts_path: str | Path, acts_path: str | Path, direction_path: str | Path,
-                   q_lo: float, q_hi: float, n_null: int = 20, null_seed: int = 0,
-                   out_path: str | Path | None = None) -> dict:
+                   q_lo: float, q_hi: float, n_null: int = N_NULL, null_seed: int = 0,
+                   out_path: str | Path | None = None, n_perm: int = N_PERM,
+                   placebo_path: str | Path | None = None) -> dict:
     """gate_eval on files (what `vgrout gate-eval` runs); writes the result as JSON if out_path."""
     rollouts = load_rollouts(rollouts_path)
     acts = load_tensors(acts_path)
     direction = load_tensors(direction_path)
+    placebo = load_tensors(placebo_path) if placebo_path else None
     try:
-        result = gate_eval(rollouts, acts, direction, q_lo, q_hi, n_null, null_seed)
+        result = gate_eval(rollouts, acts, direction, q_lo, q_hi, n_null, null_seed, n_perm=n_perm, placebo=placebo)
     except InputError as e:
         raise InputError(f"{rollouts_path} / {acts_path} / {direction_path}: {e}") from None
     result["files"] = {"rollouts": str(rollouts_path), "acts": str(acts_path), "direction": str(direction_path)}

@@ -189,7 +189,7 @@ def gate_direction(arm, vact_dir: str | Path, seed: int, placebo_seed: int, lora
 def extract_stage(params, seed: int, layout: Layout = Layout(), progress: bool = True) -> dict:
     """DVC stage extract_vact@SEED: v_act from the selected modes (or Haar if gate.random_seed is
     set), the heldout arm's v_act from the modes not held out, and the placebo pair set's direction
-    (for the separation diagnostic only)."""
+    (for the separation diagnostic and A7's content-matched null only; no arm's gate reads it)."""
 
     from vgrout import adapter as ad
     from vgrout.io import read_json, write_json
@@ -230,6 +230,8 @@ def extract_stage(params, seed: int, layout: Layout = Layout(), progress: bool =
         if held_rows else None}}
     if placebo_pairs:
         v_placebo, diag_placebo = extract(lora, tok, placebo_pairs, system, None, 0, progress, **enc)
+        # A7's content-matched null: pairs written like the hack pairs, contrasting style only
+        save_direction(out / "v_act_placebo.safetensors", v_placebo, {"seed": seed, "modes": diag_placebo["modes"]})
         metrics["placebo_pairs"] = {"n_pairs": len(placebo_pairs),
                                     "loo_separation_own_pairs": diag_placebo["loo_separation"],
                                     "separation_on_hack_pairs": separation(h_hack, h_clean, v_placebo)}
