@@ -383,22 +383,30 @@ def test_a5_held_out_vs_in_pair_modes(five_seeds):
         sel = [r for r in d["rows"] if r["view"] == "deploy" and r["mode"] in HELDOUT]
         rows.append(sum(r["n_hacked"] for r in sel) / sum(r["n"] for r in sel))
     assert heldout.loc["held-out modes (pooled)", "hack_mean"] == pytest.approx(np.mean(rows))
-    assert set(a5["arm"]) == {"none", "routeA", "heldout"}
+    assert set(a5["arm"]) == {"none", "routeA", "placebo", "absorb", "heldout"}  # every arm: the controls too
     md = (kw["out_dir"] / "A5.md").read_text()
     assert "none hack" in md and "no (held out)" in md
     # Holm over each arm's rows (4 modes + 2 pooled): the k-th smallest p times (6 - k + 1), made monotone
     for arm in ("routeA", "heldout"):
-        g = a5[a5["arm"] == arm].sort_values("p_vs_none")
-        assert len(g) == 6 and g["p_vs_none"].notna().all()
-        expected = np.maximum.accumulate(np.minimum(1, (6 - np.arange(6)) * g["p_vs_none"].to_numpy()))
-        assert g["p_vs_none_holm"].to_numpy() == pytest.approx(expected)
+        for ref in ("none", "placebo"):
+            g = a5[a5["arm"] == arm].sort_values(f"p_vs_{ref}")
+            assert len(g) == 6 and g[f"p_vs_{ref}"].notna().all()
+            expected = np.maximum.accumulate(np.minimum(1, (6 - np.arange(6)) * g[f"p_vs_{ref}"].to_numpy()))
+            assert g[f"p_vs_{ref}_holm"].to_numpy() == pytest.approx(expected)
     assert a5[a5["arm"] == "none"]["p_vs_none_holm"].isna().all()
+    assert a5[a5["arm"] == "placebo"]["p_vs_placebo_holm"].isna().all()
     hack = {(arm, s): {r["mode"]: r["hack"] for r in json.loads((kw["metrics_root"] / f"{arm}-{s}" / "per_mode_deploy.json")
                                                                   .read_text())["rows"] if r["view"] == "deploy"}
-            for arm in ("none", "heldout") for s in SEEDS}
-    raw = ttest_rel([hack["heldout", s]["hardcode"] for s in SEEDS], [hack["none", s]["hardcode"] for s in SEEDS]).pvalue
-    assert heldout.loc["hardcode", "p_vs_none"] == pytest.approx(raw)
-    assert md.count("Holm p=") == 6  # the Δ heldout − none column: one per row
+            for arm in ("none", "placebo", "heldout") for s in SEEDS}
+    for ref in ("none", "placebo"):
+        raw = ttest_rel([hack["heldout", s]["hardcode"] for s in SEEDS], [hack[ref, s]["hardcode"] for s in SEEDS]).pvalue
+        assert heldout.loc["hardcode", f"p_vs_{ref}"] == pytest.approx(raw)
+    assert md.count("Holm p=") == 12  # the Δ heldout − none and − placebo columns: one each per row
+    # the gate's AUROC within each mode, from A7's per-mode rows
+    by_mode = pd.read_csv(kw["out_dir"] / "plot_data" / "A7_by_mode.csv")
+    for col in ("gate AUROC, heldout", "gate AUROC, routeA", "gate AUROC, placebo", "Δ heldout − placebo"):
+        assert col in md
+    assert set(by_mode["arm"]) >= {"routeA", "heldout"} and by_mode["auroc"].between(0, 1).any()
 
 
 def test_a6_one_pair_per_mode(five_seeds):

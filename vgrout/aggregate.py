@@ -601,7 +601,9 @@ def a4(con, out: Out, long_horizon: bool, preset: str | None, n_boot: int = N_BO
     return table
 
 
-def a5(con, runs: list[Run], out: Out) -> pd.DataFrame | None:
+def a5(con, runs: list[Run], out: Out, gate_by_mode: pd.DataFrame | None = None) -> pd.DataFrame | None:
+    """Deploy hack per loophole mode for every arm, the heldout arm's Δ against none and against the
+    yoked placebo (the routing-mass-matched control), and the gate's AUROC within each mode (A7's)."""
     heldout_runs = [r for r in runs if r.arm in _heldout_arms()]
     if not heldout_runs:
         write_artifact(out.tables, "A5", "held-out modes", [
@@ -628,57 +630,73 @@ def a5(con, runs: list[Run], out: Out) -> pd.DataFrame | None:
         SELECT run, arm, seed, CASE WHEN held_out THEN $pooled[1] ELSE $pooled[2] END,
                held_out, sum(n), sum(n_hacked), sum(n_hacked) / sum(n)
         FROM m GROUP BY run, arm, seed, held_out""",
-        {"held": held, "modes": modes, "pooled": pooled, "arms": [NONE, ROUTE, *_heldout_arms()]}).df()
+        {"held": held, "modes": modes, "pooled": pooled, "arms": sorted({r.arm for r in runs} - {BASE})}).df()
     if per_run_mode.empty:
-        raise InputError(f"A5: no per-mode deploy rows for the hackable modes {list(HACK_MODES)} "
-                         f"in the {'/'.join([NONE, ROUTE, *_heldout_arms()])} runs")
+        raise InputError(f"A5: no per-mode deploy rows for the hackable modes {list(HACK_MODES)}")
     rows = []
+    refs = [NONE, YOKED]  # Δ against vanilla GRPO, and against routing at matched mass with no direction
     for (mode, held_out), g in per_run_mode.groupby(["mode", "held_out"], sort=False):
-        none = g[g["arm"] == NONE].set_index("seed")["hack"]
         for arm, ga in g.groupby("arm"):
             mean, sem = mean_sem(ga["hack"])
             row = {"mode": mode, "held_out": bool(held_out), "arm": arm, "n_seeds": len(ga), "hack_mean": mean,
-                   "hack_sem": sem, "n_hacked": int(ga["n_hacked"].sum()), "n": int(ga["n"].sum()),
-                   "delta_vs_none": None, "delta_vs_none_sem": None, "p_vs_none": None, "p_vs_none_holm": None,
-                   "test": None}
-            shared = ga[ga["seed"].isin(none.index)].sort_values("seed")
-            if arm != NONE and len(shared):
-                t = paired_t(shared["hack"], none.loc[shared["seed"]])
-                row |= {"delta_vs_none": t.mean_diff, "delta_vs_none_sem": t.sem, "p_vs_none": t.p, "test": t.statement}
+                   "hack_sem": sem, "n_hacked": int(ga["n_hacked"].sum()), "n": int(ga["n"].sum())}
+            for ref in refs:
+                row |= {f"delta_vs_{ref}": None, f"delta_vs_{ref}_sem": None, f"p_vs_{ref}": None,
+                        f"p_vs_{ref}_holm": None, f"test_vs_{ref}": None}
+                other = g[g["arm"] == ref].set_index("seed")["hack"]
+                shared = ga[ga["seed"].isin(other.index)].sort_values("seed")
+                if arm != ref and len(shared):
+                    t = paired_t(shared["hack"], other.loc[shared["seed"]])
+                    row |= {f"delta_vs_{ref}": t.mean_diff, f"delta_vs_{ref}_sem": t.sem, f"p_vs_{ref}": t.p,
+                            f"test_vs_{ref}": t.statement}
             rows.append(row)
     # A5 claims one Δ per row (each mode, each pooled group): Holm over an arm's rows keeps the chance of any
     # false claim among them at 5%, whatever their dependence (the pooled rows reuse the modes' samples).
     for arm in {r["arm"] for r in rows}:
         family = [r for r in rows if r["arm"] == arm]
-        for r, p in zip(family, holm([r["p_vs_none"] for r in family])):
-            r["p_vs_none_holm"] = p
+        for ref in refs:
+            for r, p in zip(family, holm([r[f"p_vs_{ref}"] for r in family])):
+                r[f"p_vs_{ref}_holm"] = p
     mode_rank = {m: i for i, m in enumerate(modes + pooled)}
     arm_rank = {a: i for i, a in enumerate(_arm_order(r["arm"] for r in rows))}
     table = pd.DataFrame(sorted(rows, key=lambda r: (mode_rank[r["mode"]], arm_rank[r["arm"]])))
 
-    def cell(mode, arm, col="hack_mean", sem_col="hack_sem", test=False):
+    def cell(mode, arm, col="hack_mean", sem_col="hack_sem", ref=None):
         r = table[(table["mode"] == mode) & (table["arm"] == arm)]
         if r.empty or _none_if_nan(r[col].iloc[0]) is None:
             return "—"
         text = _pm(r[col].iloc[0], _none_if_nan(r[sem_col].iloc[0]))
-        if not test:
+        if ref is None:
             return text
-        holm_p = _none_if_nan(r["p_vs_none_holm"].iloc[0])
-        return f"{text} ({r['test'].iloc[0]}" + (f"; Holm p={holm_p:.3g})" if holm_p is not None else ")")
+        holm_p = _none_if_nan(r[f"p_vs_{ref}_holm"].iloc[0])
+        return f"{text} ({r[f'test_vs_{ref}'].iloc[0]}" + (f"; Holm p={holm_p:.3g})" if holm_p is not None else ")")
+
+    def auroc_cell(mode, arm):  # the gate's AUROC on the student rollouts of this mode's problems (A7)
+        if gate_by_mode is None or gate_by_mode.empty:
+            return "—"
+        vals = gate_by_mode[(gate_by_mode["mode"] == mode) & (gate_by_mode["arm"] == arm)]["auroc"].dropna()
+        return _pm(*mean_sem(vals)) if len(vals) else "—"
 
     shown = _arm_order(table["arm"])
+    gated = [a for a in (held_arm, ROUTE, YOKED) if a in shown]
     md = pd.DataFrame([{"mode": mode,
                         "in heldout arm's pairs": "no (held out)" if mode in held or mode == pooled[0] else "yes",
                         **{f"{a} hack": cell(mode, a) for a in shown},
-                        f"Δ {held_arm} − {NONE}": cell(mode, held_arm, "delta_vs_none", "delta_vs_none_sem", test=True)}
+                        **{f"Δ {held_arm} − {ref}": cell(mode, held_arm, f"delta_vs_{ref}", f"delta_vs_{ref}_sem", ref)
+                           for ref in refs if ref in shown},
+                        **{f"gate AUROC, {a}": auroc_cell(mode, a) for a in gated}}
                        for mode in modes + pooled if (table["mode"] == mode).any()])
     write_artifact(out.tables, "A5", "held-out modes", [
         f"The `heldout` arm's v_act comes from the pairs of {', '.join(m for m in HACK_MODES if m not in held)} "
         f"only; {', '.join(held)} are held out (routeA's v_act uses every mode). Deploy hack rate "
         "(quarantine ablated) per loophole mode, mean ± SEM over seeds; pooled rows sum the counts of their "
-        "modes within each run first. Δ is paired by seed, with a paired t-test (a p-value from "
+        "modes within each run first. Every arm is shown: the held-out modes' rate moves for reasons other "
+        f"than the direction too, so the heldout arm's Δ is taken against {NONE} and against {YOKED} (routing at "
+        "routeA's mass with a random ranking). Δ is paired by seed, with a paired t-test (a p-value from "
         f"{MIN_SEEDS_FOR_TEST} seeds on); Holm p: the p-value adjusted by Holm's method over every row of the arm "
-        "(the modes and the pooled groups: one family of claims). " + LABEL_NOTE, out.figure("A5"), md_table(md)],
+        "(the modes and the pooled groups: one family of claims). Gate AUROC: the AUROC of the arm's gate score "
+        "against the hack label on the student rollouts of that mode's problems (A7), mean ± SEM over seeds. "
+        + LABEL_NOTE, out.figure("A5"), md_table(md)],
         {"A5": table})
     bars = []
     for r in table.itertuples():
@@ -730,13 +748,13 @@ def _tensors(d):
 
 
 def a7(con, runs: list[Run], directions: dict, q_lo: float, q_hi: float, n_null: int, null_seed: int,
-       out: Out, placebos: dict | None = None, n_perm: int = N_PERM) -> pd.DataFrame:
+       out: Out, placebos: dict | None = None, n_perm: int = N_PERM) -> tuple[pd.DataFrame, pd.DataFrame]:
     trained = [r for r in runs if r.arm != BASE]
     missing = [r.run for r in trained if r.run not in directions]
     if missing:
         raise InputError(f"no gate direction given for run(s) {missing}: A7 scores each run with the direction its gate used")
     placebos = placebos or {}
-    per_run, null_rows, step_rows = [], [], []
+    per_run, null_rows, step_rows, mode_rows = [], [], [], []
     for r in tqdm(trained, desc="A7 gate diagnostics"):
         placebo = placebos.get(r.run)
         res = gate_eval(load_rollouts(r.rollouts_path), load_tensors(r.acts_path), _tensors(directions[r.run]),
@@ -745,6 +763,7 @@ def a7(con, runs: list[Run], directions: dict, q_lo: float, q_hi: float, n_null:
         res |= {"run": r.run, "arm": r.arm, "seed": r.seed}
         write_json(out.tables / "A7_gate" / f"{r.run}.json", res)
         step_rows += [{"run": r.run, "arm": r.arm, "seed": r.seed, **row} for row in res["by_step"]]
+        mode_rows += [{"run": r.run, "arm": r.arm, "seed": r.seed, **row} for row in res["by_mode"]]
         step_auroc = [row["auroc"] for row in res["by_step"] if row["auroc"] is not None]
         per_run.append({"run": r.run, "arm": r.arm, "seed": r.seed, "n": res["n"], "n_hacked": res["n_hacked"],
                         "auroc": res["real"]["auroc"], "auroc_percentile_in_null": res["auroc_percentile_in_null"],
@@ -851,10 +870,12 @@ def a7(con, runs: list[Run], directions: dict, q_lo: float, q_hi: float, n_null:
     out.data("A7_gate_null", null_df)
     out.data("A7_by_step", pd.DataFrame(step_rows, columns=["run", "arm", "seed", "step", "n", "n_hacked", "auroc",
                                                             "realised_qmass"]))
+    by_mode = pd.DataFrame(mode_rows, columns=["run", "arm", "seed", "mode", "n", "n_hacked", "auroc"])
+    out.data("A7_by_mode", by_mode)
     if len(real_df):
         out.chart(plots.gate_null_chart(null_df, real_df, "A7: gate score AUROC, real direction vs Haar null",
                                         f"{n_null} Haar directions per run; student rollouts"), "A7_gate_null")
-    return table
+    return table, by_mode
 
 
 # ---------------------------------------------------------------------------- entry points
@@ -910,9 +931,9 @@ def aggregate(metrics_root: str | Path = "metrics/runs", runs_root: str | Path =
     a2_table = a2(con, out, n_boot)
     a3_table = a3(con, out)
     a4(con, out, long_horizon, preset, n_boot)
-    a5(con, loaded, out)
+    a7_table, gate_by_mode = a7(con, loaded, directions, q_lo, q_hi, n_null, null_seed, out, placebos, n_perm)
+    a5(con, loaded, out, gate_by_mode)
     a6(pairs, out)
-    a7_table = a7(con, loaded, directions, q_lo, q_hi, n_null, null_seed, out, placebos, n_perm)
     # Training-time student hack rate per arm (mean over seeds), the DVC plot of the step logs.
     train_hack = con.execute("""SELECT i.arm, s.step, avg(s.hack_rate) AS hack_rate
                                 FROM steps s JOIN run_info i USING (run) GROUP BY i.arm, s.step""").df()

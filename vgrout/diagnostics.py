@@ -79,6 +79,12 @@ def label_permutation_null(scores: np.ndarray, hacked: np.ndarray, steps: np.nda
     return out
 
 
+def _by_mode(scores: np.ndarray, hacked: np.ndarray, modes: np.ndarray) -> list[dict]:
+    """Within each loophole mode's problems: does the score rank that mode's hacks (A5)?"""
+    return [{"mode": m, "n": int((modes == m).sum()), "n_hacked": int(hacked[modes == m].sum()),
+             "auroc": _auroc_or_none(scores[modes == m], hacked[modes == m])} for m in np.unique(modes)]
+
+
 def _by_step(scores: np.ndarray, hacked: np.ndarray, steps: np.ndarray, zones: np.ndarray) -> list[dict]:
     rows = []
     for s in np.unique(steps):
@@ -223,6 +229,7 @@ def gate_eval(rollouts: list[dict], acts: dict[str, torch.Tensor], direction: di
             else None for z in ("keep", "absorb", "route")}},
         "by_step": _by_step(scores, hacked, steps, np.array([r["zone"] for r in rollouts_s])),
         "within_groups": within_groups_auroc(scores, hacked, groups),
+        "by_mode": _by_mode(scores, hacked, np.array([str(r.get("mode")) for r in rollouts_s])),
         "null": null_summary,
         "label_permutation": perm,
         "placebo_pairs": placebo_res,
