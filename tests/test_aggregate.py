@@ -22,6 +22,7 @@ from vgrout import config
 from vgrout.aggregate import SAMPLE_COLUMNS, aggregate, aggregate_stage
 from vgrout.evaluate import SAMPLE_FIELDS, rates, sample_rows, write_samples
 from vgrout.grader import Grade
+from vgrout.diagnostics import N_NULL, N_PERM
 from vgrout.layout import DEPLOY_SAMPLES, Layout
 from vgrout.io import InputError
 from vgrout.stats import TOO_FEW_SEEDS, hierarchical_bootstrap
@@ -433,8 +434,12 @@ def test_a7_gate_real_vs_null(five_seeds):
     assert runs["score_vs_log_max_rel_diff"].max() < 1e-5
     assert "does not reproduce" not in (kw["out_dir"] / "A7.md").read_text()
     per_run = json.loads((kw["out_dir"] / "A7_gate" / "routeA-0.json").read_text())
-    assert len(per_run["null"]["auroc"]) == 20 and "student" in per_run["population"]
-    assert len(pd.read_csv(kw["out_dir"] / "plot_data" / "A7_gate_null.csv")) == 20 * 5 * len(SEEDS)
+    assert len(per_run["null"]["auroc"]) == N_NULL and "student" in per_run["population"]
+    assert len(pd.read_csv(kw["out_dir"] / "plot_data" / "A7_gate_null.csv")) == N_NULL * 5 * len(SEEDS)
+    # planted along v_act: no Haar direction and no within-step label shuffle reaches routeA's AUROC
+    assert a7.loc["routeA", "p_haar"] == 1 / (N_NULL + 1) and a7.loc["routeA", "p_labels"] == 1 / (N_PERM + 1)
+    assert a7.loc["routeA", "p_haar_below_05"] == f"{len(SEEDS)}/{len(SEEDS)}"
+    assert a7.loc["placebo", "p_haar"] > 0.05
 
 
 def test_two_seeds_say_fewer_than_5(tmp_path):
