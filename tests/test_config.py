@@ -86,7 +86,7 @@ def test_a_stage_reads_only_what_dvc_yaml_declares(tmp_path):
     """The guard that keeps dvc.yaml's params complete: an undeclared read fails, a declared one
     passes (the pipeline test runs every stage under it)."""
     p = stage.scoped("train", ROOT / "params.yaml", ROOT / "dvc.yaml")
-    assert p.train.steps == 36 and p.gate.q_lo == 0.25 and p.fast is True
+    assert p.train.steps == config.load(ROOT / "params.yaml").train.steps and p.gate.q_lo == 0.25 and p.fast is True
     with pytest.raises(stage.UndeclaredParam, match="'gate.random_seed'"):
         p.gate.random_seed
     with pytest.raises(stage.UndeclaredParam, match="'eval'"):
