@@ -692,7 +692,7 @@ def a5(con, runs: list[Run], out: Out, gate_by_mode: pd.DataFrame | None = None)
         "(quarantine ablated) per loophole mode, mean ± SEM over seeds; pooled rows sum the counts of their "
         "modes within each run first. Every arm is shown: the held-out modes' rate moves for reasons other "
         f"than the direction too, so the heldout arm's Δ is taken against {NONE} and against {YOKED} (routing at "
-        "routeA's mass with a random ranking). Δ is paired by seed, with a paired t-test (a p-value from "
+        "routeA's mass, ranked by a Haar direction). Δ is paired by seed, with a paired t-test (a p-value from "
         f"{MIN_SEEDS_FOR_TEST} seeds on); Holm p: the p-value adjusted by Holm's method over every row of the arm "
         "(the modes and the pooled groups: one family of claims). Gate AUROC: the AUROC of the arm's gate score "
         "against the hack label on the student rollouts of that mode's problems (A7), mean ± SEM over seeds. "

@@ -7,15 +7,16 @@ AUROC of the score against the hack label, precision and recall of route for hac
 of keep for clean rollouts, F0.5 at each cut (the pins are the expensive errors, so
 precision counts more), and qmass (the fraction routed).
 
-Three nulls say whether the AUROC means anything, each as a permutation p-value
-p = (1 + k) / (N + 1), k the null draws at or above the real AUROC:
+Two nulls say whether the AUROC means anything, each as a permutation p-value
+p = (1 + k) / (N + 1), k the null draws at or above the real AUROC, and a third direction
+is scored beside it:
 - Haar: N_NULL random directions of the bottleneck scored on the same activations (does
   v_act carry more hack signal than an arbitrary direction?);
 - label permutation: the hack labels shuffled within each step, the scores kept (is the
   AUROC above what this many rows give by chance, once the steps' hack rates are fixed?
   Shuffling within steps keeps a score that drifts with the step from passing as signal);
-- placebo pairs: the direction of the placebo pair set (style contrasts written like the
-  hack pairs), a content-matched null reported beside the real one.
+- placebo pairs (no p-value): the direction of the placebo pair set (style contrasts
+  written like the hack pairs), a content-matched null whose AUROC is reported beside.
 A pooled AUROC mixes steps whose scores and hack rates both drift, so it is also given per
 step, and within prompt groups (only rollouts of one prompt compared: the contrast the
 group-relative update acts on). Teacher-pool rows are scored and reported apart.
