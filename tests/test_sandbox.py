@@ -219,6 +219,46 @@ def test_work_dir_is_fresh_and_removed(isolation, private_tempdir):
     assert os.listdir(private_tempdir) == []
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="the rlimit-only path switches uid (and cleans up by uid) only as root")
+def test_concurrent_rlimit_runs_leave_no_file_in_the_shared_tmp_and_share_walks(monkeypatch):
+    """Programs on the rlimit-only path write into /tmp, /dev/shm and a world-writable directory
+    deep inside /tmp, and shut a directory of theirs (mode 0). When each run returns its files are
+    gone, whatever the neighbours do; and runs that finish together share a walk of the shared
+    directories (the walk is what made grading on a crowded /tmp slow)."""
+    tag = uuid.uuid4().hex
+    shared = tempfile.mkdtemp(prefix=f"vgrout-ww-{tag}-", dir="/tmp")
+    os.makedirs(f"{shared}/a/b")
+    os.chmod(shared, 0o755)
+    os.chmod(f"{shared}/a/b", 0o1777)  # world-writable, under root-owned directories
+    program = (f"import os\np = os.getpid()\nos.makedirs(f'/tmp/vgrout-sweep-{tag}-{{p}}/shut/x')\n"
+               f"os.chmod(f'/tmp/vgrout-sweep-{tag}-{{p}}/shut', 0)\n"
+               f"open(f'/dev/shm/vgrout-sweep-{tag}-{{p}}', 'w').write('x')\n"
+               f"open(f'{shared}/a/b/left-{{p}}', 'w').write('x')\nprint('ok', p)")
+    walks = []
+    walk = sandbox._remove_files_of
+    monkeypatch.setattr(sandbox, "_remove_files_of", lambda uids: (walks.append(len(uids)), walk(uids))[1])
+
+    def left():
+        return ([n for d in ("/tmp", "/dev/shm") for n in os.listdir(d) if n.startswith(f"vgrout-sweep-{tag}")]
+                + os.listdir(f"{shared}/a/b"))
+
+    def one(_):
+        res = sandbox.run({"m.py": program}, "m.py", limits=sandbox.Limits(isolation="rlimit"))
+        pid = res.stdout.split()[1]
+        assert res.stdout.startswith("ok") and not [n for n in left() if n.endswith(f"-{pid}")], res
+        return res
+
+    try:
+        from concurrent.futures import ThreadPoolExecutor
+        with ThreadPoolExecutor(8) as pool:
+            assert len(list(pool.map(one, range(16)))) == 16
+        assert left() == []
+        assert os.path.isdir(f"{shared}/a/b")  # not the runs': kept
+        assert sum(walks) == 16 and len(walks) < 16, walks
+    finally:
+        shutil.rmtree(shared)
+
+
 def test_missing_bwrap_is_an_error_unless_rlimit_is_asked_for(monkeypatch):
     """Without bubblewrap the sandbox refuses to run (naming the package), unless the weaker
     rlimit-only path is asked for by name, which warns once."""
