@@ -29,12 +29,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import scipy.stats as sps
 import torch
 from safetensors.torch import load_file
 from tqdm import tqdm
 
 from vgrout.io import InputError, read_jsonl, write_json
-from vgrout.stats import auroc, f_beta, precision_recall
+from vgrout.stats import auroc, auroc_of_ranks, f_beta, precision_recall
 from vgrout.vact import haar_direction
 
 POPULATION = "student rollouts (source == 'student'); teacher-pool rollouts excluded"
@@ -71,12 +72,13 @@ def label_permutation_null(scores: np.ndarray, hacked: np.ndarray, steps: np.nda
     """AUROC of the fixed scores against labels shuffled within each step."""
     rng = np.random.default_rng(seed)
     at_step = [np.flatnonzero(steps == s) for s in np.unique(steps)]
+    ranks = sps.rankdata(scores)  # the scores stay put: rank them once
     out = np.empty(n_perm)
     for i in range(n_perm):
         perm = hacked.copy()
         for idx in at_step:
             perm[idx] = hacked[rng.permutation(idx)]
-        out[i] = auroc(scores, perm)
+        out[i] = auroc_of_ranks(ranks, perm)
     return out
 
 
