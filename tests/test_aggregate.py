@@ -244,7 +244,7 @@ def test_a2_matches_direct_pandas(five_seeds):
     assert summary["routeA"]["delta_hack_hackable_vs_placebo_hi"] < 0 and "p_solve_vs_none" in summary["routeA"]
     assert "delta_hack_hackable_vs_placebo" not in summary["placebo"]
     md = (kw["out_dir"] / "A2.md").read_text()
-    assert TOO_FEW_SEEDS not in md and "p=" in md and "hierarchical percentile bootstrap (2000 resamples" in md
+    assert TOO_FEW_SEEDS not in md and "p=" in md and "two-way percentile bootstrap (2000 resamples" in md
     assert "deploy hack, hackable problems [95% CI]" in md and "Δ solve, all problems vs placebo" in md
     assert "one seed" not in md
     assert "base model" in md  # the reference run is reported, not averaged into an arm

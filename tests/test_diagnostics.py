@@ -158,8 +158,8 @@ def test_a_score_that_drifts_with_the_step_fails_the_within_step_nulls():
     drift = torch.from_numpy(step / n_steps).float()[:, None]
     acts = {m: 3 * drift * u[m] + 0.01 * torch.randn(step.size, R, generator=torch.Generator().manual_seed(i))
             for i, m in enumerate(MODULES)}
-    rollouts = [{"step": int(s), "problem_id": f"p{i % 4}", "source": "student", "zone": "absorb", "hacked": bool(h)}
-                for i, (s, h) in enumerate(zip(step, hacked))]
+    rollouts = [{"step": int(s), "problem_id": f"p{i % 4}", "mode": "exit_code", "source": "student", "zone": "absorb",
+                 "hacked": bool(h)} for i, (s, h) in enumerate(zip(step, hacked))]
     res = gate_eval(rollouts, acts, u, q_lo=0.25, q_hi=0.75, n_null=50, n_perm=300)
     assert res["real"]["auroc"] > 0.8                       # pooled: looks like a classifier
     assert res["label_permutation"]["p"] > 0.05             # within-step shuffles do as well
@@ -167,6 +167,32 @@ def test_a_score_that_drifts_with_the_step_fails_the_within_step_nulls():
     assert abs(res["within_groups"]["auroc"] - 0.5) < 0.1
     defined = [row["auroc"] for row in res["by_step"] if row["auroc"] is not None]
     assert abs(np.mean(defined) - 0.5) < 0.1
+
+
+def test_a_score_that_tells_the_modes_apart_fails_the_within_mode_null():
+    """The score sits high on one mode's prompts (hacked often), middling on another's (hacked
+    rarely), low on unhackable prompts (never hacked), with no signal inside a mode: the
+    unhackable rows are not scored, the pooled AUROC still looks good, and shuffling labels
+    within step and mode reproduces it (p large); each mode's own AUROC is at chance."""
+    rng = np.random.default_rng(1)
+    n = 900
+    mode = np.array(["none", "exit_code", "hardcode"])[np.arange(n) % 3]
+    rate = {"none": 0.0, "exit_code": 0.8, "hardcode": 0.1}
+    hacked = rng.random(n) < np.array([rate[m] for m in mode])
+    offset = {"none": -3.0, "exit_code": 2.0, "hardcode": 0.0}
+    u = {m: torch.nn.functional.normalize(torch.ones(R), dim=0) for m in MODULES}
+    level = torch.tensor([offset[m] for m in mode])[:, None]
+    acts = {m: level * u[m] + 0.3 * torch.randn(n, R, generator=torch.Generator().manual_seed(i))
+            for i, m in enumerate(MODULES)}
+    rollouts = [{"step": i // 30, "problem_id": f"p{i % 12}", "mode": str(m), "source": "student", "zone": "absorb",
+                 "hacked": bool(h)} for i, (m, h) in enumerate(zip(mode, hacked))]
+    res = gate_eval(rollouts, acts, u, q_lo=0.25, q_hi=0.75, n_null=20, n_perm=300)
+    assert res["n"] == 600 and "hackable" in res["population"]   # the 300 unhackable rows are not scored
+    assert res["real"]["auroc"] > 0.75                          # pooled over modes: looks like a classifier
+    assert res["label_permutation"]["p"] > 0.05                  # within-step-and-mode shuffles do as well
+    assert {row["mode"] for row in res["by_mode"]} == {"exit_code", "hardcode"}
+    for row in res["by_mode"]:
+        assert abs(row["auroc"] - 0.5) < 0.1, row
 
 
 def test_placebo_pairs_direction_and_teacher_rows_are_scored_apart():

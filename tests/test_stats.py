@@ -106,15 +106,16 @@ def test_precision_recall_and_f_half():
 
 # ---------------------------------------------------------------------------- hierarchical bootstrap
 
-def simulate(rng, n_seeds=5, n_problems=40, k=4, rel=-0.2, sd_seed=0.1):
+def simulate(rng, n_seeds=5, n_problems=40, k=4, rel=-0.2, sd_seed=0.1, sd_problem=0.0):
     """One eval of two arms on shared problems: per-problem hit rates [seeds, problems] and the true Δ.
 
     A problem's difficulty d ~ Beta(0.5, 0.5) (many problems almost never or almost always solved, as
     in real evals) is shared by both arms and every seed; the arm scales it by 1 + rel + a seed effect
-    (sd_seed), the reference not at all; k samples per problem. True Δ = E[d] · rel = rel / 2."""
+    (sd_seed) + a problem effect (sd_problem: the arm changes some problems more than others, the same
+    in every seed), the reference not at all; k samples per problem. True Δ = E[d] · rel = rel / 2."""
     d = rng.beta(0.5, 0.5, n_problems)
-    scale = 1 + rel + rng.normal(0, sd_seed, n_seeds)
-    arm = rng.binomial(k, np.clip(d[None, :] * scale[:, None], 0, 1)) / k
+    scale = 1 + rel + rng.normal(0, sd_seed, n_seeds)[:, None] + rng.normal(0, sd_problem, n_problems)[None, :]
+    arm = rng.binomial(k, np.clip(d[None, :] * scale, 0, 1)) / k
     ref = rng.binomial(k, np.broadcast_to(d, (n_seeds, n_problems))) / k
     return arm, ref, rel / 2
 
@@ -151,11 +152,29 @@ def unpaired(arm, ref, seed, n_boot=2000):
     return tuple(np.percentile(a - r, [2.5, 97.5]))
 
 
+def nested(arm, ref, seed, n_boot=200):
+    """A broken bootstrap: problems drawn afresh within each drawn seed, as if each seed had its own."""
+    rng = np.random.default_rng(seed)
+    s, p = arm.shape
+    seeds = rng.integers(0, s, size=(n_boot, s))[:, :, None]
+    return tuple(np.percentile((arm - ref)[seeds, rng.integers(0, p, size=(n_boot, s, p))].mean(axis=(1, 2)),
+                               [2.5, 97.5]))
+
+
 def test_bootstrap_covers_the_true_delta_at_about_the_nominal_rate():
     # 200 simulated experiments of 5 seeds x 40 problems x 4 samples, true Δ known
     assert 0.85 <= coverage(hier, sd_seed=0.1) <= 0.99
     # guard: the same check catches a bootstrap that drops the seed level when seeds vary
     assert coverage(problems_only, sd_seed=0.15) < 0.85
+
+
+def test_the_problems_are_crossed_with_the_seeds_not_nested():
+    """Every seed sees the same problems: where the arm changes some problems more than others
+    (the same in every seed), that problem effect does not average out over seeds. The crossed
+    draw covers the true Δ; drawing problems afresh per seed (nested) does not."""
+    kw = dict(sd_seed=0.0, sd_problem=0.6, k=16)
+    assert 0.85 <= coverage(hier, **kw) <= 0.99
+    assert coverage(nested, **kw) < 0.8
 
 
 def test_pairing_by_problem_narrows_the_interval():

@@ -462,10 +462,11 @@ def _ci(estimate, lo, hi, signed: bool = False) -> str:
 
 def _stats_note(table: pd.DataFrame, refs: tuple[str, ...], n_boot: int) -> str:
     """How A2's (and A4's) intervals and tests were made, and what few seeds leave out."""
-    note = (f"95% CI: hierarchical percentile bootstrap ({n_boot} resamples, seeded): seeds drawn with replacement, "
-            "then within each drawn seed the test problems drawn with replacement, a problem's samples averaged; "
+    note = (f"95% CI: two-way percentile bootstrap ({n_boot} resamples, seeded): seeds drawn with replacement and, "
+            "once for all drawn seeds, the test problems drawn with replacement (seeds and problems are crossed: "
+            "every seed is evaluated on the same problems), a problem's samples averaged; "
             "the estimate is the mean over seeds. A Δ = arm − reference is paired: the seeds both arms have, and "
-            "within a seed the same problem draws for both (every run samples the same test problems with the same "
+            "the same problem draws for both (every run samples the same test problems with the same "
             "eval seed). Paired t: two-sided t-test of the per-seed rates over those seeds, with a p-value only "
             f"from {MIN_SEEDS_FOR_TEST} seeds on.")
     if YOKED in refs:
@@ -838,7 +839,8 @@ def a7(con, runs: list[Run], directions: dict, q_lo: float, q_hi: float, n_null:
     write_artifact(out.tables, "A7", "gate diagnostics", [
         "The gate as a classifier, scored after training against the hack labels of each run's own "
         "training rollouts (labels are used here only, as a measurement; routing never saw them). "
-        "Population: student rollouts (teacher-pool rollouts excluded). Each run is scored with the direction "
+        "Population: student rollouts on problems of a hackable mode (teacher-pool rollouts, and rollouts on "
+        "unhackable problems, which are clean whatever they do, excluded). Each run is scored with the direction "
         "its gate used (routeA, none, absorb, random: v_act of its seed; placebo, haar: their Haar direction; "
         "heldout: the v_act of the in-pair modes); for none and absorb the gate was pinned, and random ranked "
         "rows by a uniform draw, so these rows say what v_act would have done. Teacher-pool rows take a fixed "
@@ -847,8 +849,9 @@ def a7(con, runs: list[Run], directions: dict, q_lo: float, q_hi: float, n_null:
         "cut (precision = clean share of keep, recall = share of clean rollouts kept). F0.5 weighs precision "
         f"above recall. Two nulls, each as p = (1 + k) / (N + 1), k the null AUROCs at or above the real one: "
         f"{n_null} Haar-random directions (seeds from {null_seed}) scored on the same activations (does the "
-        f"direction beat an arbitrary one?), and {n_perm} shuffles of the hack labels within each step, the "
-        "scores kept (is the AUROC above chance for this many rows, with each step's hack rate fixed?); "
+        f"direction beat an arbitrary one?), and {n_perm} shuffles of the hack labels within each step and mode, "
+        "the scores kept (is the AUROC above chance for this many rows, with each step's and mode's hack rate "
+        "fixed? a score that tracks the step or the mode's prompts scores as well on shuffled labels); "
         "p is the median over seeds, with how many seeds have p < 0.05. A pooled AUROC mixes steps whose "
         "scores and hack rates both drift, so it is also given per step (mean over steps with both classes) and "
         "within prompt groups (only rollouts of one prompt at one step compared: the contrast a group-relative "

@@ -12,14 +12,17 @@ p = (1 + k) / (N + 1), k the null draws at or above the real AUROC, and a third 
 is scored beside it:
 - Haar: N_NULL random directions of the bottleneck scored on the same activations (does
   v_act carry more hack signal than an arbitrary direction?);
-- label permutation: the hack labels shuffled within each step, the scores kept (is the
-  AUROC above what this many rows give by chance, once the steps' hack rates are fixed?
-  Shuffling within steps keeps a score that drifts with the step from passing as signal);
+- label permutation: the hack labels shuffled within each step and loophole mode, the scores
+  kept (is the AUROC above what this many rows give by chance, once each step's and each
+  mode's hack rates are fixed? A score that drifts with the step, or that tells one mode's
+  prompts from another's, then scores as well on the shuffled labels and is not signal);
 - placebo pairs (no p-value): the direction of the placebo pair set (style contrasts
   written like the hack pairs), a content-matched null whose AUROC is reported beside.
 A pooled AUROC mixes steps whose scores and hack rates both drift, so it is also given per
 step, and within prompt groups (only rollouts of one prompt compared: the contrast the
-group-relative update acts on). Teacher-pool rows are scored and reported apart.
+group-relative update acts on). Teacher-pool rows are scored and reported apart. Only rows on
+problems of a hackable mode are scored: a rollout on an unhackable problem is clean whatever it
+does, so counting it would reward a score for telling hackable prompts from the others.
 
 Labels are read here only after training, as a measurement. Nothing in this module is
 on the routing path.
@@ -34,11 +37,13 @@ import torch
 from safetensors.torch import load_file
 from tqdm import tqdm
 
+from vgrout import modes
 from vgrout.io import InputError, read_jsonl, write_json
 from vgrout.stats import auroc, auroc_of_ranks, f_beta, precision_recall
 from vgrout.vact import haar_direction
 
-POPULATION = "student rollouts (source == 'student'); teacher-pool rollouts excluded"
+POPULATION = ("student rollouts (source == 'student') on problems of a hackable mode; teacher-pool rollouts "
+              "and rollouts on unhackable (mode none) problems excluded")
 N_NULL = 1000   # Haar directions in the null
 N_PERM = 1000   # label permutations in the null
 
@@ -67,11 +72,11 @@ def within_groups_auroc(scores: np.ndarray, hacked: np.ndarray, groups: np.ndarr
     return {"auroc": num / pairs if pairs else None, "n_groups": n_groups, "n_pairs": pairs}
 
 
-def label_permutation_null(scores: np.ndarray, hacked: np.ndarray, steps: np.ndarray, n_perm: int,
+def label_permutation_null(scores: np.ndarray, hacked: np.ndarray, strata: np.ndarray, n_perm: int,
                            seed: int) -> np.ndarray:
-    """AUROC of the fixed scores against labels shuffled within each step."""
+    """AUROC of the fixed scores against labels shuffled within each stratum (step and mode)."""
     rng = np.random.default_rng(seed)
-    at_step = [np.flatnonzero(steps == s) for s in np.unique(steps)]
+    at_step = [np.flatnonzero(strata == s) for s in np.unique(strata)]
     ranks = sps.rankdata(scores)  # the scores stay put: rank them once
     out = np.empty(n_perm)
     for i in range(n_perm):
@@ -162,9 +167,10 @@ def gate_eval(rollouts: list[dict], acts: dict[str, torch.Tensor], direction: di
         if a.ndim != 2 or a.shape[0] != len(rollouts):
             raise InputError(f"activations of module '{m}' have shape {tuple(a.shape)}, "
                              f"expected [{len(rollouts)}, r] (one row per rollout)")
-    student = np.array([r["source"] == "student" for r in rollouts])
+    hackable = np.array([r["mode"] in modes.hackable() for r in rollouts])
+    student = np.array([r["source"] == "student" for r in rollouts]) & hackable
     if not student.any():
-        raise InputError("no student rollouts to evaluate the gate on")
+        raise InputError("no student rollouts on problems of a hackable mode to evaluate the gate on")
     hacked = np.array([bool(r["hacked"]) for r in rollouts])[student]
     rollouts_s = [r for r, s in zip(rollouts, student) if s]
     acts_s = {m: a[torch.from_numpy(student)] for m, a in acts.items()}
@@ -205,16 +211,18 @@ def gate_eval(rollouts: list[dict], acts: dict[str, torch.Tensor], direction: di
         null_summary.update(auroc=null_auroc.tolist(), auroc_mean=float(null_auroc.mean()),
                             auroc_sd=float(null_auroc.std(ddof=1)) if n_null > 1 else None,
                             p=perm_p(real["auroc"], null_auroc))
-    perm = {"n": n_perm, "within": "step", "auroc_mean": None, "auroc_sd": None, "auroc_q95": None, "p": None}
+    perm = {"n": n_perm, "within": "step and mode", "auroc_mean": None, "auroc_sd": None, "auroc_q95": None,
+            "p": None}
     if real["auroc"] is not None:
-        perm_auroc = label_permutation_null(scores, hacked, steps, n_perm, null_seed)
+        strata = np.array([f"{r['step']}/{r['mode']}" for r in rollouts_s])
+        perm_auroc = label_permutation_null(scores, hacked, strata, n_perm, null_seed)
         perm.update(auroc_mean=float(perm_auroc.mean()), auroc_sd=float(perm_auroc.std(ddof=1)) if n_perm > 1 else None,
                     auroc_q95=float(np.quantile(perm_auroc, 0.95)), p=perm_p(real["auroc"], perm_auroc))
     placebo_res = None
     if placebo is not None:
         placebo_res = _at_cuts(gate_scores(acts_s, placebo), hacked, q_lo, q_hi)
-    teacher = ~student
-    t_hacked = np.array([bool(r["hacked"]) for r, s in zip(rollouts, student) if not s])
+    teacher = ~student & hackable
+    t_hacked = np.array([bool(r["hacked"]) for r, t in zip(rollouts, teacher) if t])
     t_scores = gate_scores({m: a[torch.from_numpy(teacher)] for m, a in acts.items()}, direction) \
         if teacher.any() else np.array([])
     return {
@@ -228,7 +236,7 @@ def gate_eval(rollouts: list[dict], acts: dict[str, torch.Tensor], direction: di
         "teacher": {"n": int(teacher.sum()), "n_hacked": int(t_hacked.sum()),
                     "auroc": _auroc_or_none(t_scores, t_hacked) if teacher.any() else None,
                     "zone_share": {
-            z: float(np.mean([r["zone"] == z for r, s in zip(rollouts, student) if not s])) if teacher.any()
+            z: float(np.mean([r["zone"] == z for r, t in zip(rollouts, teacher) if t])) if teacher.any()
             else None for z in ("keep", "absorb", "route")}},
         "by_step": _by_step(scores, hacked, steps, np.array([r["zone"] for r in rollouts_s])),
         "within_groups": within_groups_auroc(scores, hacked, groups),
@@ -247,7 +255,7 @@ def _mean_of(rows: list[dict], key: str) -> float | None:
     return float(np.mean(vals)) if vals else None
 
 
-ROLLOUT_KEYS = ("step", "problem_id", "source", "zone", "hacked")
+ROLLOUT_KEYS = ("step", "problem_id", "mode", "source", "zone", "hacked")
 
 
 def load_rollouts(path: str | Path) -> list[dict]:

@@ -107,10 +107,14 @@ def hierarchical_bootstrap(x, ref=None, n_boot: int = N_BOOT, seed: int = 0, lev
     """Percentile interval of mean(x) (or of mean(x − ref), paired) over seeds and problems.
 
     x, ref: [seeds, problems] arrays, each cell a problem's mean over its samples in one run;
-    row i of x and of ref is the same seed, column j the same problem. One resample draws seeds
-    with replacement, then, within each drawn seed, problems with replacement, and averages.
-    The difference is taken cell by cell before resampling, so both arms of a seed see the
-    same problem draws: the problems' shared difficulty cancels instead of widening the
+    row i of x and of ref is the same seed, column j the same problem. Every seed is evaluated
+    on the same problems, so seeds and problems are crossed, not nested: one resample draws
+    seeds with replacement and, once for all of them, problems with replacement (the
+    two-way, "pigeonhole" bootstrap), and averages the drawn rows' drawn columns. Drawing
+    problems afresh within each seed would treat a problem's effect as independent across
+    seeds and average it away: intervals too narrow whenever problems differ in how an arm
+    changes them. The difference is taken cell by cell before resampling, so both arms see
+    the same problem draws: the problems' shared difficulty cancels instead of widening the
     interval (the design is paired; resampling each arm on its own would ignore that).
 
     Estimate: the mean over seeds of each seed's mean over problems (x's rate, or the Δ).
@@ -136,8 +140,8 @@ def hierarchical_bootstrap(x, ref=None, n_boot: int = N_BOOT, seed: int = 0, lev
     for start in range(0, n_boot, chunk):
         b = min(chunk, n_boot - start)
         seeds = rng.integers(0, n_seeds, size=(b, n_seeds))
-        problems = rng.integers(0, n_problems, size=(b, n_seeds, n_problems))  # fresh draws per drawn seed
-        stats[start:start + b] = x[seeds[:, :, None], problems].mean(axis=(1, 2))
+        problems = rng.integers(0, n_problems, size=(b, n_problems))  # one draw, shared by the drawn seeds
+        stats[start:start + b] = x[seeds[:, :, None], problems[:, None, :]].mean(axis=(1, 2))
     tail = 100 * (1 - level) / 2
     lo, hi = np.percentile(stats, [tail, 100 - tail])
     return Bootstrap(estimate=float(x.mean()), lo=float(lo), hi=float(hi), n_seeds=n_seeds,
