@@ -651,10 +651,11 @@ def a5(con, runs: list[Run], out: Out, gate_by_mode: pd.DataFrame | None = None)
                     row |= {f"delta_vs_{ref}": t.mean_diff, f"delta_vs_{ref}_sem": t.sem, f"p_vs_{ref}": t.p,
                             f"test_vs_{ref}": t.statement}
             rows.append(row)
-    # A5 claims one Δ per row (each mode, each pooled group): Holm over an arm's rows keeps the chance of any
-    # false claim among them at 5%, whatever their dependence (the pooled rows reuse the modes' samples).
+    # C2's test is the pooled held-out row (one claim: no correction). Its per-mode follow-ups, the held-out
+    # modes one by one, are a family: Holm over them, per arm and reference, keeps the chance of any false
+    # per-mode claim at 5% whatever their dependence. The in-pair rows claim nothing about C2: raw p only.
     for arm in {r["arm"] for r in rows}:
-        family = [r for r in rows if r["arm"] == arm]
+        family = [r for r in rows if r["arm"] == arm and r["held_out"] and r["mode"] not in pooled]
         for ref in refs:
             for r, p in zip(family, holm([r[f"p_vs_{ref}"] for r in family])):
                 r[f"p_vs_{ref}_holm"] = p
@@ -694,8 +695,9 @@ def a5(con, runs: list[Run], out: Out, gate_by_mode: pd.DataFrame | None = None)
         "modes within each run first. Every arm is shown: the held-out modes' rate moves for reasons other "
         f"than the direction too, so the heldout arm's Δ is taken against {NONE} and against {YOKED} (routing at "
         "routeA's mass, ranked by a Haar direction). Δ is paired by seed, with a paired t-test (a p-value from "
-        f"{MIN_SEEDS_FOR_TEST} seeds on); Holm p: the p-value adjusted by Holm's method over every row of the arm "
-        "(the modes and the pooled groups: one family of claims). Gate AUROC: the AUROC of the arm's gate score "
+        f"{MIN_SEEDS_FOR_TEST} seeds on). The pooled held-out row is C2's one test (its p as it is); "
+        "Holm p: the held-out modes' own rows, adjusted by Holm's method over those modes (per arm and "
+        "reference); the in-pair rows test no claim of C2 and show the raw p. Gate AUROC: the AUROC of the arm's gate score "
         "against the hack label on the student rollouts of that mode's problems (A7), mean ± SEM over seeds. "
         + LABEL_NOTE, out.figure("A5"), md_table(md)],
         {"A5": table})
