@@ -444,6 +444,10 @@ def test_a7_gate_real_vs_null(five_seeds):
     # planted along v_act: no Haar direction and no within-step label shuffle reaches routeA's AUROC
     assert a7.loc["routeA", "p_haar"] == 1 / (N_NULL + 1) and a7.loc["routeA", "p_labels"] == 1 / (N_PERM + 1)
     assert a7.loc["routeA", "p_haar_below_05"] == f"{len(SEEDS)}/{len(SEEDS)}"
+    # over seeds: Fisher's combination, -2 sum(log p) against chi2 with 2k degrees of freedom
+    from scipy.stats import chi2
+    k = len(SEEDS)
+    assert a7.loc["routeA", "p_haar_fisher"] == pytest.approx(chi2.sf(-2 * k * np.log(1 / (N_NULL + 1)), 2 * k))
     assert a7.loc["placebo", "p_haar"] > 0.05
 
 

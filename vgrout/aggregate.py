@@ -25,6 +25,7 @@ from typing import Iterable
 import duckdb
 import numpy as np
 import pandas as pd
+import scipy.stats as sps
 from tqdm import tqdm
 
 from vgrout import plots
@@ -806,6 +807,8 @@ def a7(con, runs: list[Run], directions: dict, q_lo: float, q_hi: float, n_null:
             vals = g[c].dropna()
             row[c] = float(vals.median()) if len(vals) else None
             row[f"{c}_below_05"] = f"{int((vals < 0.05).sum())}/{len(vals)}"
+            # the test over seeds (independent runs): Fisher's combination of the seeds' permutation p-values
+            row[f"{c}_fisher"] = float(sps.combine_pvalues(vals, method="fisher").pvalue) if len(vals) else None
         arm_rows.append(row)
     table = pd.DataFrame(arm_rows)
 
@@ -817,11 +820,13 @@ def a7(con, runs: list[Run], directions: dict, q_lo: float, q_hi: float, n_null:
                 for r in arm_rows]
 
     def p_col(col):
-        return [f"{_fmt(_none_if_nan(r.get(col)))} ({r[f'{col}_below_05']})" for r in arm_rows]
+        return [f"{_fmt(_none_if_nan(r.get(col)))} ({r[f'{col}_below_05']}); {_fmt(_none_if_nan(r.get(f'{col}_fisher')))}"
+                for r in arm_rows]
 
     md = pd.DataFrame({
         "arm": table["arm"], "seeds": table["n_seeds"], "AUROC": pm("auroc"),
-        "p Haar (seeds < 0.05)": p_col("p_haar"), "p labels (seeds < 0.05)": p_col("p_labels"),
+        "p Haar: median (seeds < 0.05); Fisher": p_col("p_haar"),
+        "p labels: median (seeds < 0.05); Fisher": p_col("p_labels"),
         "AUROC within groups": pm("auroc_within_groups"), "AUROC per step": pm("auroc_step_mean"),
         "placebo pairs AUROC": pm("placebo_pairs_auroc"), "teacher rows AUROC": pm("teacher_auroc"),
         "route precision": pm("route_precision"), "route recall": pm("route_recall"), "route F0.5": pm("route_f05"),
@@ -854,7 +859,8 @@ def a7(con, runs: list[Run], directions: dict, q_lo: float, q_hi: float, n_null:
         f"direction beat an arbitrary one?), and {n_perm} shuffles of the hack labels within each step and mode, "
         "the scores kept (is the AUROC above chance for this many rows, with each step's and mode's hack rate "
         "fixed? a score that tracks the step or the mode's prompts scores as well on shuffled labels); "
-        "p is the median over seeds, with how many seeds have p < 0.05. A pooled AUROC mixes steps whose "
+        "p is shown as the median over seeds, with how many seeds have p < 0.05, and as the test over seeds: "
+        "Fisher's combination of the seeds' p-values (the runs are independent). A pooled AUROC mixes steps whose "
         "scores and hack rates both drift, so it is also given per step (mean over steps with both classes) and "
         "within prompt groups (only rollouts of one prompt at one step compared: the contrast a group-relative "
         "update acts on). Placebo pairs: the direction of the placebo pair set (style contrasts written like "
@@ -900,6 +906,7 @@ def _summary(a2_table: pd.DataFrame, a3_table: pd.DataFrame, a7_table: pd.DataFr
     for r in a7_table.to_dict("records"):
         out[r["arm"]] |= {"gate_auroc": r["auroc"], "gate_auroc_percentile": r["auroc_percentile_in_null"],
                           "gate_p_haar": r["p_haar"], "gate_p_labels": r["p_labels"],
+                          "gate_p_haar_fisher": r["p_haar_fisher"], "gate_p_labels_fisher": r["p_labels_fisher"],
                           "gate_auroc_within_groups": r["auroc_within_groups"]}
     if base is not None:
         out[BASE] = base
