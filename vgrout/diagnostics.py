@@ -76,12 +76,12 @@ def label_permutation_null(scores: np.ndarray, hacked: np.ndarray, strata: np.nd
                            seed: int) -> np.ndarray:
     """AUROC of the fixed scores against labels shuffled within each stratum (step and mode)."""
     rng = np.random.default_rng(seed)
-    at_step = [np.flatnonzero(strata == s) for s in np.unique(strata)]
+    at_stratum = [np.flatnonzero(strata == s) for s in np.unique(strata)]
     ranks = sps.rankdata(scores)  # the scores stay put: rank them once
     out = np.empty(n_perm)
     for i in range(n_perm):
         perm = hacked.copy()
-        for idx in at_step:
+        for idx in at_stratum:
             perm[idx] = hacked[rng.permutation(idx)]
         out[i] = auroc_of_ranks(ranks, perm)
     return out
@@ -167,8 +167,10 @@ def gate_eval(rollouts: list[dict], acts: dict[str, torch.Tensor], direction: di
         if a.ndim != 2 or a.shape[0] != len(rollouts):
             raise InputError(f"activations of module '{m}' have shape {tuple(a.shape)}, "
                              f"expected [{len(rollouts)}, r] (one row per rollout)")
-    hackable = np.array([r["mode"] in modes.hackable() for r in rollouts])
-    student = np.array([r["source"] == "student" for r in rollouts]) & hackable
+    hackable_modes = modes.hackable()
+    hackable = np.array([r["mode"] in hackable_modes for r in rollouts])
+    from_student = np.array([r["source"] == "student" for r in rollouts])
+    student = from_student & hackable  # the scored population
     if not student.any():
         raise InputError("no student rollouts on problems of a hackable mode to evaluate the gate on")
     hacked = np.array([bool(r["hacked"]) for r in rollouts])[student]
@@ -221,7 +223,7 @@ def gate_eval(rollouts: list[dict], acts: dict[str, torch.Tensor], direction: di
     placebo_res = None
     if placebo is not None:
         placebo_res = _at_cuts(gate_scores(acts_s, placebo), hacked, q_lo, q_hi)
-    teacher = ~student & hackable
+    teacher = ~from_student & hackable
     t_hacked = np.array([bool(r["hacked"]) for r, t in zip(rollouts, teacher) if t])
     t_scores = gate_scores({m: a[torch.from_numpy(teacher)] for m, a in acts.items()}, direction) \
         if teacher.any() else np.array([])
