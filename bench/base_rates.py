@@ -14,7 +14,7 @@ from collections import defaultdict
 
 import typer
 
-from vgrout import config, easy, evaluate, substrate
+from vgrout import config, easy, evaluate, stats, substrate
 from vgrout.model import load
 
 
@@ -43,8 +43,8 @@ def main(model_dir: str, candidates: str, n: int = typer.Option(60, help="proble
         by_group[group(pid)].append(c / k)
     print(json.dumps({"candidates": candidates, "n_problems": len(problems), "k": k, "budget": budget,
                       "temperature": e.temperature, "seconds": round(time.time() - t0, 1),
-                      "pass@1": sum(evaluate.pass_at_k(k, c, 1) for c in solved.values()) / len(solved),
-                      f"pass@{k}": sum(evaluate.pass_at_k(k, c, k) for c in solved.values()) / len(solved),
+                      "pass@1": sum(stats.pass_at_k(k, c, 1) for c in solved.values()) / len(solved),
+                      f"pass@{k}": sum(stats.pass_at_k(k, c, k) for c in solved.values()) / len(solved),
                       "no_code_block": sum(g.error == "format" for g in grades) / len(grades),
                       "pass@1_by_family": {f: round(sum(v) / len(v), 3) for f, v in sorted(by_group.items())}},
                      indent=1))

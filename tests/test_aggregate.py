@@ -249,6 +249,14 @@ def test_a2_matches_direct_pandas(five_seeds):
     assert "one seed" not in md
     assert "base model" in md  # the reference run is reported, not averaged into an arm
     assert "base" in summary and "base" not in a2.index
+    # the base's pass@k from its own samples: k = N_SAMPLES, the unbiased estimator per problem
+    base = pd.read_csv(kw["metrics_root"] / "base" / DEPLOY_SAMPLES)
+    base = base[base["view"] == "deploy"].groupby("problem_id")["gt_pass"].agg(["count", "sum"])
+    assert summary["base"]["pass_k"] == N_SAMPLES == 2 and summary["base"]["n_test_problems"] == len(PROBLEMS)
+    assert summary["base"]["deploy_pass_at_1"] == pytest.approx((base["sum"] / 2).mean(), abs=1e-6)
+    assert summary["base"]["deploy_pass_at_k"] == pytest.approx((base["sum"] > 0).mean(), abs=1e-6)  # k = n: solved at all
+    assert summary["base"]["deploy_pass_at_k"] > summary["base"]["deploy_pass_at_1"]
+    assert f"pass@{N_SAMPLES} {summary['base']['deploy_pass_at_k']:.3f}" in md
 
 
 def test_hack_over_hackable_leaves_none_problems_out(five_seeds):
@@ -441,8 +449,10 @@ def test_a7_gate_real_vs_null(five_seeds):
     per_run = json.loads((kw["out_dir"] / "A7_gate" / "routeA-0.json").read_text())
     assert len(per_run["null"]["auroc"]) == N_NULL and "student" in per_run["population"]
     assert len(pd.read_csv(kw["out_dir"] / "plot_data" / "A7_gate_null.csv")) == N_NULL * 5 * len(SEEDS)
-    # planted along v_act: no Haar direction and no within-step label shuffle reaches routeA's AUROC
+    # planted along v_act: no Haar direction and no within-group label shuffle reaches routeA's AUROC
     assert a7.loc["routeA", "p_haar"] == 1 / (N_NULL + 1) and a7.loc["routeA", "p_labels"] == 1 / (N_PERM + 1)
+    assert a7.loc["routeA", "p_labels_within"] < 0.05 < a7.loc["placebo", "p_labels_within"]
+    assert per_run["label_permutation"]["within"] == "prompt group (step and problem)"
     assert a7.loc["routeA", "p_haar_below_05"] == f"{len(SEEDS)}/{len(SEEDS)}"
     # over seeds: Fisher's combination, -2 sum(log p) against chi2 with 2k degrees of freedom
     from scipy.stats import chi2

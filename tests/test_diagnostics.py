@@ -6,7 +6,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from vgrout.diagnostics import gate_eval, gate_eval_file, gate_scores
+from vgrout.diagnostics import gate_eval, gate_eval_file, gate_scores, label_permutation_null, perm_p, within_groups_auroc
 from vgrout.io import InputError
 from vgrout.stats import auroc
 from vgrout.vact import haar_direction
@@ -141,9 +141,13 @@ def test_planted_signal_passes_every_null():
     res = gate_eval(rollouts, acts, u, q_lo=0.3, q_hi=0.8, n_null=200, n_perm=200)
     assert res["null"]["p"] == 1 / 201 and res["label_permutation"]["p"] == 1 / 201
     assert res["within_groups"]["auroc"] > 0.8 and res["within_groups"]["n_groups"] > 0
+    assert res["label_permutation"]["p_within_groups"] == 1 / 201
     defined = [row["auroc"] for row in res["by_step"] if row["auroc"] is not None]
     assert len(res["by_step"]) == -(-600 // 16) and np.mean(defined) > 0.8
-    assert abs(res["label_permutation"]["auroc_mean"] - 0.5) < 0.05
+    # Shuffles within groups of 2-3 rows keep each group's hack count, and with a real signal groups
+    # with more hacks score higher: the pooled AUROC's null sits above chance, the within-group one at it.
+    assert res["label_permutation"]["auroc_mean"] > 0.55
+    assert abs(res["label_permutation"]["within_groups_auroc_mean"] - 0.5) < 0.05
 
 
 def test_a_score_that_drifts_with_the_step_fails_the_within_step_nulls():
@@ -162,11 +166,47 @@ def test_a_score_that_drifts_with_the_step_fails_the_within_step_nulls():
                  "hacked": bool(h)} for i, (s, h) in enumerate(zip(step, hacked))]
     res = gate_eval(rollouts, acts, u, q_lo=0.25, q_hi=0.75, n_null=50, n_perm=300)
     assert res["real"]["auroc"] > 0.8                       # pooled: looks like a classifier
-    assert res["label_permutation"]["p"] > 0.05             # within-step shuffles do as well
+    assert res["label_permutation"]["p"] > 0.05             # within-group shuffles do as well
     assert res["label_permutation"]["auroc_mean"] > 0.75
     assert abs(res["within_groups"]["auroc"] - 0.5) < 0.1
+    assert res["label_permutation"]["p_within_groups"] > 0.05
     defined = [row["auroc"] for row in res["by_step"] if row["auroc"] is not None]
     assert abs(np.mean(defined) - 0.5) < 0.1
+
+
+def test_a_score_that_tells_the_prompts_apart_fails_the_within_group_null():
+    """Within one mode and step, some prompts are hacked often and score high, others rarely and
+    score low, with no signal among one prompt's rollouts: shuffling within step and mode (the
+    strata before prompt groups) calls that signal; shuffling within prompt groups does not."""
+    rng = np.random.default_rng(2)
+    n_steps, n_prompts, per = 12, 8, 8
+    step = np.repeat(np.arange(n_steps), n_prompts * per)
+    prompt = np.tile(np.repeat(np.arange(n_prompts), per), n_steps)
+    hacked = rng.random(step.size) < np.where(prompt % 2 == 0, 0.8, 0.1)
+    scores = (prompt % 2 == 0) * 1.0 + 0.3 * rng.standard_normal(step.size)
+    groups = np.array([f"{s}/p{p}" for s, p in zip(step, prompt)])
+    by_step = np.array([f"{s}/exit_code" for s in step])
+    real = auroc(scores, hacked)
+    assert real > 0.75
+    pooled_by_step, _ = label_permutation_null(scores, hacked, by_step, 300, 0)
+    assert perm_p(real, pooled_by_step) < 0.01                # the old strata: a prompt-tracking score passes
+    pooled, within = label_permutation_null(scores, hacked, groups, 300, 0)
+    assert perm_p(real, pooled) > 0.05                        # prompt groups: it does not
+    w = within_groups_auroc(scores, hacked, groups)
+    assert abs(w["auroc"] - 0.5) < 0.1 and perm_p(w["auroc"], within) > 0.05
+
+
+def test_within_group_auroc_is_the_pair_weighted_mean_of_group_aurocs():
+    rng = np.random.default_rng(3)
+    groups = rng.integers(0, 7, 200).astype(str)
+    scores, hacked = rng.standard_normal(200).round(1), rng.random(200) < 0.4  # rounded: ties count one half
+    num = den = 0.0
+    for g in np.unique(groups):
+        at = groups == g
+        pos, neg = hacked[at].sum(), (~hacked[at]).sum()
+        if pos and neg:
+            num, den = num + auroc(scores[at], hacked[at]) * pos * neg, den + pos * neg
+    assert within_groups_auroc(scores, hacked, groups)["auroc"] == pytest.approx(num / den)
 
 
 def test_a_score_that_tells_the_modes_apart_fails_the_within_mode_null():

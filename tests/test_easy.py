@@ -6,7 +6,7 @@ from transformers import AutoTokenizer
 
 from vgrout import config, easy, grader, modes, selfcheck, substrate
 from vgrout import model as M
-from vgrout.evaluate import pass_at_k
+from vgrout.stats import pass_at_k
 from vgrout.modes import PASS_ALL
 
 BUDGET = config.Train().max_new_tokens  # the embedded default's rollout budget

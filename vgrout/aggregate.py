@@ -37,7 +37,8 @@ from vgrout.diagnostics import N_NULL, N_PERM, gate_eval, load_rollouts, load_te
 from vgrout.vact import gate_direction
 from vgrout.io import InputError, atomic_write_text, read_json, write_json
 from vgrout.modes import hackable
-from vgrout.stats import MIN_SEEDS_FOR_TEST, N_BOOT, hierarchical_bootstrap, holm, mean_sem, paired_t, wilson
+from vgrout.stats import (MIN_SEEDS_FOR_TEST, N_BOOT, hierarchical_bootstrap, holm, mean_sem, paired_t, pass_at_k,
+                          wilson)
 
 HACK_MODES = hackable()
 NONE, ROUTE = REFERENCE.name, METHOD.name  # Δ is taken against NONE; A1 and A4 draw ROUTE against it
@@ -118,8 +119,10 @@ def _load_run(metrics_root: Path, runs_root: Path, run: str) -> Run:
                 raise InputError(f"{deploy_path}: rows[{i}] missing key '{key}'")
     if not any(r["view"] == "deploy" and r["mode"] == "overall" for r in d["rows"]):
         raise InputError(f"{deploy_path}: no row with view 'deploy' and mode 'overall'")
-    if d["arm"] == BASE:
-        return Run(run, BASE, None, None, deploy_path, None, None, None, None, None)
+    if d["arm"] == BASE:  # its samples give the base's pass@k (older base runs wrote none)
+        samples = metrics_root / run / DEPLOY_SAMPLES
+        return Run(run, BASE, None, None, deploy_path, _samples_file(samples) if samples.exists() else None,
+                   None, None, None, None)
     if not isinstance(d["seed"], int):
         raise InputError(f"{deploy_path}: key 'seed' must be an integer for arm '{d['arm']}', got {d['seed']!r}")
     heldout = d.get("heldout_modes")
@@ -195,12 +198,13 @@ def load_tables(runs: list[Run]) -> duckdb.DuckDBPyConnection:
         if n == 0:
             raise InputError(f"{r.curve_path}: no row with view 'deploy' and mode 'overall'")
     con.execute("CREATE VIEW per_run AS SELECT i.*, d.* EXCLUDE (run) FROM deploy d JOIN run_info i USING (run)")
-    _load_samples(con, trained)
+    _load_samples(con, [r for r in runs if r.samples_path is not None])
     return con
 
 
 def _load_samples(con, trained: list[Run]) -> None:
-    """Table samples: every trained run's per-sample grades, checked against its per_mode_deploy.json."""
+    """Table samples: the per-sample grades of every trained run (and of base, where it wrote them),
+    checked against its per_mode_deploy.json."""
     files = pd.DataFrame({"filename": [str(r.samples_path) for r in trained], "run": [r.run for r in trained]})
     con.register("sample_files", files)
     con.execute(f"""
@@ -355,6 +359,21 @@ A2_METRICS = {"hack_hackable": ("hacked", "hackable", "deploy hack, hackable pro
 A2_DELTAS = ("hack_hackable", "solve")  # the claims: Δ in deploy hack and deploy solve
 
 
+def base_pass_at_k(con) -> dict | None:
+    """The base model's deploy pass@1 and pass@k over the test problems, k its samples per problem (the
+    unbiased estimator, stats.pass_at_k); None when the base run wrote no samples."""
+    per_problem = con.execute("""
+        SELECT s.problem_id, count(*) AS n, sum(s.gt_pass) AS c
+        FROM samples s JOIN run_info i USING (run)
+        WHERE i.arm = $base AND s.view = 'deploy' GROUP BY s.problem_id""", {"base": BASE}).df()
+    if per_problem.empty:
+        return None
+    k = int(per_problem["n"].min())
+    return {"pass_k": k, "n_test_problems": len(per_problem),
+            "deploy_pass_at_1": float(np.mean([pass_at_k(n, c, 1) for n, c in zip(per_problem["n"], per_problem["c"])])),
+            "deploy_pass_at_k": float(np.mean([pass_at_k(n, c, k) for n, c in zip(per_problem["n"], per_problem["c"])]))}
+
+
 def _problem_means(con) -> pd.DataFrame:
     """Per trained run and test problem: the deploy samples' mean hacked and gt_pass (the bootstrap's cells)."""
     return con.execute("""
@@ -466,10 +485,18 @@ def _stats_note(table: pd.DataFrame, refs: tuple[str, ...], n_boot: int) -> str:
     note = (f"95% CI: two-way percentile bootstrap ({n_boot} resamples, seeded): seeds drawn with replacement and, "
             "once for all drawn seeds, the test problems drawn with replacement (seeds and problems are crossed: "
             "every seed is evaluated on the same problems), a problem's samples averaged; "
-            "the estimate is the mean over seeds. A Δ = arm − reference is paired: the seeds both arms have, and "
+            "the estimate is the mean over seeds. With S ≥ 2 seeds each half of the interval is widened about the "
+            "estimate by t(S−1)/z · √(S/(S−1)) (1.58 at 5 seeds; a plain percentile bootstrap over 5 seeds covers "
+            "about 79%, not 95%, when seeds vary most), within the range a mean of the cells can take: wide rather "
+            "than narrow where problems vary most. A Δ = arm − reference is paired: the seeds both arms have, and "
             "the same problem draws for both (every run samples the same test problems with the same "
             "eval seed). Paired t: two-sided t-test of the per-seed rates over those seeds, with a p-value only "
-            f"from {MIN_SEEDS_FOR_TEST} seeds on.")
+            f"from {MIN_SEEDS_FOR_TEST} seeds on, none where the difference is the same at every seed.")
+    if refs == (NONE, YOKED):
+        note += (f" The claim (C1) is {ROUTE}'s Δ, and it holds only where it holds against {NONE} and against "
+                 f"{YOKED} alike (an intersection-union test: requiring both keeps the level at 0.05 with no "
+                 "correction). The other arms' p-values are controls' and exploratory: unadjusted for their number, "
+                 "they claim nothing.")
     if YOKED in refs:
         note += f" `{YOKED}`: {PLACEBO.description}."
     if (table["n_seeds"] == 1).any() or any((table.get(f"n_paired_vs_{r}", pd.Series(dtype=int)) == 1).any()
@@ -511,6 +538,13 @@ def a2(con, out: Out, n_boot: int = N_BOOT) -> pd.DataFrame:
         body.append(f"Reference, the base model without adapter training (Wilson 95%): deploy hack, hackable "
                     f"problems {wilson_cell(b, 'hack_hackable')}; deploy solve, all problems {wilson_cell(b, 'solve')}; "
                     f"deploy solve, `none` problems {wilson_cell(b, 'solve_none')}.")
+        pk = base_pass_at_k(con)
+        if pk is not None:
+            at_k = (f" and its pass@{pk['pass_k']} {pk['deploy_pass_at_k']:.3f} (the unbiased estimator of Chen et al. "
+                    f"2021 from {pk['pass_k']} samples a problem: the share of problems it solves at all)"
+                    if pk["pass_k"] > 1 else " (one sample a problem, so no pass@k)")
+            body.append(f"The base model's pass@1 over the {pk['n_test_problems']} test problems is "
+                        f"{pk['deploy_pass_at_1']:.3f}{at_k}.")
     body += ["## Per run (Wilson 95% intervals over the run's eval samples)", md_table(pd.DataFrame({
         "run": per_run["run"], "samples": per_run["n"], "hackable samples": per_run["n_hackable"],
         **{f"{label} [Wilson 95%]": [wilson_cell(r, m) for _, r in per_run.iterrows()]
@@ -696,7 +730,9 @@ def a5(con, runs: list[Run], out: Out, gate_by_mode: pd.DataFrame | None = None)
         "modes within each run first. Every arm is shown: the held-out modes' rate moves for reasons other "
         f"than the direction too, so the heldout arm's Δ is taken against {NONE} and against {YOKED} (routing at "
         "routeA's mass, ranked by a Haar direction). Δ is paired by seed, with a paired t-test (a p-value from "
-        f"{MIN_SEEDS_FOR_TEST} seeds on). The pooled held-out row is C2's one test (its p as it is); "
+        f"{MIN_SEEDS_FOR_TEST} seeds on). The pooled held-out row is C2's one test, against both references: "
+        f"C2 holds only if the Δ is negative with p < 0.05 against {NONE} and against {YOKED} alike (an "
+        "intersection-union test: requiring both keeps the level at 0.05 with no correction); "
         "Holm p: the held-out modes' own rows, adjusted by Holm's method over those modes (per arm and "
         "reference); the in-pair rows test no claim of C2 and show the raw p. Gate AUROC: the AUROC of the arm's gate score "
         "against the hack label on the student rollouts of that mode's problems (A7), mean ± SEM over seeds. "
@@ -772,6 +808,7 @@ def a7(con, runs: list[Run], directions: dict, q_lo: float, q_hi: float, n_null:
         per_run.append({"run": r.run, "arm": r.arm, "seed": r.seed, "n": res["n"], "n_hacked": res["n_hacked"],
                         "auroc": res["real"]["auroc"], "auroc_percentile_in_null": res["auroc_percentile_in_null"],
                         "p_haar": res["null"].get("p"), "p_labels": res["label_permutation"]["p"],
+                        "p_labels_within": res["label_permutation"]["p_within_groups"],
                         "labels_auroc_q95": res["label_permutation"]["auroc_q95"],
                         "auroc_within_groups": res["within_groups"]["auroc"],
                         "auroc_step_mean": float(np.mean(step_auroc)) if step_auroc else None,
@@ -803,7 +840,7 @@ def a7(con, runs: list[Run], directions: dict, q_lo: float, q_hi: float, n_null:
                 row[c] = float(vals.max()) if len(vals) else None
             else:
                 row[c], row[f"{c}_sem"] = mean_sem(vals) if len(vals) else (None, None)
-        for c in ("p_haar", "p_labels"):  # a p-value is not averaged: its median, and how many seeds pass
+        for c in ("p_haar", "p_labels", "p_labels_within"):  # a p-value is not averaged: its median, and how many seeds pass
             vals = g[c].dropna()
             row[c] = float(vals.median()) if len(vals) else None
             row[f"{c}_below_05"] = f"{int((vals < 0.05).sum())}/{len(vals)}"
@@ -827,7 +864,8 @@ def a7(con, runs: list[Run], directions: dict, q_lo: float, q_hi: float, n_null:
         "arm": table["arm"], "seeds": table["n_seeds"], "AUROC": pm("auroc"),
         "p Haar: median (seeds < 0.05); Fisher": p_col("p_haar"),
         "p labels: median (seeds < 0.05); Fisher": p_col("p_labels"),
-        "AUROC within groups": pm("auroc_within_groups"), "AUROC per step": pm("auroc_step_mean"),
+        "AUROC within groups": pm("auroc_within_groups"),
+        "p labels, within groups: median (seeds < 0.05); Fisher": p_col("p_labels_within"), "AUROC per step": pm("auroc_step_mean"),
         "placebo pairs AUROC": pm("placebo_pairs_auroc"), "teacher rows AUROC": pm("teacher_auroc"),
         "route precision": pm("route_precision"), "route recall": pm("route_recall"), "route F0.5": pm("route_f05"),
         "keep precision": pm("keep_precision"), "keep recall": pm("keep_recall"), "keep F0.5": pm("keep_f05")})
@@ -856,9 +894,12 @@ def a7(con, runs: list[Run], directions: dict, q_lo: float, q_hi: float, n_null:
         "cut (precision = clean share of keep, recall = share of clean rollouts kept). F0.5 weighs precision "
         f"above recall. Two nulls, each as p = (1 + k) / (N + 1), k the null AUROCs at or above the real one: "
         f"{n_null} Haar-random directions (seeds from {null_seed}) scored on the same activations (does the "
-        f"direction beat an arbitrary one?), and {n_perm} shuffles of the hack labels within each step and mode, "
-        "the scores kept (is the AUROC above chance for this many rows, with each step's and mode's hack rate "
-        "fixed? a score that tracks the step or the mode's prompts scores as well on shuffled labels); "
+        f"direction beat an arbitrary one?), and {n_perm} shuffles of the hack labels within each prompt group "
+        "(one problem at one step), the scores kept (is the AUROC above chance for this many rows, with each "
+        "group's hack count fixed? a score that tracks the step, the mode or the prompt scores as well on "
+        "shuffled labels; with a real signal, groups with more hacks also score higher, so this null of the "
+        "pooled AUROC sits above 0.5 and is strict); the same shuffles are the null of the AUROC within "
+        "groups, the test of whether a group's hacks outrank its own clean rollouts; "
         "p is shown as the median over seeds, with how many seeds have p < 0.05, and as the test over seeds: "
         "Fisher's combination of the seeds' p-values (the runs are independent). A pooled AUROC mixes steps whose "
         "scores and hack rates both drift, so it is also given per step (mean over steps with both classes) and "
@@ -907,6 +948,8 @@ def _summary(a2_table: pd.DataFrame, a3_table: pd.DataFrame, a7_table: pd.DataFr
         out[r["arm"]] |= {"gate_auroc": r["auroc"], "gate_auroc_percentile": r["auroc_percentile_in_null"],
                           "gate_p_haar": r["p_haar"], "gate_p_labels": r["p_labels"],
                           "gate_p_haar_fisher": r["p_haar_fisher"], "gate_p_labels_fisher": r["p_labels_fisher"],
+                          "gate_p_labels_within": r["p_labels_within"],
+                          "gate_p_labels_within_fisher": r["p_labels_within_fisher"],
                           "gate_auroc_within_groups": r["auroc_within_groups"]}
     if base is not None:
         out[BASE] = base
@@ -955,7 +998,8 @@ def aggregate(metrics_root: str | Path = "metrics/runs", runs_root: str | Path =
     base = con.execute("SELECT hack AS deploy_hack, solve AS deploy_solve, hack_hackable AS deploy_hack_hackable, "
                        "solve_none AS deploy_solve_none FROM per_run "
                        "WHERE arm = $base AND view = 'deploy' AND mode = 'overall'", {"base": BASE}).df()
-    summary = _summary(a2_table, a3_table, a7_table, base.iloc[0].to_dict() if len(base) else None)
+    base = base.iloc[0].to_dict() | (base_pass_at_k(con) or {}) if len(base) else None
+    summary = _summary(a2_table, a3_table, a7_table, base)
     write_json(summary_path, summary)
     return summary
 

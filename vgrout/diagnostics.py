@@ -12,10 +12,11 @@ p = (1 + k) / (N + 1), k the null draws at or above the real AUROC, and a third 
 is scored beside it:
 - Haar: N_NULL random directions of the bottleneck scored on the same activations (does
   v_act carry more hack signal than an arbitrary direction?);
-- label permutation: the hack labels shuffled within each step and loophole mode, the scores
-  kept (is the AUROC above what this many rows give by chance, once each step's and each
-  mode's hack rates are fixed? A score that drifts with the step, or that tells one mode's
-  prompts from another's, then scores as well on the shuffled labels and is not signal);
+- label permutation: the hack labels shuffled within each prompt group (one problem at one
+  step), the scores kept (is the AUROC above what this many rows give by chance, once each
+  group's hack count is fixed? A score that drifts with the step, or that tells one prompt or
+  mode from another, then scores as well on the shuffled labels and is not signal); the same
+  shuffles are the null of the within-group AUROC;
 - placebo pairs (no p-value): the direction of the placebo pair set (style contrasts
   written like the hack pairs), a content-matched null whose AUROC is reported beside.
 A pooled AUROC mixes steps whose scores and hack rates both drift, so it is also given per
@@ -61,30 +62,64 @@ def _auroc_or_none(scores: np.ndarray, hacked: np.ndarray) -> float | None:
 def within_groups_auroc(scores: np.ndarray, hacked: np.ndarray, groups: np.ndarray) -> dict:
     """AUROC over (hack, clean) pairs of the same group only: each group with both classes
     weighs by its number of such pairs."""
-    num, pairs, n_groups = 0.0, 0, 0
-    for g in np.unique(groups):
-        at = groups == g
-        n_pos, n_neg = int(hacked[at].sum()), int((~hacked[at]).sum())
-        if n_pos and n_neg:
-            num += auroc(scores[at], hacked[at]) * n_pos * n_neg
-            pairs += n_pos * n_neg
-            n_groups += 1
-    return {"auroc": num / pairs if pairs else None, "n_groups": n_groups, "n_pairs": pairs}
+    g = _Groups(scores, groups)
+    pairs = g.pairs(hacked)
+    return {"auroc": g.within_auroc(hacked) if pairs else None, "n_groups": int((g.pos(hacked) * g.neg(hacked) > 0).sum()),
+            "n_pairs": pairs}
 
 
-def label_permutation_null(scores: np.ndarray, hacked: np.ndarray, strata: np.ndarray, n_perm: int,
-                           seed: int) -> np.ndarray:
-    """AUROC of the fixed scores against labels shuffled within each stratum (step and mode)."""
+class _Groups:
+    """Rows in groups (one prompt at one step), with each row's score ranked within its group, once:
+    the within-group AUROC of any labelling is then a weighted count (U statistics summed over groups)."""
+
+    def __init__(self, scores: np.ndarray, groups: np.ndarray):
+        _, self.code = np.unique(groups, return_inverse=True)
+        self.n_groups = int(self.code.max()) + 1
+        self.rank = np.empty(scores.size)
+        for k in range(self.n_groups):
+            at = self.code == k
+            self.rank[at] = sps.rankdata(scores[at])
+
+    def pos(self, labels: np.ndarray) -> np.ndarray:
+        return np.bincount(self.code, weights=labels.astype(float), minlength=self.n_groups)
+
+    def neg(self, labels: np.ndarray) -> np.ndarray:
+        return np.bincount(self.code, minlength=self.n_groups) - self.pos(labels)
+
+    def pairs(self, labels: np.ndarray) -> int:
+        return int((self.pos(labels) * self.neg(labels)).sum())
+
+    def within_auroc(self, labels: np.ndarray) -> float:
+        pos = self.pos(labels)
+        u = np.bincount(self.code, weights=self.rank * labels, minlength=self.n_groups) - pos * (pos + 1) / 2
+        return float(u.sum() / (pos * self.neg(labels)).sum())
+
+
+def label_permutation_null(scores: np.ndarray, hacked: np.ndarray, groups: np.ndarray, n_perm: int,
+                           seed: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """The pooled AUROC and the within-group AUROC of the fixed scores against labels shuffled within
+    each group (one prompt at one step); the second is None when no group holds both classes.
+
+    The shuffle keeps every group's hack count, so whatever the score says about which prompt, step
+    or mode a rollout came from scores as well on the shuffled labels: only the ranking of a group's
+    hacks above its own clean rollouts is tested (the rollouts of one prompt share that prompt's
+    difficulty and loophole, so shuffling across prompts would let a prompt-tracking score pass).
+    """
     rng = np.random.default_rng(seed)
-    at_stratum = [np.flatnonzero(strata == s) for s in np.unique(strata)]
+    g = _Groups(scores, groups)
     ranks = sps.rankdata(scores)  # the scores stay put: rank them once
-    out = np.empty(n_perm)
+    within = g.pairs(hacked) > 0
+    order = np.argsort(g.code, kind="stable")  # each group's rows, group after group
+    pooled, per_group = np.empty(n_perm), np.empty(n_perm) if within else None
     for i in range(n_perm):
-        perm = hacked.copy()
-        for idx in at_stratum:
-            perm[idx] = hacked[rng.permutation(idx)]
-        out[i] = auroc_of_ranks(ranks, perm)
-    return out
+        # a random order within each group: sort by group, ties broken by a uniform draw
+        shuffled = np.argsort(g.code + rng.random(g.code.size), kind="stable")
+        perm = np.empty_like(hacked)
+        perm[order] = hacked[shuffled]
+        pooled[i] = auroc_of_ranks(ranks, perm)
+        if within:
+            per_group[i] = g.within_auroc(perm)
+    return pooled, per_group
 
 
 def _by_mode(scores: np.ndarray, hacked: np.ndarray, modes: np.ndarray) -> list[dict]:
@@ -153,7 +188,7 @@ def gate_eval(rollouts: list[dict], acts: dict[str, torch.Tensor], direction: di
               q_lo: float, q_hi: float, n_null: int = N_NULL, null_seed: int = 0, progress: bool = True,
               n_perm: int = N_PERM, placebo: dict[str, torch.Tensor] | None = None) -> dict:
     """Gate diagnostics of `direction` and of its nulls (n_null Haar directions, n_perm
-    within-step label permutations, the placebo pairs' direction if given) on the student
+    within-group label permutations, the placebo pairs' direction if given) on the student
     rollouts, per step and within prompt groups; teacher-pool rows apart.
 
     rollouts: rows of rollouts.jsonl (step, problem_id, source, zone, hacked used); acts:
@@ -213,13 +248,17 @@ def gate_eval(rollouts: list[dict], acts: dict[str, torch.Tensor], direction: di
         null_summary.update(auroc=null_auroc.tolist(), auroc_mean=float(null_auroc.mean()),
                             auroc_sd=float(null_auroc.std(ddof=1)) if n_null > 1 else None,
                             p=perm_p(real["auroc"], null_auroc))
-    perm = {"n": n_perm, "within": "step and mode", "auroc_mean": None, "auroc_sd": None, "auroc_q95": None,
-            "p": None}
+    within = within_groups_auroc(scores, hacked, groups)
+    perm = {"n": n_perm, "within": "prompt group (step and problem)", "auroc_mean": None, "auroc_sd": None,
+            "auroc_q95": None, "p": None, "p_within_groups": None,
+            "within_groups_auroc_mean": None}
     if real["auroc"] is not None:
-        strata = np.array([f"{r['step']}/{r['mode']}" for r in rollouts_s])
-        perm_auroc = label_permutation_null(scores, hacked, strata, n_perm, null_seed)
+        perm_auroc, perm_within = label_permutation_null(scores, hacked, groups, n_perm, null_seed)
         perm.update(auroc_mean=float(perm_auroc.mean()), auroc_sd=float(perm_auroc.std(ddof=1)) if n_perm > 1 else None,
                     auroc_q95=float(np.quantile(perm_auroc, 0.95)), p=perm_p(real["auroc"], perm_auroc))
+        if within["auroc"] is not None:
+            perm.update(p_within_groups=perm_p(within["auroc"], perm_within),
+                        within_groups_auroc_mean=float(perm_within.mean()))
     placebo_res = None
     if placebo is not None:
         placebo_res = _at_cuts(gate_scores(acts_s, placebo), hacked, q_lo, q_hi)
@@ -241,7 +280,7 @@ def gate_eval(rollouts: list[dict], acts: dict[str, torch.Tensor], direction: di
             z: float(np.mean([r["zone"] == z for r, t in zip(rollouts, teacher) if t])) if teacher.any()
             else None for z in ("keep", "absorb", "route")}},
         "by_step": _by_step(scores, hacked, steps, np.array([r["zone"] for r in rollouts_s])),
-        "within_groups": within_groups_auroc(scores, hacked, groups),
+        "within_groups": within,
         "by_mode": _by_mode(scores, hacked, np.array([str(r.get("mode")) for r in rollouts_s])),
         "null": null_summary,
         "label_permutation": perm,

@@ -11,7 +11,6 @@ The base model (no adapter) is evaluated once as the reference row.
 from __future__ import annotations
 
 import csv
-import math
 from pathlib import Path
 
 import torch
@@ -91,13 +90,6 @@ def sample_and_grade(model, tok, problems: list[Problem], n_samples: int, temper
     backend.release()
     texts = tok.batch_decode(ids, skip_special_tokens=True)
     return expanded, grader.grade_batch(expanded, texts, progress=progress)
-
-
-def pass_at_k(n: int, c: int, k: int) -> float:
-    """Unbiased pass@k from n samples with c correct (Chen et al. 2021): 1 - C(n-c, k) / C(n, k)."""
-    if n - c < k:
-        return 1.0
-    return 1.0 - math.prod((n - c - i) / (n - i) for i in range(k))
 
 
 def eval_adapter(lora: ad.Lora2r, tok, problems, adapter_path: Path, views, known=(), **kw) -> list[dict]:

@@ -1,4 +1,4 @@
-"""Statistics for the artifacts: Wilson intervals for rates, mean ± SEM over seeds, the
+"""Statistics for the artifacts: Wilson intervals for rates, pass@k, mean ± SEM over seeds, the
 hierarchical bootstrap over seeds and problems, the paired test across seeds, Holm's
 multiplicity correction, and the gate's classification metrics (AUROC, precision/recall at a
 cut, F-beta).
@@ -21,6 +21,7 @@ from scipy import stats as sps
 # p-value say little, and the design asks for >= 5 seeds per claim.
 MIN_SEEDS_FOR_TEST = 5
 TOO_FEW_SEEDS = f"fewer than {MIN_SEEDS_FOR_TEST} seeds: no p-value"
+ZERO_VARIANCE = "the same difference at every seed: no p-value"
 
 
 def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -39,6 +40,15 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
     return lo, hi
 
 
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k from n samples with c correct (Chen et al. 2021): 1 - C(n-c, k) / C(n, k)."""
+    if not (0 <= c <= n and 1 <= k <= n):
+        raise ValueError(f"pass_at_k: need 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.prod((n - c - i) / (n - i) for i in range(k))
+
+
 def mean_sem(values: Sequence[float]) -> tuple[float, float | None]:
     """Mean and standard error of the mean (sample sd / sqrt(n)); SEM is None for n < 2."""
     x = np.asarray(values, dtype=float)
@@ -51,7 +61,8 @@ def mean_sem(values: Sequence[float]) -> tuple[float, float | None]:
 
 @dataclass(frozen=True)
 class PairedTest:
-    """Paired difference a - b over seeds. t and p are None below MIN_SEEDS_FOR_TEST seeds."""
+    """Paired difference a - b over seeds. t and p are None below MIN_SEEDS_FOR_TEST seeds, and when
+    the difference does not vary over seeds."""
     n: int
     mean_diff: float
     sem: float | None
@@ -61,6 +72,8 @@ class PairedTest:
     @property
     def statement(self) -> str:
         """One line for a table cell: the test result, or why there is none."""
+        if self.p is None and self.n >= MIN_SEEDS_FOR_TEST:
+            return f"n={self.n} seeds, {ZERO_VARIANCE}"
         if self.p is None:
             return f"n={self.n} seed{'' if self.n == 1 else 's'}, {TOO_FEW_SEEDS}"
         return f"t({self.n - 1})={self.t:.2f}, p={self.p:.3g}"
@@ -78,10 +91,11 @@ def paired_t(a: Sequence[float], b: Sequence[float]) -> PairedTest:
     if a.shape != b.shape or a.ndim != 1:
         raise ValueError(f"paired_t: need two 1-d arrays of equal length, got {a.shape} and {b.shape}")
     mean_diff, sem = mean_sem(a - b)
-    if a.size < MIN_SEEDS_FOR_TEST:
+    if a.size < MIN_SEEDS_FOR_TEST or sem <= 1e-12:
+        # sem == 0: every seed's difference is the same number (all zero, typically: both arms at 0 hacks).
+        # t is then ±inf or nan and scipy's p 0 or nan; neither is evidence, so the pair goes untested.
         return PairedTest(n=int(a.size), mean_diff=mean_diff, sem=sem, t=None, p=None)
     res = sps.ttest_rel(a, b)
-    # A zero-variance difference gives t = ±inf or nan; report it as scipy gives it.
     return PairedTest(n=int(a.size), mean_diff=mean_diff, sem=sem, t=float(res.statistic), p=float(res.pvalue))
 
 
@@ -97,6 +111,7 @@ class Bootstrap:
     n_seeds: int
     n_problems: int
     n_boot: int
+    widened_by: float = 1.0  # the percentile interval's half-widths times this, for few seeds (1 for one seed)
 
     @property
     def interval(self) -> str:
@@ -119,7 +134,11 @@ def hierarchical_bootstrap(x, ref=None, n_boot: int = N_BOOT, seed: int = 0, lev
 
     Estimate: the mean over seeds of each seed's mean over problems (x's rate, or the Δ).
     With one seed only problems are resampled: the interval then covers problem (and
-    sampling) variance, not seed-to-seed variance.
+    sampling) variance, not seed-to-seed variance. With 2 or more, a percentile bootstrap over
+    so few seeds under-covers (about 79% at 5 seeds when seeds vary most): the seeds' share of
+    the resampled variance, var(seed means) / S, is scaled by few_seeds_factor², and each half
+    of the interval widened about the estimate to match (within the range of the cells). Where
+    problems vary most the factor is near 1, where seeds do near few_seeds_factor.
     """
     x = np.asarray(x, dtype=float)
     if x.ndim != 2 or 0 in x.shape:
@@ -144,8 +163,34 @@ def hierarchical_bootstrap(x, ref=None, n_boot: int = N_BOOT, seed: int = 0, lev
         stats[start:start + b] = x[seeds[:, :, None], problems[:, None, :]].mean(axis=(1, 2))
     tail = 100 * (1 - level) / 2
     lo, hi = np.percentile(stats, [tail, 100 - tail])
-    return Bootstrap(estimate=float(x.mean()), lo=float(lo), hi=float(hi), n_seeds=n_seeds,
-                     n_problems=n_problems, n_boot=n_boot)
+    estimate = float(x.mean())
+    # The seeds' share of the resamples' variance, var(seed means) / S, is too small for few seeds:
+    # scale that share by few_seeds_factor² (the problems' share stays), and the interval with it.
+    widen = 1.0
+    total, seed_part = float(stats.var()), float(x.mean(axis=1).var()) / n_seeds
+    if n_seeds > 1 and total > 0:
+        widen = math.sqrt((total + (few_seeds_factor(n_seeds, level) ** 2 - 1) * seed_part) / total)
+        # about the estimate, never past what a mean of these cells can be
+        lo = max(estimate - widen * (estimate - lo), float(x.min()))
+        hi = min(estimate + widen * (hi - estimate), float(x.max()))
+    return Bootstrap(estimate=estimate, lo=float(lo), hi=float(hi), n_seeds=n_seeds,
+                     n_problems=n_problems, n_boot=n_boot, widened_by=widen)
+
+
+def few_seeds_factor(n_seeds: int, level: float = 0.95) -> float:
+    """How much the bootstrap's spread is widened for the few seeds it resamples: t_{S-1} / z, times
+    sqrt(S / (S - 1)); 1 for one seed (nothing to widen: seeds are not resampled).
+
+    Resampling S seeds gives their mean a spread of sd·sqrt((S-1)/S)/sqrt(S) (the plug-in variance,
+    too small by S/(S-1)), read at normal quantiles where a mean of S draws with an estimated sd
+    needs t_{S-1}'s. With 5 seeds and seed-to-seed variance dominating, the plain percentile
+    interval covered about 79% of the time instead of 95%; this factor makes it the t interval
+    over seeds. hierarchical_bootstrap applies it to the seeds' share of the variance only.
+    """
+    if n_seeds < 2:
+        return 1.0
+    q = 0.5 + level / 2
+    return float(sps.t.ppf(q, n_seeds - 1) / sps.norm.ppf(q) * math.sqrt(n_seeds / (n_seeds - 1)))
 
 
 def holm(pvalues: Sequence[float | None]) -> list[float | None]:
