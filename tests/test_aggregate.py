@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from scipy.stats import ttest_rel
+from scipy.stats import t as t_dist, ttest_rel
 from safetensors.torch import save_file
 
 from vgrout.arms import get as get_arm
@@ -220,7 +220,7 @@ def test_a2_matches_direct_pandas(five_seeds):
             x = cells(samples, arm, col, where)
             # a run's rate is the mean of its samples; equal samples per problem make it the problems' mean
             assert a2.loc[arm, f"deploy_{m}"] == pytest.approx(x.mean(axis=1).mean())
-            b = hierarchical_bootstrap(x.to_numpy(), seed=0)  # the same cells, seeds and problems in order
+            b = hierarchical_bootstrap(x.to_numpy(), seed=0, support=(0, 1))  # the same cells, seeds and problems in order
             assert (a2.loc[arm, f"deploy_{m}_lo"], a2.loc[arm, f"deploy_{m}_hi"]) == pytest.approx((b.lo, b.hi))
         for ref in ("none", "placebo"):
             for m in ("hack_hackable", "solve"):
@@ -233,16 +233,29 @@ def test_a2_matches_direct_pandas(five_seeds):
                 assert list(x.columns) == list(r.columns) and list(x.index) == list(r.index) == list(SEEDS)
                 per_seed = (x - r).mean(axis=1)
                 assert a2.loc[arm, f"delta_{key}"] == pytest.approx(per_seed.mean())
-                b = hierarchical_bootstrap(x.to_numpy(), r.to_numpy(), seed=0)
+                b = hierarchical_bootstrap(x.to_numpy(), r.to_numpy(), seed=0, support=(-1, 1))
                 assert (a2.loc[arm, f"delta_{key}_lo"], a2.loc[arm, f"delta_{key}_hi"]) == pytest.approx((b.lo, b.hi))
                 assert a2.loc[arm, f"delta_{key}_lo"] < a2.loc[arm, f"delta_{key}"] < a2.loc[arm, f"delta_{key}_hi"]
-                assert a2.loc[arm, f"p_{key}"] == pytest.approx(ttest_rel(x.mean(axis=1), r.mean(axis=1)).pvalue)
+                # the paired t over seeds, its SEM floored at what binomial sampling of each seed's rates gives
+                g_x = samples[(samples["arm"] == arm) & (where(samples) if where else True)]
+                g_r = samples[(samples["arm"] == ref) & (where(samples) if where else True)]
+                n_x, n_r = g_x.groupby("seed").size(), g_r.groupby("seed").size()
+                p_x, p_r = x.mean(axis=1), r.mean(axis=1)
+                floor = np.sqrt((p_x * (1 - p_x) / n_x + p_r * (1 - p_r) / n_r).sum()) / len(SEEDS)
+                sem = max(per_seed.std(ddof=1) / np.sqrt(len(SEEDS)), floor)
+                assert a2.loc[arm, f"p_{key}"] == pytest.approx(2 * t_dist.sf(abs(per_seed.mean() / sem), len(SEEDS) - 1))
         assert summary[arm]["deploy_hack"] == pytest.approx(g["hack"].mean(), abs=1e-6)
         assert summary[arm]["deploy_hack_hackable"] == pytest.approx(a2.loc[arm, "deploy_hack_hackable"], abs=1e-6)
     # routeA hacks far less than none and than the placebo (0.15 vs 0.45 and 0.42 planted): both intervals exclude 0
     assert a2.loc["routeA", "delta_hack_hackable_vs_none_hi"] < 0 and a2.loc["routeA", "delta_hack_hackable_vs_placebo_hi"] < 0
     assert summary["routeA"]["delta_hack_hackable_vs_placebo_hi"] < 0 and "p_solve_vs_none" in summary["routeA"]
     assert "delta_hack_hackable_vs_placebo" not in summary["placebo"]
+    # C1's verdict is the three interval conditions on routeA's row
+    r = a2.loc["routeA"]
+    c1 = summary["claim_C1"]
+    assert c1["hack_below_none"] == c1["hack_below_placebo"] == 1
+    assert c1["solve_noninferior"] == int(r["delta_solve_vs_none_lo"] > -c1["solve_margin"])
+    assert c1["holds"] == c1["solve_noninferior"]
     md = (kw["out_dir"] / "A2.md").read_text()
     assert TOO_FEW_SEEDS not in md and "p=" in md and "two-way percentile bootstrap (2000 resamples" in md
     assert "deploy hack, hackable problems [95% CI]" in md and "Δ solve, all problems vs placebo" in md
@@ -378,7 +391,7 @@ def test_a4_long_horizon_routeA_vs_none(five_seeds):
 
 
 def test_a5_held_out_vs_in_pair_modes(five_seeds):
-    kw, _ = five_seeds
+    kw, summary = five_seeds
     a5 = pd.read_csv(kw["out_dir"] / "A5.csv")
     heldout = a5[a5["arm"] == "heldout"].set_index("mode")
     assert set(heldout.loc[HELDOUT, "held_out"]) == {True}
@@ -395,6 +408,18 @@ def test_a5_held_out_vs_in_pair_modes(five_seeds):
     assert set(a5["arm"]) == {"none", "routeA", "placebo", "absorb", "heldout"}  # every arm: the controls too
     md = (kw["out_dir"] / "A5.md").read_text()
     assert "none hack" in md and "no (held out)" in md
+    # C2 from the bootstrap over seeds and held-out problems, against none and placebo: the planted heldout arm
+    # hacks held-out modes at 0.4, about as much as none and placebo, so neither interval lies below 0
+    samples = sample_frame(kw["metrics_root"])
+    held = samples[samples["mode"].isin(HELDOUT)]
+    verdict = summary["claim_C2"]
+    for ref in ("none", "placebo"):
+        x, r = cells(held, "heldout", "hacked"), cells(held, ref, "hacked")
+        b = hierarchical_bootstrap(x.to_numpy(), r.to_numpy(), seed=0, support=(-1, 1))
+        assert verdict[f"hack_below_{ref}"] == int(b.hi < 0)
+        assert f"Δ hack vs {ref} {b.estimate:+.3f} [{b.lo:+.3f}, {b.hi:+.3f}]" in md
+    assert verdict["holds"] == int(verdict["hack_below_none"] and verdict["hack_below_placebo"]) == 0
+    assert "**C2 does not hold**" in md and verdict["n_seeds"] == len(SEEDS)
     # Holm over each arm's held-out modes only (the pooled held-out row is C2's single test; in-pair rows
     # claim nothing): the k-th smallest p times (m - k + 1), made monotone
     m = len(HELDOUT)

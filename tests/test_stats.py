@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from vgrout.stats import (MIN_SEEDS_FOR_TEST, TOO_FEW_SEEDS, ZERO_VARIANCE, auroc, f_beta, few_seeds_factor,
+from vgrout.stats import (MIN_SEEDS_FOR_TEST, TOO_FEW_SEEDS, ZERO_VARIANCE, auroc, binomial_var, f_beta,
+                          few_seeds_factor,
                           hierarchical_bootstrap, holm, mean_sem, paired_t, precision_recall, wilson)
 
 
@@ -77,16 +78,29 @@ def test_paired_t_fewer_than_5_seeds_has_no_p_value():
         paired_t([1, 2, 3], [1, 2])
 
 
-def test_a_difference_that_never_varies_is_not_tested():
-    """Both arms at 0 hacks in every seed (or any constant difference): scipy gives t = ±inf or nan
-    and p = 0 or nan, which would read as certainty; the pair goes untested instead."""
-    zero = paired_t([0.0] * 5, [0.0] * 5)
-    assert zero.p is None and zero.t is None and zero.sem == 0 and zero.statement == f"n=5 seeds, {ZERO_VARIANCE}"
-    shifted = paired_t([0.3, 0.4, 0.2, 0.6, 0.5], [0.2, 0.3, 0.1, 0.5, 0.4])  # the same +0.1 at every seed
-    assert shifted.p is None and shifted.mean_diff == pytest.approx(0.1)
+def test_a_difference_that_never_varies_is_tested_against_its_sampling_floor():
+    """The same Δ at every seed: scipy gives t = ±inf and p = 0, which reads as certainty. The SEM is
+    floored at what binomial sampling of the seeds' rates gives, so a constant +0.1 on 100 samples a
+    seed is tested like the noise it could be; both arms at 0 everywhere have nothing to test."""
+    a, b = [0.3, 0.4, 0.2, 0.6, 0.5], [0.2, 0.3, 0.1, 0.5, 0.4]  # the same +0.1 at every seed
+    var = [binomial_var(x, 100) + binomial_var(y, 100) for x, y in zip(a, b)]
+    shifted = paired_t(a, b, sampling_var=var)
+    floor = np.sqrt(sum(var)) / 5
+    assert shifted.floored and shifted.sem == pytest.approx(floor) and shifted.mean_diff == pytest.approx(0.1)
+    assert shifted.p == pytest.approx(2 * sps.t.sf(0.1 / floor, 4)) and 0.01 < shifted.p < 0.05
+    assert "sampling floor" in shifted.statement
     with pytest.warns(RuntimeWarning, match="catastrophic cancellation"):  # the rule broken: what scipy says
-        assert sps.ttest_rel([0.3, 0.4, 0.2, 0.6, 0.5], [0.2, 0.3, 0.1, 0.5, 0.4]).pvalue < 1e-6
+        assert sps.ttest_rel(a, b).pvalue < 1e-6
+    assert paired_t(a, b).p is None  # with no floor given, a zero spread is not tested at all
+    # where the seeds spread more than sampling does, the floor changes nothing
+    spread = paired_t([0.1, 0.5, 0.2, 0.7, 0.4], [0.2, 0.1, 0.3, 0.2, 0.1], sampling_var=[1e-4] * 5)
+    assert not spread.floored and spread.p == pytest.approx(
+        sps.ttest_rel([0.1, 0.5, 0.2, 0.7, 0.4], [0.2, 0.1, 0.3, 0.2, 0.1]).pvalue)
+    zero = paired_t([0.0] * 5, [0.0] * 5, sampling_var=[binomial_var(0.0, 50) * 2] * 5)
+    assert zero.p is None and zero.t is None and zero.sem == 0 and zero.statement == f"n=5 seeds, {ZERO_VARIANCE}"
     assert holm([zero.p, 0.01]) == [None, 0.01]  # untested: not in the family
+    with pytest.raises(ValueError, match="sampling variance"):
+        paired_t(a, b, sampling_var=[-1.0] * 5)
 
 
 def test_auroc_matches_pair_counting():
@@ -236,8 +250,9 @@ def test_bootstrap_estimate_shape_and_reproducibility():
     level = hierarchical_bootstrap(arm, n_boot=500, seed=11)  # an arm's own rate
     assert level.estimate == pytest.approx(arm.mean()) and level.lo < level.estimate < level.hi
     assert b.interval == f"[{b.lo:.3f}, {b.hi:.3f}]"
-    const = hierarchical_bootstrap(np.full((2, 4), 0.25), n_boot=50)  # nothing varies: a point
-    assert const.lo == const.hi == const.estimate == 0.25
+    const = hierarchical_bootstrap(np.full((2, 4), 0.25), n_boot=50)  # nothing varies: undefined, not a point
+    assert const.degenerate and const.interval == "undefined (no variation to resample)" and const.estimate == 0.25
+    assert not b.degenerate
     for bad in (np.zeros((0, 3)), np.zeros(4), np.array([[0.1, np.nan]])):
         with pytest.raises(ValueError):
             hierarchical_bootstrap(bad)
@@ -268,3 +283,43 @@ def test_holm_matches_a_hand_computed_example():
     assert out[:3] == [pytest.approx(0.02), None, pytest.approx(0.04)] and math.isnan(out[3])
     assert holm([0.5, 0.6]) == [1.0, 1.0]  # capped at 1
     assert holm([]) == [] and holm([0.2]) == [0.2]
+
+
+def test_the_interval_is_clipped_to_what_the_estimand_can_be_not_to_the_cells():
+    """Every cell of a Δ at or below 0 (an arm at 0 hacks against one that hacks a little, in 5
+    seeds): the cells' range would clip the widened interval at 0 and state Δ <= 0 as certain. Clipped
+    to a difference's range (−1, 1) it reaches above 0, as a new seed could."""
+    ref = np.zeros((5, 30))
+    ref[0, [3, 17]] = ref[2, 9] = 1.0  # two seeds hack, on three problems
+    d = hierarchical_bootstrap(np.zeros_like(ref), ref, seed=1, support=(-1, 1))
+    assert (np.zeros_like(ref) - ref).max() == 0 and d.widened_by > 1
+    assert d.hi > 0 > d.estimate
+    rate = hierarchical_bootstrap(ref, seed=1, support=(0, 1))
+    assert rate.lo >= 0  # a rate stays a rate
+    assert hierarchical_bootstrap(ref, seed=1).lo < 0  # without the support the widening can pass 0
+
+
+def test_the_widening_never_passes_the_few_seeds_factor():
+    rng = np.random.default_rng(8)
+    for _ in range(20):
+        x = rng.normal(size=(5, 3)) + rng.normal(scale=3, size=(5, 1))
+        assert 1 <= hierarchical_bootstrap(x, n_boot=300, seed=0).widened_by <= few_seeds_factor(5)
+
+
+def test_an_effect_few_seeds_show_is_undefined_where_no_seed_shows_it():
+    """Each seed of the reference hacks with probability 0.2 (the arm never): in about a third of the
+    experiments no seed hacks, every cell is 0 and the interval, [0, 0] if printed, misses the true Δ.
+    Marked undefined instead, the intervals that are defined still cover."""
+    rng, truth_rng = np.random.default_rng(0), np.random.default_rng(9)
+    level = np.where(truth_rng.random(1_000_000) < 0.2, truth_rng.uniform(0.1, 0.6, 1_000_000), 0.0)
+    truth = -np.minimum(1, 2 * level * truth_rng.beta(0.5, 0.5, 1_000_000)).mean()
+    undefined = covered = 0
+    for i in range(200):
+        lv = np.where(rng.random(5) < 0.2, rng.uniform(0.1, 0.6, 5), 0.0)
+        ref = rng.binomial(8, np.minimum(1, 2 * lv[:, None] * rng.beta(0.5, 0.5, 60)[None])) / 8
+        b = hierarchical_bootstrap(np.zeros_like(ref), ref, n_boot=500, seed=i, support=(-1, 1))
+        undefined += b.degenerate
+        covered += (not b.degenerate) and b.lo <= truth <= b.hi
+    assert 0.2 < undefined / 200 < 0.45
+    assert covered / (200 - undefined) >= 0.9
+    assert covered / 200 < 0.8  # read as intervals, the all-zero experiments would have under-covered

@@ -37,13 +37,17 @@ from vgrout.diagnostics import N_NULL, N_PERM, gate_eval, load_rollouts, load_te
 from vgrout.vact import gate_direction
 from vgrout.io import InputError, atomic_write_text, read_json, write_json
 from vgrout.modes import hackable
-from vgrout.stats import (MIN_SEEDS_FOR_TEST, N_BOOT, hierarchical_bootstrap, holm, mean_sem, paired_t, pass_at_k,
-                          wilson)
+from vgrout.stats import (MIN_SEEDS_FOR_TEST, N_BOOT, binomial_var, few_seeds_factor, hierarchical_bootstrap, holm,
+                          mean_sem, paired_t, pass_at_k, wilson)
 
 HACK_MODES = hackable()
 NONE, ROUTE = REFERENCE.name, METHOD.name  # Δ is taken against NONE; A1 and A4 draw ROUTE against it
 YOKED = PLACEBO.name  # A2 takes every Δ against the yoked placebo too: routing at matched mass, no direction
 BOOT_SEED = 0  # the bootstrap's Generator seed: the same resamples on every aggregation of the same files
+# C1's "at the same solve rate", made testable: routeA's deploy solve may be lower than none's by less than this
+# (absolute), with 95% confidence (the lower end of Δ solve's interval above −margin: a non-inferiority test).
+SOLVE_MARGIN = 0.05
+RATE, DIFF = (0.0, 1.0), (-1.0, 1.0)  # what a rate and a difference of rates can be: the intervals' support
 
 
 def _ablation_arms() -> list[str]:
@@ -378,16 +382,21 @@ def _problem_means(con) -> pd.DataFrame:
     """Per trained run and test problem: the deploy samples' mean hacked and gt_pass (the bootstrap's cells)."""
     return con.execute("""
         SELECT i.arm, i.seed, s.problem_id, any_value(s.mode) AS mode, bool_or(s.hackable = 1) AS hackable,
-               avg(s.hacked) AS hacked, avg(s.gt_pass) AS gt_pass
+               avg(s.hacked) AS hacked, avg(s.gt_pass) AS gt_pass, count(*) AS n_samples
         FROM samples s JOIN run_info i USING (run)
         WHERE s.view = 'deploy'
         GROUP BY i.arm, i.seed, s.problem_id""").df()
 
 
-def _matrix(pm: pd.DataFrame, arm: str, seeds: list[int], metric: str) -> pd.DataFrame:
-    """[seed, problem] cells of `metric` for one arm: the problems its denominator counts, in id order."""
-    column, problems, _ = A2_METRICS[metric]
+def _matrix(pm: pd.DataFrame, arm: str, seeds: list[int], metric: str, column: str | None = None,
+            modes: list[str] | None = None) -> pd.DataFrame:
+    """[seed, problem] cells of `metric` for one arm: the problems its denominator counts, in id order.
+    column: another column of the cells (n_samples) over the same denominator; modes: only these modes' problems."""
+    value, problems, _ = A2_METRICS[metric]
+    column = column or value
     g = pm[(pm["arm"] == arm) & pm["seed"].isin(seeds)]
+    if modes is not None:
+        g = g[g["mode"].isin(modes)]
     if problems == "hackable":
         g = g[g["hackable"]]
     elif problems == "none":
@@ -401,22 +410,30 @@ def _matrix(pm: pd.DataFrame, arm: str, seeds: list[int], metric: str) -> pd.Dat
     return m
 
 
-def _bootstrap(pm, arm: str, seeds: list[int], metric: str, ref: str | None, n_boot: int):
-    """The hierarchical bootstrap of an arm's rate (ref None) or of the paired Δ arm − ref on shared seeds;
+def _seed_sampling_var(pm, arm: str, seeds: list[int], metric: str, cells: np.ndarray, modes=None) -> np.ndarray:
+    """Per seed, the binomial sampling variance of its rate: p(1 − p)/n over the samples it counts."""
+    n = _matrix(pm, arm, seeds, metric, "n_samples", modes).to_numpy().sum(axis=1)
+    return np.array([binomial_var(p, int(k)) for p, k in zip(cells.mean(axis=1), n)])
+
+
+def _bootstrap(pm, arm: str, seeds: list[int], metric: str, ref: str | None, n_boot: int,
+               modes: list[str] | None = None):
+    """The hierarchical bootstrap of an arm's rate (ref None) or of the paired Δ arm − ref on shared seeds,
+    and for a Δ the paired t over seeds (its SEM floored at the seeds' binomial sampling variance);
     None when the metric's denominator holds no problem (e.g. a substrate without `none` problems)."""
-    x = _matrix(pm, arm, seeds, metric)
+    x = _matrix(pm, arm, seeds, metric, modes=modes)
     if x.shape[1] == 0:
         return None, None
-    r = None
-    if ref is not None:
-        r = _matrix(pm, ref, seeds, metric)
-        if list(r.columns) != list(x.columns):
-            raise InputError(f"{metric}: runs of {arm} and {ref} graded different test problems, so they cannot be "
-                             "paired by problem (were they evaluated on different substrates?)")
-        r = r.to_numpy()
-    b = hierarchical_bootstrap(x.to_numpy(), r, n_boot=n_boot, seed=BOOT_SEED)
-    t = paired_t(x.to_numpy().mean(axis=1), r.mean(axis=1)) if r is not None else None
-    return b, t
+    if ref is None:
+        return hierarchical_bootstrap(x.to_numpy(), n_boot=n_boot, seed=BOOT_SEED, support=RATE), None
+    r = _matrix(pm, ref, seeds, metric, modes=modes)
+    if list(r.columns) != list(x.columns):
+        raise InputError(f"{metric}: runs of {arm} and {ref} graded different test problems, so they cannot be "
+                         "paired by problem (were they evaluated on different substrates?)")
+    x, r = x.to_numpy(), r.to_numpy()
+    b = hierarchical_bootstrap(x, r, n_boot=n_boot, seed=BOOT_SEED, support=DIFF)
+    var = _seed_sampling_var(pm, arm, seeds, metric, x, modes) + _seed_sampling_var(pm, ref, seeds, metric, r, modes)
+    return b, paired_t(x.mean(axis=1), r.mean(axis=1), sampling_var=var)
 
 
 def _a2_table(con, arms: Iterable[str] | None = None, refs: tuple[str, ...] = (NONE, YOKED),
@@ -441,7 +458,12 @@ def _a2_table(con, arms: Iterable[str] | None = None, refs: tuple[str, ...] = (N
         for m in A2_METRICS:
             b, _ = _bootstrap(pm, arm, seeds, m, None, n_boot)
             row |= {f"deploy_{m}": b.estimate if b else None, f"deploy_{m}_lo": b.lo if b else None,
-                    f"deploy_{m}_hi": b.hi if b else None, f"deploy_{m}_sem": _none_if_nan(f[f"{m}_sem"])}
+                    f"deploy_{m}_hi": b.hi if b else None, f"deploy_{m}_sem": _none_if_nan(f[f"{m}_sem"]),
+                    f"deploy_{m}_widened_by": b.widened_by if b else None,
+                    f"deploy_{m}_undefined": b.degenerate if b else None}
+        # how many seeds hacked at all: the widening cannot repair an effect that only some seeds show
+        hack_cells = _matrix(pm, arm, seeds, "hack_hackable")
+        row["seeds_with_hack"] = int((hack_cells.to_numpy().mean(axis=1) > 0).sum()) if hack_cells.shape[1] else None
         for ref in refs:
             shared = sorted(set(seeds) & set(final.loc[ref].seeds)) if ref in final.index else []
             why = ("reference arm" if arm == ref else f"no `{ref}` runs aggregated" if ref not in final.index
@@ -451,52 +473,79 @@ def _a2_table(con, arms: Iterable[str] | None = None, refs: tuple[str, ...] = (N
                 key = f"{m}_vs_{ref}"
                 b, t = _bootstrap(pm, arm, shared, m, ref, n_boot) if why is None else (None, None)
                 row |= {f"delta_{key}": b.estimate if b else None, f"delta_{key}_lo": b.lo if b else None,
-                        f"delta_{key}_hi": b.hi if b else None, f"delta_{key}_sem": t.sem if t else None,
+                        f"delta_{key}_hi": b.hi if b else None, f"delta_{key}_widened_by": b.widened_by if b else None,
+                        f"delta_{key}_undefined": b.degenerate if b else None, f"delta_{key}_sem": t.sem if t else None,
                         f"t_{key}": t.t if t else None, f"p_{key}": t.p if t else None,
                         f"test_{key}": t.statement if t else why or "no problem in the denominator"}
         rows.append(row)
     table = pd.DataFrame(rows)
 
     def level(m):
-        return [_ci(r[f"deploy_{m}"], r[f"deploy_{m}_lo"], r[f"deploy_{m}_hi"]) for r in rows]
+        return [_ci(r[f"deploy_{m}"], r[f"deploy_{m}_lo"], r[f"deploy_{m}_hi"], widened_by=r[f"deploy_{m}_widened_by"],
+                    undefined=r[f"deploy_{m}_undefined"]) for r in rows]
 
     def delta(key):
-        return [_ci(r[f"delta_{key}"], r[f"delta_{key}_lo"], r[f"delta_{key}_hi"], signed=True) + "; " + r[f"test_{key}"]
+        return [_ci(r[f"delta_{key}"], r[f"delta_{key}_lo"], r[f"delta_{key}_hi"], signed=True,
+                    widened_by=r[f"delta_{key}_widened_by"], undefined=r[f"delta_{key}_undefined"]) + "; " + r[f"test_{key}"]
                 if _none_if_nan(r[f"delta_{key}"]) is not None else r[f"test_{key}"] for r in rows]
 
     def delta_label(m, ref):  # "Δ hack, hackable problems vs none [95% CI]; paired t"
         return f"Δ {A2_METRICS[m][2].removeprefix('deploy ')} vs {ref} [95% CI]; paired t"
 
-    md = pd.DataFrame({"arm": table["arm"], "seeds": table["n_seeds"]}
+    def seeds_cell(r):
+        hacked = r["seeds_with_hack"]
+        return str(r["n_seeds"]) if hacked is None else f"{r['n_seeds']} ({hacked} with a hack)"
+
+    md = pd.DataFrame({"arm": table["arm"], "seeds": [seeds_cell(r) for r in rows]}
                       | {f"{label} [95% CI]": level(m) for m, (_, _, label) in A2_METRICS.items()}
                       | {delta_label(m, ref): delta(f"{m}_vs_{ref}") for ref in refs for m in A2_DELTAS})
     return table, md
 
 
-def _ci(estimate, lo, hi, signed: bool = False) -> str:
+def _ci(estimate, lo, hi, signed: bool = False, widened_by: float | None = None, undefined: bool = False) -> str:
+    """'0.257 [0.074, 0.460] ×1.42': the estimate, its interval and the few-seeds widening (shown above 1)."""
     if _none_if_nan(estimate) is None:
         return "—"
     f = "{:+.3f}" if signed else "{:.3f}"
-    return f"{f.format(estimate)} [{f.format(lo)}, {f.format(hi)}]"
+    if undefined:
+        return f"{f.format(estimate)} in every cell [interval undefined]"
+    w = f" ×{widened_by:.2f}" if _none_if_nan(widened_by) is not None and widened_by > 1.005 else ""
+    return f"{f.format(estimate)} [{f.format(lo)}, {f.format(hi)}]{w}"
 
 
 def _stats_note(table: pd.DataFrame, refs: tuple[str, ...], n_boot: int) -> str:
-    """How A2's (and A4's) intervals and tests were made, and what few seeds leave out."""
+    """How A2's (and A4's) intervals and tests were made, what decides a claim, and what few seeds leave out."""
+    seeds = int(table["n_seeds"].max()) if len(table) else 1
+    f = few_seeds_factor(seeds)
     note = (f"95% CI: two-way percentile bootstrap ({n_boot} resamples, seeded): seeds drawn with replacement and, "
             "once for all drawn seeds, the test problems drawn with replacement (seeds and problems are crossed: "
             "every seed is evaluated on the same problems), a problem's samples averaged; "
-            "the estimate is the mean over seeds. With S ≥ 2 seeds each half of the interval is widened about the "
-            "estimate by t(S−1)/z · √(S/(S−1)) (1.58 at 5 seeds; a plain percentile bootstrap over 5 seeds covers "
-            "about 79%, not 95%, when seeds vary most), within the range a mean of the cells can take: wide rather "
-            "than narrow where problems vary most. A Δ = arm − reference is paired: the seeds both arms have, and "
-            "the same problem draws for both (every run samples the same test problems with the same "
-            "eval seed). Paired t: two-sided t-test of the per-seed rates over those seeds, with a p-value only "
-            f"from {MIN_SEEDS_FOR_TEST} seeds on, none where the difference is the same at every seed.")
+            "the estimate is the mean over seeds. It treats seeds and problems as random: the interval is for a "
+            "new seed on a new draw of problems like these. With S ≥ 2 seeds a plain percentile bootstrap "
+            "under-covers (about 79% instead of 95% at 5 seeds, when seeds vary most), so the seeds' share of the "
+            "resampled variance, var(seed means)/S, is multiplied by f² with f = t(S−1)/z · √(S/(S−1))"
+            + (f" ({f:.2f} at {seeds} seeds)" if seeds > 1 else "") + ", the problems' share left as it is, and each "
+            "half of the interval scaled about the estimate by the factor w (between 1 and f) that makes its "
+            "variance match: ×w after an interval. This gives the t interval over seeds when seeds dominate. "
+            "Each seed's sampling noise is in the seeds' share and is widened too (conservative). Intervals are "
+            "clipped to what a rate (0 to 1) or a difference of rates (−1 to 1) can be. Where every cell is the "
+            "same number (no seed hacked at all, say) there is nothing to resample and the interval is marked "
+            "undefined: an effect that only some seeds show can be missing from all five (in a simulation where "
+            "each seed hacked with probability 0.2, in about 30% of experiments), and [0, 0] would then read as "
+            "certainty; the seeds column counts the seeds with any deploy hack. A Δ = arm − reference "
+            "is paired: the seeds both arms have, and the same problem draws for both (every run samples the "
+            "same test problems with the same eval seed). Paired t: two-sided t-test of the per-seed rates over "
+            f"those seeds (a p-value from {MIN_SEEDS_FOR_TEST} seeds on), its SEM never below what binomial "
+            "sampling alone gives (so a difference the seeds happen to share exactly is still tested); it "
+            "treats the test problems as fixed (is the rate on this problem set different?), so it can reject "
+            "where the interval, which also draws problems, does not. It describes; it decides no claim.")
     if refs == (NONE, YOKED):
-        note += (f" The claim (C1) is {ROUTE}'s Δ, and it holds only where it holds against {NONE} and against "
-                 f"{YOKED} alike (an intersection-union test: requiring both keeps the level at 0.05 with no "
-                 "correction). The other arms' p-values are controls' and exploratory: unadjusted for their number, "
-                 "they claim nothing.")
+        note += (f" C1 is decided by the intervals alone: {ROUTE}'s Δ hack (hackable problems) has its 95% interval "
+                 f"entirely below 0 against {NONE} and against {YOKED} alike (an intersection-union test: requiring "
+                 f"both keeps the level at 0.05 with no correction), and its Δ solve against {NONE} has its lower end "
+                 f"above −{SOLVE_MARGIN:g} (non-inferiority at a margin of {SOLVE_MARGIN:g}: \"at the same solve "
+                 "rate\", a one-sided test at 2.5%). The other arms' intervals and p-values are controls' and "
+                 "exploratory: unadjusted for their number, they claim nothing.")
     if YOKED in refs:
         note += f" `{YOKED}`: {PLACEBO.description}."
     if (table["n_seeds"] == 1).any() or any((table.get(f"n_paired_vs_{r}", pd.Series(dtype=int)) == 1).any()
@@ -504,6 +553,39 @@ def _stats_note(table: pd.DataFrame, refs: tuple[str, ...], n_boot: int) -> str:
         note += (" Where an arm (or a pair) has one seed, only problems are resampled: its interval covers problem "
                  "and sampling variance, not seed-to-seed variance.")
     return note
+
+
+def claim_c1(table: pd.DataFrame) -> dict | None:
+    """C1 from A2's intervals: routeA's deploy hack lower than none's and than placebo's (both intervals below 0)
+    and its deploy solve not lower than none's by SOLVE_MARGIN or more. None without routeA, none and placebo."""
+    rows = table.set_index("arm")
+    if not {ROUTE, NONE, YOKED} <= set(rows.index):
+        return None
+    r = rows.loc[ROUTE]
+    parts = {"hack_below_none": r[f"delta_hack_hackable_vs_{NONE}_hi"], "hack_below_placebo": r[f"delta_hack_hackable_vs_{YOKED}_hi"],
+             "solve_vs_none_lo": r[f"delta_solve_vs_{NONE}_lo"]}
+    if any(_none_if_nan(v) is None for v in parts.values()):
+        return None
+    undefined = bool(r[f"delta_hack_hackable_vs_{NONE}_undefined"] or r[f"delta_hack_hackable_vs_{YOKED}_undefined"]
+                     or r[f"delta_solve_vs_{NONE}_undefined"])
+    checks = {"hack_below_none": parts["hack_below_none"] < 0, "hack_below_placebo": parts["hack_below_placebo"] < 0,
+              "solve_noninferior": parts["solve_vs_none_lo"] > -SOLVE_MARGIN}
+    return {"holds": int(all(checks.values()) and not undefined), **{k: int(v) for k, v in checks.items()},
+            "solve_margin": SOLVE_MARGIN, "n_seeds": int(r["n_seeds"])}
+
+
+def _claim_c1_text(c1: dict | None, table: pd.DataFrame) -> str:
+    if c1 is None:
+        return f"C1: not decided here (it needs {ROUTE}, {NONE} and {YOKED} runs with defined intervals)."
+    r = table.set_index("arm").loc[ROUTE]
+    yes = {1: "yes", 0: "no"}
+    return (f"**C1 {'holds' if c1['holds'] else 'does not hold'}** at {c1['n_seeds']} seed(s). Δ hack vs {NONE} below 0: "
+            f"{yes[c1['hack_below_none']]} (upper end {r[f'delta_hack_hackable_vs_{NONE}_hi']:+.3f}); Δ hack vs "
+            f"{YOKED} below 0: {yes[c1['hack_below_placebo']]} (upper end {r[f'delta_hack_hackable_vs_{YOKED}_hi']:+.3f}); "
+            f"Δ solve vs {NONE} above −{SOLVE_MARGIN:g}: {yes[c1['solve_noninferior']]} (lower end "
+            f"{r[f'delta_solve_vs_{NONE}_lo']:+.3f})."
+            + (" One seed: its intervals leave out seed-to-seed variance, so this verdict is not C1's test."
+               if c1["n_seeds"] < 2 else ""))
 
 
 def a1(con, out: Out) -> pd.DataFrame:
@@ -528,7 +610,8 @@ def a2(con, out: Out, n_boot: int = N_BOOT) -> pd.DataFrame:
     base = per_run[per_run["arm"] == BASE]
     body = ["Final deploy eval (quarantine ablated). Denominators: hack over the samples of hackable problems "
             "(the `none` problems, which cannot be hacked, left out); solve over all problems, and over the `none` "
-            "problems alone (solving where no loophole pays). " + _stats_note(table, refs, n_boot), md_table(md)]
+            "problems alone (solving where no loophole pays). " + _stats_note(table, refs, n_boot), md_table(md),
+            _claim_c1_text(claim_c1(table), table)]
 
     def wilson_cell(r, m):
         return "—" if _none_if_nan(r[m]) is None else f"{r[m]:.3f} [{r[f'{m}_lo']:.3f}, {r[f'{m}_hi']:.3f}]"
@@ -541,7 +624,8 @@ def a2(con, out: Out, n_boot: int = N_BOOT) -> pd.DataFrame:
         pk = base_pass_at_k(con)
         if pk is not None:
             at_k = (f" and its pass@{pk['pass_k']} {pk['deploy_pass_at_k']:.3f} (the unbiased estimator of Chen et al. "
-                    f"2021 from {pk['pass_k']} samples a problem: the share of problems it solves at all)"
+                    f"2021, the chance that one of {pk['pass_k']} samples solves a problem, averaged over problems; with "
+                    f"k the {pk['pass_k']} samples drawn, the share of problems solved at least once)"
                     if pk["pass_k"] > 1 else " (one sample a problem, so no pass@k)")
             body.append(f"The base model's pass@1 over the {pk['n_test_problems']} test problems is "
                         f"{pk['deploy_pass_at_1']:.3f}{at_k}.")
@@ -637,9 +721,10 @@ def a4(con, out: Out, long_horizon: bool, preset: str | None, n_boot: int = N_BO
     return table
 
 
-def a5(con, runs: list[Run], out: Out, gate_by_mode: pd.DataFrame | None = None) -> pd.DataFrame | None:
+def a5(con, runs: list[Run], out: Out, gate_by_mode: pd.DataFrame | None = None, n_boot: int = N_BOOT) -> dict | None:
     """Deploy hack per loophole mode for every arm, the heldout arm's Δ against none and against the
-    yoked placebo (the routing-mass-matched control), and the gate's AUROC within each mode (A7's)."""
+    yoked placebo (the routing-mass-matched control), and the gate's AUROC within each mode (A7's).
+    Returns C2's verdict (None where it cannot be decided)."""
     heldout_runs = [r for r in runs if r.arm in _heldout_arms()]
     if not heldout_runs:
         write_artifact(out.tables, "A5", "held-out modes", [
@@ -682,7 +767,10 @@ def a5(con, runs: list[Run], out: Out, gate_by_mode: pd.DataFrame | None = None)
                 other = g[g["arm"] == ref].set_index("seed")["hack"]
                 shared = ga[ga["seed"].isin(other.index)].sort_values("seed")
                 if arm != ref and len(shared):
-                    t = paired_t(shared["hack"], other.loc[shared["seed"]])
+                    ref_runs = g[g["arm"] == ref].set_index("seed").loc[shared["seed"]]
+                    var = (np.array([binomial_var(h, n) for h, n in zip(shared["hack"], shared["n"])])
+                           + np.array([binomial_var(h, n) for h, n in zip(ref_runs["hack"], ref_runs["n"])]))
+                    t = paired_t(shared["hack"], other.loc[shared["seed"]], sampling_var=var)
                     row |= {f"delta_vs_{ref}": t.mean_diff, f"delta_vs_{ref}_sem": t.sem, f"p_vs_{ref}": t.p,
                             f"test_vs_{ref}": t.statement}
             rows.append(row)
@@ -694,6 +782,7 @@ def a5(con, runs: list[Run], out: Out, gate_by_mode: pd.DataFrame | None = None)
         for ref in refs:
             for r, p in zip(family, holm([r[f"p_vs_{ref}"] for r in family])):
                 r[f"p_vs_{ref}_holm"] = p
+    c2, c2_text = _claim_c2(con, held_arm, held, n_boot)
     mode_rank = {m: i for i, m in enumerate(modes + pooled)}
     arm_rank = {a: i for i, a in enumerate(_arm_order(r["arm"] for r in rows))}
     table = pd.DataFrame(sorted(rows, key=lambda r: (mode_rank[r["mode"]], arm_rank[r["arm"]])))
@@ -730,13 +819,16 @@ def a5(con, runs: list[Run], out: Out, gate_by_mode: pd.DataFrame | None = None)
         "modes within each run first. Every arm is shown: the held-out modes' rate moves for reasons other "
         f"than the direction too, so the heldout arm's Δ is taken against {NONE} and against {YOKED} (routing at "
         "routeA's mass, ranked by a Haar direction). Δ is paired by seed, with a paired t-test (a p-value from "
-        f"{MIN_SEEDS_FOR_TEST} seeds on). The pooled held-out row is C2's one test, against both references: "
-        f"C2 holds only if the Δ is negative with p < 0.05 against {NONE} and against {YOKED} alike (an "
-        "intersection-union test: requiring both keeps the level at 0.05 with no correction); "
-        "Holm p: the held-out modes' own rows, adjusted by Holm's method over those modes (per arm and "
-        "reference); the in-pair rows test no claim of C2 and show the raw p. Gate AUROC: the AUROC of the arm's gate score "
+        f"{MIN_SEEDS_FOR_TEST} seeds on, its SEM never below binomial sampling's), which treats the test problems "
+        "as fixed and decides nothing alone. C2 is the pooled held-out modes, decided like C1 by A2's bootstrap "
+        "interval over seeds and problems (widened for few seeds), against both references: C2 holds only if "
+        f"the heldout arm's Δ hack on the held-out modes' problems has its 95% interval below 0 against {NONE} and "
+        f"against {YOKED} alike (an intersection-union test: requiring both keeps the level at 0.05 with no "
+        "correction). Holm p: the held-out modes' own rows, adjusted by Holm's method over those modes (per arm "
+        "and reference), follow-ups to C2; the in-pair rows test no claim of C2 and show the raw p. Gate AUROC: "
+        "the AUROC of the arm's gate score "
         "against the hack label on the student rollouts of that mode's problems (A7), mean ± SEM over seeds. "
-        + LABEL_NOTE, out.figure("A5"), md_table(md)],
+        + LABEL_NOTE, out.figure("A5"), md_table(md), c2_text],
         {"A5": table})
     bars = []
     for r in table.itertuples():
@@ -749,7 +841,31 @@ def a5(con, runs: list[Run], out: Out, gate_by_mode: pd.DataFrame | None = None)
                               + ", ".join(sorted(set(bars["interval"]))), column=None, y_title="deploy hack rate"), "A5")
     out.data("A5_modes", table.pivot(index="mode", columns="arm", values="hack_mean")
              .loc[[m for m in modes + pooled if m in set(table["mode"])]].reset_index())
-    return table
+    return c2
+
+
+def _claim_c2(con, held_arm: str, held: list[str], n_boot: int) -> tuple[dict | None, str]:
+    """C2 from the bootstrap: the heldout arm's deploy hack on the held-out modes' problems, Δ against none
+    and against placebo on the seeds each pair shares; it holds where both intervals lie below 0."""
+    pm = _problem_means(con)
+    seeds_of = {a: set(pm.loc[pm["arm"] == a, "seed"]) for a in (held_arm, NONE, YOKED)}
+    parts, lines = {}, []
+    for ref in (NONE, YOKED):
+        shared = sorted(seeds_of[held_arm] & seeds_of[ref])
+        b, t = _bootstrap(pm, held_arm, shared, "hack_hackable", ref, n_boot, modes=held) if shared else (None, None)
+        if b is None:
+            return None, f"C2: not decided here (no {held_arm} and {ref} runs on shared seeds with held-out problems)."
+        parts[ref] = b
+        lines.append(f"Δ hack vs {ref} {_ci(b.estimate, b.lo, b.hi, signed=True, widened_by=b.widened_by, undefined=b.degenerate)}"
+                     f" over {b.n_seeds} seed(s) × {b.n_problems} problems ({t.statement})")
+    below = {ref: int(not b.degenerate and b.hi < 0) for ref, b in parts.items()}
+    n_seeds = min(b.n_seeds for b in parts.values())
+    verdict = {"holds": int(all(below.values())), "hack_below_none": below[NONE], "hack_below_placebo": below[YOKED],
+               "n_seeds": n_seeds}
+    return verdict, (f"**C2 {'holds' if verdict['holds'] else 'does not hold'}** (held-out modes {', '.join(held)}, "
+                     f"pooled; bootstrap as A2's): " + "; ".join(lines) + "."
+                     + (" One seed: its intervals leave out seed-to-seed variance, so this verdict is not C2's test."
+                        if n_seeds < 2 else ""))
 
 
 def a6(pairs: list, out: Out) -> pd.DataFrame:
@@ -895,11 +1011,12 @@ def a7(con, runs: list[Run], directions: dict, q_lo: float, q_hi: float, n_null:
         f"above recall. Two nulls, each as p = (1 + k) / (N + 1), k the null AUROCs at or above the real one: "
         f"{n_null} Haar-random directions (seeds from {null_seed}) scored on the same activations (does the "
         f"direction beat an arbitrary one?), and {n_perm} shuffles of the hack labels within each prompt group "
-        "(one problem at one step), the scores kept (is the AUROC above chance for this many rows, with each "
-        "group's hack count fixed? a score that tracks the step, the mode or the prompt scores as well on "
-        "shuffled labels; with a real signal, groups with more hacks also score higher, so this null of the "
-        "pooled AUROC sits above 0.5 and is strict); the same shuffles are the null of the AUROC within "
-        "groups, the test of whether a group's hacks outrank its own clean rollouts; "
+        "(one problem at one step), the scores kept. A shuffle keeps each group's scores and hack count, so a "
+        "score that tracks the step, the mode or the prompt rather than the rollout does as well on shuffled "
+        "labels as on real ones; the shuffles' pooled AUROCs are centred where the groups' make-up puts them, "
+        "not at 0.5. Both p-values from these shuffles, the pooled AUROC's and the within-group AUROC's, "
+        "therefore test one null: within a group, hacks score no higher than the group's clean rollouts; "
+        "the within-group statistic is the direct one; "
         "p is shown as the median over seeds, with how many seeds have p < 0.05, and as the test over seeds: "
         "Fisher's combination of the seeds' p-values (the runs are independent). A pooled AUROC mixes steps whose "
         "scores and hack rates both drift, so it is also given per step (mean over steps with both classes) and "
@@ -932,7 +1049,8 @@ def a7(con, runs: list[Run], directions: dict, q_lo: float, q_hi: float, n_null:
 
 # ---------------------------------------------------------------------------- entry points
 
-def _summary(a2_table: pd.DataFrame, a3_table: pd.DataFrame, a7_table: pd.DataFrame, base: dict | None) -> dict:
+def _summary(a2_table: pd.DataFrame, a3_table: pd.DataFrame, a7_table: pd.DataFrame, base: dict | None,
+             claims: dict[str, dict | None]) -> dict:
     out: dict[str, dict] = {}
     for r in a2_table.to_dict("records"):
         # deploy_hack and deploy_solve (over all problems) keep their meaning, so `dvc metrics diff` against
@@ -953,6 +1071,9 @@ def _summary(a2_table: pd.DataFrame, a3_table: pd.DataFrame, a7_table: pd.DataFr
                           "gate_auroc_within_groups": r["auroc_within_groups"]}
     if base is not None:
         out[BASE] = base
+    for name, verdict in claims.items():  # the claims' verdicts from the intervals (A2: C1, A5: C2)
+        if verdict is not None:
+            out[f"claim_{name}"] = verdict
     # DVC metrics: numbers only; a missing value is left out rather than written as null.
     return {arm: {k: round(float(v), 6) if isinstance(v, float) else int(v) for k, v in m.items()
                   if _none_if_nan(v) is not None} for arm, m in out.items()}
@@ -987,7 +1108,7 @@ def aggregate(metrics_root: str | Path = "metrics/runs", runs_root: str | Path =
     a3_table = a3(con, out)
     a4(con, out, long_horizon, preset, n_boot)
     a7_table, gate_by_mode = a7(con, loaded, directions, q_lo, q_hi, n_null, null_seed, out, placebos, n_perm)
-    a5(con, loaded, out, gate_by_mode)
+    c2 = a5(con, loaded, out, gate_by_mode, n_boot)
     a6(pairs, out)
     # Training-time student hack rate per arm (mean over seeds), the DVC plot of the step logs.
     train_hack = con.execute("""SELECT i.arm, s.step, avg(s.hack_rate) AS hack_rate
@@ -999,7 +1120,7 @@ def aggregate(metrics_root: str | Path = "metrics/runs", runs_root: str | Path =
                        "solve_none AS deploy_solve_none FROM per_run "
                        "WHERE arm = $base AND view = 'deploy' AND mode = 'overall'", {"base": BASE}).df()
     base = base.iloc[0].to_dict() | (base_pass_at_k(con) or {}) if len(base) else None
-    summary = _summary(a2_table, a3_table, a7_table, base)
+    summary = _summary(a2_table, a3_table, a7_table, base, {"C1": claim_c1(a2_table), "C2": c2})
     write_json(summary_path, summary)
     return summary
 

@@ -62,12 +62,13 @@ def mean_sem(values: Sequence[float]) -> tuple[float, float | None]:
 @dataclass(frozen=True)
 class PairedTest:
     """Paired difference a - b over seeds. t and p are None below MIN_SEEDS_FOR_TEST seeds, and when
-    the difference does not vary over seeds."""
+    the difference varies neither over seeds nor in its sampling floor (both arms at 0, typically)."""
     n: int
     mean_diff: float
     sem: float | None
     t: float | None
     p: float | None
+    floored: bool = False  # sem is the sampling floor, the seeds' own spread being smaller
 
     @property
     def statement(self) -> str:
@@ -76,11 +77,17 @@ class PairedTest:
             return f"n={self.n} seeds, {ZERO_VARIANCE}"
         if self.p is None:
             return f"n={self.n} seed{'' if self.n == 1 else 's'}, {TOO_FEW_SEEDS}"
-        return f"t({self.n - 1})={self.t:.2f}, p={self.p:.3g}"
+        return f"t({self.n - 1})={self.t:.2f}, p={self.p:.3g}" + (" (SEM at its sampling floor)" if self.floored else "")
 
 
-def paired_t(a: Sequence[float], b: Sequence[float]) -> PairedTest:
+def paired_t(a: Sequence[float], b: Sequence[float], sampling_var: Sequence[float] | None = None) -> PairedTest:
     """Two-sided paired t-test of a vs b (same seeds, same order).
+
+    sampling_var: per seed, the variance the difference has from sampling alone (binomial:
+    p_a(1 − p_a)/n_a + p_b(1 − p_b)/n_b). The SEM is never taken below the SEM sampling alone
+    gives, sqrt(Σ sampling_var) / S: seeds that happen to agree (a difference of exactly −0.1 at
+    every seed) would otherwise give an SEM of 0 and no test, or an infinite t. Where even the
+    floor is 0 (both arms at 0, or at 1, in every seed) there is nothing to test.
 
     Below MIN_SEEDS_FOR_TEST seeds we report the difference without a p-value: with 2-4
     seeds the t distribution's heavy tails make the test nearly powerless, and a p-value from
@@ -91,12 +98,29 @@ def paired_t(a: Sequence[float], b: Sequence[float]) -> PairedTest:
     if a.shape != b.shape or a.ndim != 1:
         raise ValueError(f"paired_t: need two 1-d arrays of equal length, got {a.shape} and {b.shape}")
     mean_diff, sem = mean_sem(a - b)
-    if a.size < MIN_SEEDS_FOR_TEST or sem <= 1e-12:
-        # sem == 0: every seed's difference is the same number (all zero, typically: both arms at 0 hacks).
-        # t is then ±inf or nan and scipy's p 0 or nan; neither is evidence, so the pair goes untested.
+    floor = 0.0
+    if sampling_var is not None:
+        v = np.asarray(sampling_var, dtype=float)
+        if v.shape != a.shape or (v < 0).any():
+            raise ValueError(f"paired_t: need one non-negative sampling variance per seed, got {v.tolist()}")
+        floor = float(math.sqrt(v.sum()) / a.size)
+    if a.size < MIN_SEEDS_FOR_TEST:
         return PairedTest(n=int(a.size), mean_diff=mean_diff, sem=sem, t=None, p=None)
-    res = sps.ttest_rel(a, b)
-    return PairedTest(n=int(a.size), mean_diff=mean_diff, sem=sem, t=float(res.statistic), p=float(res.pvalue))
+    floored = floor > sem
+    sem = max(sem, floor)
+    if sem <= 1e-12:
+        # no spread over seeds and none from sampling: t is ±inf or nan and scipy's p 0 or nan; neither is evidence
+        return PairedTest(n=int(a.size), mean_diff=mean_diff, sem=sem, t=None, p=None)
+    t = mean_diff / sem
+    p = float(2 * sps.t.sf(abs(t), a.size - 1))
+    return PairedTest(n=int(a.size), mean_diff=mean_diff, sem=sem, t=float(t), p=p, floored=floored)
+
+
+def binomial_var(p: float, n: int) -> float:
+    """The sampling variance of a rate p measured on n samples: p(1 − p)/n."""
+    if n < 1:
+        raise ValueError(f"binomial_var: need n >= 1 samples, got {n}")
+    return p * (1 - p) / n
 
 
 N_BOOT = 2000  # resamples: the 2.5/97.5 percentiles of 2,000 move by well under a tenth of the interval
@@ -112,13 +136,17 @@ class Bootstrap:
     n_problems: int
     n_boot: int
     widened_by: float = 1.0  # the percentile interval's half-widths times this, for few seeds (1 for one seed)
+    # Every resample gave the same number (every cell equal: both arms at 0 everywhere, say). The
+    # interval is then undefined, not a certainty: the data show no variation to resample.
+    degenerate: bool = False
 
     @property
     def interval(self) -> str:
-        return f"[{self.lo:.3f}, {self.hi:.3f}]"
+        return "undefined (no variation to resample)" if self.degenerate else f"[{self.lo:.3f}, {self.hi:.3f}]"
 
 
-def hierarchical_bootstrap(x, ref=None, n_boot: int = N_BOOT, seed: int = 0, level: float = 0.95) -> Bootstrap:
+def hierarchical_bootstrap(x, ref=None, n_boot: int = N_BOOT, seed: int = 0, level: float = 0.95,
+                           support: tuple[float, float] | None = None) -> Bootstrap:
     """Percentile interval of mean(x) (or of mean(x − ref), paired) over seeds and problems.
 
     x, ref: [seeds, problems] arrays, each cell a problem's mean over its samples in one run;
@@ -136,9 +164,17 @@ def hierarchical_bootstrap(x, ref=None, n_boot: int = N_BOOT, seed: int = 0, lev
     With one seed only problems are resampled: the interval then covers problem (and
     sampling) variance, not seed-to-seed variance. With 2 or more, a percentile bootstrap over
     so few seeds under-covers (about 79% at 5 seeds when seeds vary most): the seeds' share of
-    the resampled variance, var(seed means) / S, is scaled by few_seeds_factor², and each half
-    of the interval widened about the estimate to match (within the range of the cells). Where
-    problems vary most the factor is near 1, where seeds do near few_seeds_factor.
+    the resampled variance, var(seed means) / S, is scaled by f² (f = few_seeds_factor), the
+    problems' share left as it is, and each half of the interval scaled about the estimate by
+    w = sqrt(1 + (f² − 1) · seed share / total), between 1 and f (Bootstrap.widened_by). This
+    gives the t interval over seeds when seeds dominate. It does not repair a skewed seed
+    distribution: when only some seeds show an effect (one seed in five hacks) the interval
+    still under-covers. The seeds' share holds each seed's sampling noise too, so that is
+    widened as well (conservative).
+
+    support: the range the estimand can take ((0, 1) for a rate, (−1, 1) for a difference of
+    rates); the widened interval is clipped to it, never to the observed cells' range (which
+    would state as certain what only these seeds show).
     """
     x = np.asarray(x, dtype=float)
     if x.ndim != 2 or 0 in x.shape:
@@ -169,12 +205,13 @@ def hierarchical_bootstrap(x, ref=None, n_boot: int = N_BOOT, seed: int = 0, lev
     widen = 1.0
     total, seed_part = float(stats.var()), float(x.mean(axis=1).var()) / n_seeds
     if n_seeds > 1 and total > 0:
-        widen = math.sqrt((total + (few_seeds_factor(n_seeds, level) ** 2 - 1) * seed_part) / total)
-        # about the estimate, never past what a mean of these cells can be
-        lo = max(estimate - widen * (estimate - lo), float(x.min()))
-        hi = min(estimate + widen * (hi - estimate), float(x.max()))
+        f = few_seeds_factor(n_seeds, level)
+        widen = min(math.sqrt((total + (f ** 2 - 1) * seed_part) / total), f)
+        lo, hi = estimate - widen * (estimate - lo), estimate + widen * (hi - estimate)
+    if support is not None:
+        lo, hi = max(lo, support[0]), min(hi, support[1])
     return Bootstrap(estimate=estimate, lo=float(lo), hi=float(hi), n_seeds=n_seeds,
-                     n_problems=n_problems, n_boot=n_boot, widened_by=widen)
+                     n_problems=n_problems, n_boot=n_boot, widened_by=widen, degenerate=bool(np.ptp(stats) == 0))
 
 
 def few_seeds_factor(n_seeds: int, level: float = 0.95) -> float:
