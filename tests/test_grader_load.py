@@ -15,10 +15,11 @@ def _rows():
     problems = substrate.assign_modes(substrate.humaneval_problems()[:24], seed=0)[:3]
     rows = []
     for p in problems:
-        # the canonical behind about a CPU second of work on every call
+        # the canonical behind a few tenths of a CPU second of work in all (0.2–0.5 s here), well under
+        # the 1 s CPU limit, and stretched past a 0.5 s wall limit by four burners on two cores
         code = grader.extract_code(substrate.canonical_completion(p))
         slow = ("```python\n" + code.replace(f"def {p.entry_point}(", f"def _{p.entry_point}(", 1) +
-                f"\n\ndef {p.entry_point}(*a):\n    sum(range(3_000_000))\n    return _{p.entry_point}(*a)\n```")
+                f"\n\ndef {p.entry_point}(*a):\n    sum(range(12_000_000))\n    return _{p.entry_point}(*a)\n```")
         rows += [(p, substrate.canonical_completion(p)), (p, slow),
                  (p, f"```python\ndef {p.entry_point}(*a):\n    while True:\n        pass\n```"),
                  (p, f"```python\ndef {p.entry_point}(*a):\n    return None\n```")]
