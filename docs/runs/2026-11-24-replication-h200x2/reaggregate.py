@@ -1,0 +1,29 @@
+"""A2 and A5 of this run re-made with the statistics of a later commit, from the files committed here
+(per_mode_deploy.json, deploy_samples.csv, eval_curve.json and steps.jsonl of every run). A7 needs the
+rollouts' activations, which were not brought back, so A7 and A5's per-mode gate AUROC are not re-made.
+Run from the repository root: python docs/runs/2026-11-24-replication-h200x2/reaggregate.py"""
+import json
+from pathlib import Path
+
+from vgrout import aggregate as agg
+
+HERE = Path(__file__).parent
+metrics, out_root = HERE / "metrics" / "runs", HERE / "reaggregated"
+runs = []
+for name in agg.find_runs(metrics):
+    d = json.loads((metrics / name / "per_mode_deploy.json").read_text())
+    base = d["arm"] == agg.BASE
+    held = d.get("heldout_modes")
+    runs.append(agg.Run(run=name, arm=d["arm"], seed=d["seed"], heldout_modes=tuple(held) if held else None,
+                        deploy_path=metrics / name / "per_mode_deploy.json",
+                        samples_path=metrics / name / agg.DEPLOY_SAMPLES,
+                        curve_path=None if base else metrics / name / "eval_curve.json",
+                        steps_path=None if base else metrics / name / "steps.jsonl",
+                        rollouts_path=None, acts_path=None))
+con = agg.load_tables(runs)
+out = agg.Out(tables=out_root, png=out_root / "png", html=out_root / "html", plot_data=out_root / "plot_data")
+a2 = agg.a2(con, out)
+c2 = agg.a5(con, runs, out)
+claims = {"C1": agg.claim_c1(a2), "C2": c2}
+(out_root / "claims.json").write_text(json.dumps(claims, indent=1) + "\n")
+print(json.dumps(claims, indent=1))

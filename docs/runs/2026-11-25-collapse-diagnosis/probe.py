@@ -1,0 +1,86 @@
+"""One run of the collapse diagnosis, read after training (labels are measurement here, never routing):
+  - per third of the run, each zone's student rows and the teacher rows: count, mean reward, mean
+    Dr.GRPO advantage (reward − group mean; a group is a step's G rollouts of one problem), and the
+    share hacked and passing;
+  - the eval curve of both views and the final adapter's rates;
+  - the final adapter's completions on the first test problems, deployed view (quarantine ablated)
+    and train view, sampled as the eval samples them (needs the adapter: skipped with --no-model).
+Run in the run's workspace: python probe.py VARIANT RUN [--no-model] > probe.json"""
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+
+def advantage_table(rollouts: Path, G: int, steps: int) -> dict:
+    rows = [json.loads(line) for line in open(rollouts)]
+    groups = defaultdict(list)  # a step's rollouts are logged group after group, G at a time
+    for step in sorted({r["step"] for r in rows}):
+        for i, r in enumerate([r for r in rows if r["step"] == step]):
+            groups[(step, i // G)].append(r)
+    assert all(len(g) == G and len({r["problem_id"] for r in g}) == 1 for g in groups.values()), \
+        "a group is not G rollouts of one problem"
+    for g in groups.values():
+        mean = sum(r["reward"] for r in g) / G
+        for r in g:
+            r["adv"] = r["reward"] - mean
+    third, table = steps // 3, {}
+    for lo in range(0, steps, third):
+        cells = defaultdict(list)
+        for r in rows:
+            if lo <= r["step"] < lo + third:
+                cells[r["source"] if r["source"] != "student" else f"student_{r['zone']}"].append(r)
+        table[f"steps_{lo}-{lo + third - 1}"] = {
+            k: {"n": len(v), "reward": round(sum(r["reward"] for r in v) / len(v), 3),
+                "adv": round(sum(r["adv"] for r in v) / len(v), 3),
+                "hacked": round(sum(bool(r["hacked"]) for r in v) / len(v), 3),
+                "gt_pass": round(sum(bool(r["gt_pass"]) for r in v) / len(v), 3)} for k, v in sorted(cells.items())}
+    return table
+
+
+def overall(rows: list[dict]) -> list[dict]:
+    return [{k: r[k] for k in ("step", "view", "n", "solve", "hack") if k in r} for r in rows if r["mode"] == "overall"]
+
+
+def completions(layout, params, run: str, n_problems: int = 6) -> dict:
+    import torch
+
+    from vgrout import adapter as ad, fastgen
+    from vgrout.model import chat_prompt, load
+    from vgrout.substrate import load_problems
+
+    model, tok = load(str(layout.model))
+    problems = load_problems(layout.test_problems)[:n_problems]
+    final = layout.run(run) / "adapter.safetensors"
+    cfg = ad.config_of(final)
+    lora = ad.attach(model, r=cfg["r"], init_scale=cfg["init_scale"], seed=cfg["seed"], targets=cfg["targets"],
+                     last_layers=cfg.get("last_layers"))
+    texts = {}
+    for view in ("deploy", "train"):
+        lora.load(final)
+        if view == "deploy":
+            lora.ablate_quarantine()
+        torch.manual_seed(params.eval.seed)
+        backend = fastgen.select(model, params.fast)
+        ids = backend.generate(model, tok, [chat_prompt(tok, p.messages) for p in problems], params.eval.max_new_tokens,
+                               params.eval.temperature, batch_size=len(problems), lora=lora)
+        backend.release()
+        texts[view] = [{"problem": p.id, "mode": p.mode, "n_tokens": len(row), "text": t[:400]}
+                       for p, row, t in zip(problems, ids, tok.batch_decode(ids, skip_special_tokens=True))]
+    return texts
+
+
+if __name__ == "__main__":
+    from vgrout import config
+    from vgrout.layout import Layout
+
+    variant, run = sys.argv[1], sys.argv[2]
+    layout, params = Layout(), config.load("params.yaml")
+    out = {"variant": variant, "run": run, "params_train": params.train.model_dump(),
+           "gate_teacher_zone": params.gate.teacher_zone,
+           "thirds": advantage_table(layout.run(run) / "rollouts.jsonl", params.train.group_size, params.train.steps),
+           "curve": overall(json.load(open(layout.run_metrics(run) / "eval_curve.json"))["rows"]),
+           "final": overall(json.load(open(layout.run_metrics(run) / "per_mode_deploy.json"))["rows"])}
+    if "--no-model" not in sys.argv:
+        out["completions"] = completions(layout, params, run)
+    json.dump(out, sys.stdout, indent=1)

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# The collapse diagnosis on one GPU: why does every routed arm of the replication deploy a model
+# that neither solves nor hacks? routeA under variants of the knobs that set what the deployed block
+# is trained on, beside `none`; seeds 0 and 1, 36 steps of the replication preset, both views at
+# every 12th step. Run from the repository root, with the wheels and the GGUF in $STASH:
+#   bash run.sh 1   frac0   routeA as the replication ran it (train.gen_deploy_frac 0: the deployed model alone is never sampled)
+#                   frac25  routeA, gen_deploy_frac 0.25 (meant as 2 of a step's 8 student rows sampled with the quarantine ablated)
+#                   frac50  routeA, gen_deploy_frac 0.5 (1 of each group's 2 student rows)
+#                   mix0    routeA, train.mix 0 (no teacher-pool rows)
+#                   none    plain GRPO (the control)
+#   bash run.sh 2   tzkeep    routeA, gate.teacher_zone keep (teacher rows train the deployed model alone), and
+#                             placebo yoked to it
+#                   nonemix0  plain GRPO, train.mix 0 (the control of mix0)
+ROUND=${1:?round 1 or 2}
+set -euo pipefail
+STASH=${STASH:-/tmp/stash}; W=${W:-/tmp/cw}; SRC=$(pwd)
+export PYTHONUNBUFFERED=1 VGROUT_ISOLATION=rlimit TOKENIZERS_PARALLELISM=false
+mkdir -p ~/.cache/vgrout/gguf
+cat "$STASH"/g.* > ~/.cache/vgrout/gguf/SmolLM2-135M-Instruct.Q4_1.gguf
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$STASH"/*.whl
+py() { PYTHONPATH="$PWD:/tmp/site" python3 "$@"; }  # the workspace's own vgrout, the carried wheels
+export -f py
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+py -c "import torch, transformers, dvclive; print('torch', torch.__version__, 'transformers', transformers.__version__)"
+
+par() {  # run each argument as a command in the background; fail if any fails
+  local pids=() rc=0
+  for c in "$@"; do bash -c "$c" & pids+=($!); done
+  for p in "${pids[@]}"; do wait "$p" || rc=1; done
+  return $rc
+}
+
+rm -rf "$W" && mkdir -p "$W/base"
+tar -C "$SRC" --exclude=.devcarry --exclude=.git -cf - . | tar -C "$W/base" -xf -
+cd "$W/base"
+py -m vgrout.cli preset replication
+python3 - <<'E'
+import yaml
+p = yaml.safe_load(open("params.yaml"))
+p["train"].update(steps=36, seeds=[0, 1], arms=["routeA"], yoked=[])
+p["eval"].update(n_samples=4, curve_views=["deploy", "train"])
+yaml.safe_dump(p, open("params.yaml", "w"), sort_keys=False)
+E
+date -u +"upstream start %FT%TZ"
+for s in model substrate pairs; do py stages/$s.py; done
+par "py stages/extract_vact.py 0" "py stages/extract_vact.py 1" "py stages/teacher_pool.py"
+date -u +"upstream done %FT%TZ"
+
+variant() {  # NAME KEY=VALUE...: a copy of base with params edited
+  local v=$1; shift
+  mkdir -p "$W/$v" && (cd "$W/base" && tar --exclude=./models -cf - .) | tar -C "$W/$v" -xf -
+  ln -s "$W/base/models" "$W/$v/models"
+  (cd "$W/$v" && python3 - "$@" <<'E'
+import sys, yaml
+p = yaml.safe_load(open("params.yaml"))
+for kv in sys.argv[1:]:
+    k, v = kv.split("=", 1)
+    block, key = k.split(".")
+    p[block][key] = yaml.safe_load(v)
+yaml.safe_dump(p, open("params.yaml", "w"), sort_keys=False)
+E
+  )
+}
+case $ROUND in
+  1) variant frac0; variant frac25 train.gen_deploy_frac=0.25; variant frac50 train.gen_deploy_frac=0.5
+     variant mix0 train.mix=0.0; variant none "train.arms=[none]"
+     RUNS=(); for v in frac0 frac25 frac50 mix0; do for s in 0 1; do RUNS+=("$v routeA $s"); done; done
+     RUNS+=("none none 0" "none none 1"); YOKED=() ;;
+  2) variant tzkeep gate.teacher_zone=keep "train.yoked=[placebo]"; variant nonemix0 "train.arms=[none]" train.mix=0.0
+     RUNS=("tzkeep routeA 0" "tzkeep routeA 1" "nonemix0 none 0" "nonemix0 none 1")
+     YOKED=("tzkeep placebo 0" "tzkeep placebo 1") ;;
+esac
+each() {  # STAGE_SCRIPT LOG RUN...: the stage for every run, in parallel
+  local script=$1 log=$2; shift 2; local cmds=()
+  for r in "$@"; do set -- $r; cmds+=("cd $W/$1 && py $script $2 $3 > $W/$1/$log-$2-$3.log 2>&1"); done
+  par "${cmds[@]}"
+}
+date -u +"train start %FT%TZ"; each stages/train.py train "${RUNS[@]}"
+[ ${#YOKED[@]} -eq 0 ] || each stages/train_yoked.py train "${YOKED[@]}"
+date -u +"train done %FT%TZ"
+each stages/eval.py eval "${RUNS[@]}" "${YOKED[@]}"; date -u +"eval done %FT%TZ"
+cmds=(); for r in "${RUNS[@]}" "${YOKED[@]}"; do set -- $r; cmds+=("cd $W/$1 && py $W/base/docs/runs/2026-11-25-collapse-diagnosis/probe.py $1 $2-$3 > $W/$1/probe-$2-$3.json 2> $W/$1/probe-$2-$3.log"); done
+par "${cmds[@]}"; date -u +"probe done %FT%TZ"
+echo ALL DONE
