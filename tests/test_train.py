@@ -289,7 +289,7 @@ def test_importance_weights_are_bounded_and_teacher_rows_train_at_rho_one(setup)
 
     root, model_dir = setup
     cfg = _cfg(root, model_dir, "bounded", steps=4, ckpt_every=4, warmup=2, teacher_zone="keep",
-               gen_deploy_frac=0.34, temperature=0.7, lr=5e-2, is_cap=1.5)
+               gen_deploy_frac=1 / 3, temperature=0.7, lr=5e-2, is_cap=1.5)
     train.train(cfg, progress=False)
     rows = _rows(cfg.log_path)
     bound = grpo.weight_bound(cfg.t.clip_eps, cfg.t.is_cap, cfg.t.dual_clip)

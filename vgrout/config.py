@@ -152,8 +152,9 @@ class Train(Block):
     steps: int = doc(36, "optimizer steps", ge=1)
     prompts_per_step: int = doc(4, "problems sampled per step", ge=1)
     group_size: int = doc(4, "rollouts per problem (G)", ge=1)
-    mix: float = doc(0.5, "share of each group replaced by teacher-pool rollouts", ge=0, le=1)
-    gen_deploy_frac: float = doc(0.0, "share of student rollouts sampled with the quarantine ablated", ge=0, le=1)
+    mix: float = doc(0.5, "share of each group replaced by teacher-pool rollouts (a whole number of rows)", ge=0, le=1)
+    gen_deploy_frac: float = doc(0.0, "share of each group's student rollouts sampled with the quarantine "
+                                 "ablated (a whole number of rows)", ge=0, le=1)
     max_new_tokens: int = doc(64, "completion budget of a rollout", ge=1)
     temperature: float = doc(0.8, "sampling temperature; every logπ of the loss is computed at it", gt=0)
     top_p: float = doc(1.0, "nucleus sampling threshold", gt=0, le=1)
@@ -191,6 +192,20 @@ class Train(Block):
         if self.dual_clip <= 1 + self.clip_eps:
             raise ValueError(f"train.dual_clip ({self.dual_clip}) must exceed 1 + train.clip_eps "
                              f"({1 + self.clip_eps})")
+        return self
+
+    @model_validator(mode="after")
+    def _whole_rows(self):
+        # each share is of a group's rows and gives a whole number of them: a share that rounded
+        # silently would run another experiment than the one asked for (0.25 of 2 student rows
+        # rounds to none)
+        n_student = self.group_size - round(self.mix * self.group_size)
+        for key, share, of in (("mix", self.mix, self.group_size), ("gen_deploy_frac", self.gen_deploy_frac, n_student)):
+            rows = share * of
+            if abs(rows - round(rows)) > 1e-6:
+                valid = ", ".join(f"{k / of:.4g}" for k in range(of + 1)) if of else "0"
+                raise ValueError(f"train.{key} ({share}) of {of} rows per group is {rows:.3g} rows, not a whole "
+                                 f"number; valid: {valid}")
         return self
 
     @model_validator(mode="after")

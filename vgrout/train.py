@@ -2,7 +2,7 @@
 
 One optimizer step, top to bottom:
   1. sample P training problems; G rollouts each: round(mix·G) from the teacher pool, the rest
-     sampled from the student (round(gen_deploy_frac·n) of them with the quarantine ablated);
+     sampled from the student (gen_deploy_frac·n of them, a whole number, with the quarantine ablated);
   2. grade every student rollout (reward; the labels are logged for measurement only);
   3. advantages A = r − mean(group), no std division;
   4. logπ_sample per token in each rollout's own sampling mode, no grad (teacher rows: full model);
