@@ -16,7 +16,7 @@ def runs():
             yield v, p.parent.name, json.loads(p.read_text())
 
 
-print("| variant | run | deploy solve / hack at steps 12, 24, 36 | final deploy solve, hack (424 samples) | final train-view solve, hack |")
+print("| variant | run | deploy solve / hack at steps 12, 24, 36 (106 samples) | final deploy solve, hack (424 samples) | final train-view solve, hack |")
 print("| --- | --- | --- | --- | --- |")
 for v, run, d in runs():
     curve = {(r["step"], r["view"]): r for r in d["curve"]}
