@@ -11,7 +11,14 @@
 #   bash run.sh 2   tzkeep    routeA, gate.teacher_zone keep (teacher rows train the deployed model alone), and
 #                             placebo yoked to it
 #                   nonemix0  plain GRPO, train.mix 0 (the control of mix0)
-ROUND=${1:?round 1 or 2}
+#   bash run.sh 3   nokeep    routeA, gate.q_lo 0 (a row is kept only below every past score: almost no keep rows)
+#                   noroute   routeA, gate.q_hi 1 (a row is routed only above every past score: almost no route rows)
+#                   absorb    the absorb arm (the control the first rounds lacked)
+#                   Round 3 takes the substrate, the teacher pool and the pairs from $STASH/up: those
+#                   stages' outputs from the CPU default's `dvc repro` (they do not depend on the device),
+#                   so its substrate is the default's (substrate.test_frac 0.15: 356 train, 64 test
+#                   problems), not the replication's; it runs only the model and v_act stages here.
+ROUND=${1:?round 1, 2 or 3}
 set -euo pipefail
 STASH=${STASH:-/tmp/stash}; W=${W:-/tmp/cw}; SRC=$(pwd)
 export PYTHONUNBUFFERED=1 VGROUT_ISOLATION=rlimit TOKENIZERS_PARALLELISM=false
@@ -42,8 +49,15 @@ p["eval"].update(n_samples=4, curve_views=["deploy", "train"])
 yaml.safe_dump(p, open("params.yaml", "w"), sort_keys=False)
 E
 date -u +"upstream start %FT%TZ"
-for s in model substrate pairs; do py stages/$s.py; done
-par "py stages/extract_vact.py 0" "py stages/extract_vact.py 1" "py stages/teacher_pool.py"
+if [ "$ROUND" = 3 ]; then
+  cp -r "$STASH/up/." .
+  sed -i 's/^  test_frac: 0.25$/  test_frac: 0.15/' params.yaml  # the carried substrate's split
+  py stages/model.py
+  par "py stages/extract_vact.py 0" "py stages/extract_vact.py 1"
+else
+  for s in model substrate pairs; do py stages/$s.py; done
+  par "py stages/extract_vact.py 0" "py stages/extract_vact.py 1" "py stages/teacher_pool.py"
+fi
 date -u +"upstream done %FT%TZ"
 
 variant() {  # NAME KEY=VALUE...: a copy of base with params edited
@@ -69,6 +83,9 @@ case $ROUND in
   2) variant tzkeep gate.teacher_zone=keep "train.yoked=[placebo]"; variant nonemix0 "train.arms=[none]" train.mix=0.0
      RUNS=("tzkeep routeA 0" "tzkeep routeA 1" "nonemix0 none 0" "nonemix0 none 1")
      YOKED=("tzkeep placebo 0" "tzkeep placebo 1") ;;
+  3) variant nokeep gate.q_lo=0.0; variant noroute gate.q_hi=1.0; variant absorb "train.arms=[absorb]"
+     RUNS=(); for v in nokeep noroute; do for s in 0 1; do RUNS+=("$v routeA $s"); done; done
+     RUNS+=("absorb absorb 0" "absorb absorb 1"); YOKED=() ;;
 esac
 each() {  # STAGE_SCRIPT LOG RUN...: the stage for every run, in parallel
   local script=$1 log=$2; shift 2; local cmds=()

@@ -3,7 +3,8 @@ import json
 from pathlib import Path
 
 HERE = Path(__file__).parent
-ORDER = ["round1/none", "round1/frac0", "round1/frac25", "round1/frac50", "round1/mix0", "round2/nonemix0", "round2/tzkeep"]
+ORDER = ["round1/none", "round1/frac0", "round1/frac25", "round1/frac50", "round1/mix0", "round2/nonemix0", "round2/tzkeep",
+         "round3/absorb", "round3/nokeep", "round3/noroute"]  # round 3: the default's 64 test problems
 
 
 def f(x):
@@ -16,7 +17,7 @@ def runs():
             yield v, p.parent.name, json.loads(p.read_text())
 
 
-print("| variant | run | deploy solve / hack at steps 12, 24, 36 (106 samples) | final deploy solve, hack (424 samples) | final train-view solve, hack |")
+print("| variant | run | deploy solve / hack at steps 12, 24, 36 | final deploy solve, hack | final train-view solve, hack |")
 print("| --- | --- | --- | --- | --- |")
 for v, run, d in runs():
     curve = {(r["step"], r["view"]): r for r in d["curve"]}
