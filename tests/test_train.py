@@ -146,6 +146,30 @@ def test_changed_config_never_resumes_a_stale_checkpoint(setup):
     assert len(_rows(root / "set_aside" / aside[0].name / "steps.jsonl")) == 1  # the first copy is intact
 
 
+def test_changed_code_or_weights_never_resume_a_finished_run(setup, monkeypatch):
+    """DVC re-runs train when its code or the model changes, and a finished run's checkpoint under
+    the same params must not then stand in for the new run: the training code and the model's
+    weights are in the fingerprint. The control: with both the same, the run is reused as is."""
+    root, model_dir = setup
+    cfg = _cfg(root, model_dir, "code", steps=2, ckpt_every=1)
+    set_aside = lambda: len(list((root / "set_aside").glob(f"{cfg.run}-*")))  # noqa: E731
+    out = train.train(cfg, progress=False)
+    first, n = (out / "adapter.safetensors").read_bytes(), set_aside()
+    train.train(cfg, progress=False)  # the control: nothing changed, the finished run is reused
+    assert set_aside() == n and (out / "adapter.safetensors").read_bytes() == first
+
+    monkeypatch.setattr(train, "code_digest", lambda: "another version of the method")
+    train.train(cfg, progress=False)
+    assert set_aside() == n + 1  # the old run set aside, a new one trained from step 0
+    assert [r["step"] for r in _rows(cfg.log_path)] == [0, 1]
+
+    real = train.sha256_file  # the same code as the last run, other weights
+    monkeypatch.setattr(train, "sha256_file", lambda p: "other weights" if str(p).endswith(".safetensors")
+                        and Path(p).parent == Path(model_dir) else real(p))
+    train.train(cfg, progress=False)
+    assert set_aside() == n + 2
+
+
 def test_refresh_re_extracts_v_act_in_the_current_basis(setup):
     """gate.refresh_every: from the refresh step on, gate scores use v_act re-read from the pairs
     with the trained adapter; before it, the init direction."""

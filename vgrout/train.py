@@ -631,7 +631,11 @@ def train(cfg: TrainRun, progress: bool = True) -> Path:
     # of the yoke, only the counts it copies: the same counts with other timings are the same run
     fingerprint["inputs"]["yoke"] = hashlib.sha256(json.dumps(sorted(yoke.items())).encode()).hexdigest() \
         if yoke is not None else None
-    fingerprint["inputs"]["model"] = _digest(Path(cfg.model_dir) / "config.json")
+    fingerprint["inputs"]["model"] = [_digest(f) for f in sorted(Path(cfg.model_dir).glob("*.safetensors"))] + \
+        [_digest(Path(cfg.model_dir) / "config.json")]
+    # and the method's code: DVC re-runs this stage when the code changes, and the old run's last
+    # checkpoint under the same params must then not stand in for the new code's run
+    fingerprint["inputs"]["code"] = code_digest()
     fingerprint["inputs"]["pairs"] = [_digest(f) for f in cfg.pair_files] if cfg.gate.refresh_every else []
     set_aside(cfg, out, fingerprint)
     (out / "acts").mkdir(parents=True, exist_ok=True)
@@ -740,6 +744,14 @@ def _merge_acts(out: Path) -> None:
 
 def _digest(path) -> str | None:
     return sha256_file(path) if path is not None and Path(path).exists() else None
+
+
+def code_digest() -> str:
+    """sha256 over the vgrout package's sources (names and bytes): the code a run executes."""
+    h = hashlib.sha256()
+    for f in sorted(Path(__file__).parent.glob("*.py")):
+        h.update(f.name.encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()
 
 
 def _system_prompt(problems: list[Problem]) -> str | None:
