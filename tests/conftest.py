@@ -24,7 +24,6 @@ def tiny_llama():
     return make_tiny_llama()
 
 
-
 FIRST = "test_pipeline.py"  # the longest module (a chain of DVC runs on one module fixture): started first
 
 
