@@ -109,7 +109,9 @@ def _require(path: Path) -> Path:
     return path
 
 
-def _load_run(metrics_root: Path, runs_root: Path, run: str) -> Run:
+def load_run(metrics_root: Path, runs_root: Path, run: str, gate_inputs: bool = True) -> Run:
+    """One run's files, checked. gate_inputs False: without its rollouts and their activations
+    (A7's inputs), for re-making the other artifacts where only the metrics were kept."""
     deploy_path = _require(metrics_root / run / "per_mode_deploy.json")
     d = read_json(deploy_path)
     for key in ("run", "arm", "seed", "rows"):
@@ -135,8 +137,8 @@ def _load_run(metrics_root: Path, runs_root: Path, run: str) -> Run:
                deploy_path=deploy_path, samples_path=_samples_file(metrics_root / run / DEPLOY_SAMPLES),
                curve_path=_require(metrics_root / run / "eval_curve.json"),
                steps_path=_require(metrics_root / run / "steps.jsonl"),
-               rollouts_path=_require(runs_root / run / "rollouts.jsonl"),
-               acts_path=_require(runs_root / run / "rollout_acts.safetensors"))
+               rollouts_path=_require(runs_root / run / "rollouts.jsonl") if gate_inputs else None,
+               acts_path=_require(runs_root / run / "rollout_acts.safetensors") if gate_inputs else None)
 
 
 def _samples_file(path: Path) -> Path:
@@ -1100,7 +1102,7 @@ def aggregate(metrics_root: str | Path = "metrics/runs", runs_root: str | Path =
     out = Out(tables=Path(out_dir), png=plots_dir / "png", html=plots_dir / "html",
               plot_data=Path(out_dir) / "plot_data")
     runs = find_runs(metrics_root) if runs is None else list(runs)
-    loaded = [_load_run(metrics_root, runs_root, r) for r in runs]
+    loaded = [load_run(metrics_root, runs_root, r) for r in runs]
     con = load_tables(loaded)
 
     a1(con, out)

@@ -199,8 +199,8 @@ class Train(Block):
         # each share is of a group's rows and gives a whole number of them: a share that rounded
         # silently would run another experiment than the one asked for (0.25 of 2 student rows
         # rounds to none)
-        n_student = self.group_size - round(self.mix * self.group_size)
-        for key, share, of in (("mix", self.mix, self.group_size), ("gen_deploy_frac", self.gen_deploy_frac, n_student)):
+        for key, share, of in (("mix", self.mix, self.group_size),
+                               ("gen_deploy_frac", self.gen_deploy_frac, self.n_student)):
             rows = share * of
             if abs(rows - round(rows)) > 1e-6:
                 valid = ", ".join(f"{k / of:.4g}" for k in range(of + 1)) if of else "0"
@@ -214,6 +214,21 @@ class Train(Block):
             raise ValueError(f"train.old_micro_batch ({self.old_micro_batch}) is not a multiple of "
                              f"train.micro_batch ({self.micro_batch})")
         return self
+
+    @property
+    def n_teacher(self) -> int:
+        """Teacher-pool rows per group: mix·G (a whole number, `_whole_rows`)."""
+        return round(self.mix * self.group_size)
+
+    @property
+    def n_student(self) -> int:
+        """Student rows per group, sampled by the student."""
+        return self.group_size - self.n_teacher
+
+    @property
+    def n_deploy(self) -> int:
+        """Student rows per group sampled with the quarantine ablated: gen_deploy_frac·n_student."""
+        return round(self.gen_deploy_frac * self.n_student)
 
     @property
     def old_rows(self) -> int:

@@ -265,10 +265,7 @@ class Rollout:
 
 
 def collect(cfg, lora, tok, problems: list[Problem], pool, sampler: random.Random) -> list[Rollout]:
-    G = cfg.t.group_size
-    n_teacher = round(cfg.t.mix * G)
-    n_student = G - n_teacher
-    n_deploy = round(cfg.t.gen_deploy_frac * n_student)
+    n_teacher, n_student, n_deploy = cfg.t.n_teacher, cfg.t.n_student, cfg.t.n_deploy
     prompts = [chat_prompt(tok, p.messages) for p in problems]
     s_prompts, s_problems, s_deploy = [], [], []
     for p, text in zip(problems, prompts):

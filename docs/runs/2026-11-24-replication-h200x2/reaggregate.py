@@ -9,17 +9,7 @@ from vgrout import aggregate as agg
 
 HERE = Path(__file__).parent
 metrics, out_root = HERE / "metrics" / "runs", HERE / "reaggregated"
-runs = []
-for name in agg.find_runs(metrics):
-    d = json.loads((metrics / name / "per_mode_deploy.json").read_text())
-    base = d["arm"] == agg.BASE
-    held = d.get("heldout_modes")
-    runs.append(agg.Run(run=name, arm=d["arm"], seed=d["seed"], heldout_modes=tuple(held) if held else None,
-                        deploy_path=metrics / name / "per_mode_deploy.json",
-                        samples_path=metrics / name / agg.DEPLOY_SAMPLES,
-                        curve_path=None if base else metrics / name / "eval_curve.json",
-                        steps_path=None if base else metrics / name / "steps.jsonl",
-                        rollouts_path=None, acts_path=None))
+runs = [agg.load_run(metrics, HERE / "runs", name, gate_inputs=False) for name in agg.find_runs(metrics)]
 con = agg.load_tables(runs)
 out = agg.Out(tables=out_root, png=out_root / "png", html=out_root / "html", plot_data=out_root / "plot_data")
 a2 = agg.a2(con, out)

@@ -13,17 +13,17 @@ from pathlib import Path
 
 
 def advantage_table(rollouts: Path, G: int, steps: int) -> dict:
+    import torch
+
+    from vgrout import grpo
+
     rows = [json.loads(line) for line in open(rollouts)]
-    groups = defaultdict(list)  # a step's rollouts are logged group after group, G at a time
-    for step in sorted({r["step"] for r in rows}):
-        for i, r in enumerate([r for r in rows if r["step"] == step]):
-            groups[(step, i // G)].append(r)
-    assert all(len(g) == G and len({r["problem_id"] for r in g}) == 1 for g in groups.values()), \
-        "a group is not G rollouts of one problem"
-    for g in groups.values():
-        mean = sum(r["reward"] for r in g) / G
-        for r in g:
-            r["adv"] = r["reward"] - mean
+    for step in sorted({r["step"] for r in rows}):  # a step's rollouts are logged group after group
+        at = [r for r in rows if r["step"] == step]
+        assert all(len({r["problem_id"] for r in at[i:i + G]}) == 1 for i in range(0, len(at), G)), \
+            "a group is not G rollouts of one problem"
+        for r, a in zip(at, grpo.advantages(torch.tensor([r["reward"] for r in at]), G).tolist()):
+            r["adv"] = a
     third, table = steps // 3, {}
     for lo in range(0, steps, third):
         cells = defaultdict(list)
