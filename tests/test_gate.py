@@ -81,3 +81,35 @@ def test_rank_routes_the_top_and_keeps_the_bottom_at_the_given_counts():
         g.rank(scores, 4, 3)
     with pytest.raises(ValueError, match="rank"):
         g.decide(scores)
+
+
+def test_teacher_rows_get_their_own_gate_over_their_own_past_scores():
+    """gate.teacher_zone gate: the teacher-pool rows are cut at the same quantiles of their own
+    past scores, and the student cuts never see a teacher score. The pool here scores far above
+    every student row: one shared buffer would route every teacher row."""
+    from types import SimpleNamespace
+
+    from vgrout import config, train
+    gate = config.Gate(teacher_zone="gate", warmup=8, buffer_size=64)
+    cfg = SimpleNamespace(arm=arms.get("routeA"), gate=gate, seed=0, yoke_log=None)
+    g = train.new_gate(cfg)
+    assert g.teacher is not None and g.teacher.teacher is None
+    rows = [SimpleNamespace(source=s, prompt=f"p{i // 4}") for i, s in enumerate(["student", "student", "teacher",
+                                                                                   "teacher"] * 4)]
+    gen = torch.Generator().manual_seed(0)
+    zones = []
+    for step in range(12):
+        scores = torch.randn(16, generator=gen, dtype=torch.float64)
+        scores[2::4] += 10.0
+        scores[3::4] += 10.0
+        zones.append(train.route(cfg, g, scores, rows, step, None))
+    assert all(s < 5 for s in g.buffer) and all(s > 5 for s in g.teacher.buffer)
+    late = [z for step in zones[2:] for z, r in zip(step, rows) if r.source == "teacher"]
+    assert {"keep", "absorb", "route"} <= set(late) and late.count("route") < len(late) / 2
+    assert g.cuts[1] < 5 < g.teacher.cuts[0]
+    # the teacher gate is saved and restored with the student's
+    h = _Gate.from_state_dict(g.state_dict())
+    assert h.teacher.state_dict() == g.teacher.state_dict()
+    # a fixed teacher zone and a pinned arm build no teacher gate
+    assert train.new_gate(SimpleNamespace(arm=arms.get("routeA"), gate=config.Gate())).teacher is None
+    assert train.new_gate(SimpleNamespace(arm=arms.get("none"), gate=gate)).teacher is None

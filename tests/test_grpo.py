@@ -1,6 +1,7 @@
 """Dr.GRPO pieces: group-mean advantages, the constant divisor, the clip, padded log-probs."""
 import math
 
+import pytest
 import torch
 
 from tests.conftest import make_tiny_llama
@@ -15,6 +16,24 @@ def test_advantages_are_group_centred_without_std_division():
     assert torch.allclose(a[:4], torch.tensor([2.25, -0.75, -0.75, -0.75]))
     # scaling rewards scales advantages: no std normalisation
     assert torch.allclose(grpo.advantages(10 * r, 4), 10 * a)
+
+
+def test_a_students_baseline_centres_the_student_rows_and_measures_the_teacher_rows_against_them():
+    """train.baseline students: each group's baseline is the mean of its student rows, so the
+    teacher rows' rewards do not enter the students' advantages."""
+    r = torch.tensor([0.5, 3.5, 3.5, 3.0, 0.0, 0.5, 3.5, 3.5])
+    students = torch.tensor([True, True, False, False] * 2)
+    a = grpo.advantages(r, 4, students)
+    assert torch.allclose(a, torch.tensor([-1.5, 1.5, 1.5, 1.0, -0.25, 0.25, 3.25, 3.25]))
+    assert torch.allclose(a[students].view(2, 2).sum(1), torch.zeros(2))
+    # raising a teacher row's reward changes only that row's advantage
+    r2 = r.clone()
+    r2[2] += 1
+    assert torch.equal(grpo.advantages(r2, 4, students) != a, torch.arange(8) == 2)
+    # every row: the group mean, as without a mask
+    assert torch.equal(grpo.advantages(r, 4, torch.ones(8, dtype=torch.bool)), grpo.advantages(r, 4))
+    with pytest.raises(ValueError, match="no baseline row"):
+        grpo.advantages(r, 4, torch.tensor([True, True, False, False] + [False] * 4))
 
 
 def test_logprobs_of_left_padded_rows_match_unpadded():

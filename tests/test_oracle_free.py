@@ -271,6 +271,7 @@ def fixed(tmp_path_factory):
         steps.append(rollouts)
     # routeA's step log, as a yoked arm reads it: its counts, and its label-derived columns
     yoke = [{"step": s, "n_students": 3 * N_STUDENT, "n_route": 2 + s % 2, "n_keep": 3, "n_absorb": 4 - s % 2,
+             "n_route_teacher": 1, "n_keep_teacher": s % 2, "n_absorb_teacher": 3 * N_TEACHER - 1 - s % 2,
              "reward_mean": 1.5, "hack_rate": 0.4, "solve_rate": 0.3} for s in range(STEPS)]
     write_jsonl(root / "yoke.jsonl", yoke)
     return root, lora, tok, steps, yoke
@@ -340,10 +341,13 @@ def _relabelled_yoke(root: Path, yoke: list[dict], how: str) -> Path:
 
 
 # The method gets every combination of the gate knobs the routing reads (cut rule, centering,
-# scorer); every other arm (quantile: heldout, haar; pinned: none, absorb; yoked: placebo, random)
-# gets two opposite corners of it, which differ in each knob.
-GATE_VARIANTS = [dict(cut_rule=c, center=m, scorer=s) for c in ("buffer", "step") for m in (False, True)
-                 for s in ("frozen", "live")]
+# scorer), half of them with the teacher rows gated too (by the parity of the other three, so
+# each pair of knobs meets in every combination); every other arm (quantile: heldout, haar;
+# pinned: none, absorb; yoked: placebo, random) gets two opposite corners of it, which differ in
+# each knob.
+GATE_VARIANTS = [dict(cut_rule=c, center=m, scorer=s,
+                      teacher_zone="gate" if ((c == "step") + m + (s == "live")) % 2 else "absorb")
+                 for c in ("buffer", "step") for m in (False, True) for s in ("frozen", "live")]
 CASES = [("routeA", g) for g in GATE_VARIANTS] + \
     [(a.name, g) for a in arms.ARMS if a.name != "routeA" for g in (GATE_VARIANTS[0], GATE_VARIANTS[-1])]
 
@@ -375,6 +379,12 @@ def _leaky_route(cfg, gate, scores, rollouts, step, yoke):
                               rollouts, step, yoke)
 
 
+def _leaky_teacher_route(cfg, gate, scores, rollouts, step, yoke):
+    """A leak on the teacher rows alone: a hacked pool completion scores higher."""
+    return LEAK_FREE["route"](cfg, gate, scores + torch.tensor([float(r.hacked and r.source == "teacher")
+                                                                for r in rollouts]), rollouts, step, yoke)
+
+
 def _leaky_old_forward(cfg, lora, seqs, rollouts, pool):
     """A leak: the live scorer's features scaled by each row's reward."""
     logps, trunks, acts = LEAK_FREE["old_forward"](cfg, lora, seqs, rollouts, pool)
@@ -385,14 +395,18 @@ def _leaky_old_forward(cfg, lora, seqs, rollouts, pool):
 LEAK_FREE = {"route": train.route, "old_forward": train.old_forward}
 
 
-@pytest.mark.parametrize("part,leak,scorer,arm", [("route", _leaky_route, "frozen", "routeA"),
-                                                  ("route", _leaky_route, "frozen", "placebo"),
-                                                  ("old_forward", _leaky_old_forward, "live", "routeA")])
-def test_the_check_catches_a_planted_leak(fixed, monkeypatch, part, leak, scorer, arm):
-    """The same check with a label-reading part planted in train's routing path must fail."""
+@pytest.mark.parametrize("part,leak,scorer,arm,teacher_zone", [
+    ("route", _leaky_route, "frozen", "routeA", "absorb"),
+    ("route", _leaky_route, "frozen", "placebo", "absorb"),
+    ("route", _leaky_teacher_route, "frozen", "routeA", "gate"),
+    ("route", _leaky_teacher_route, "frozen", "placebo", "gate"),
+    ("old_forward", _leaky_old_forward, "live", "routeA", "absorb")])
+def test_the_check_catches_a_planted_leak(fixed, monkeypatch, part, leak, scorer, arm, teacher_zone):
+    """The same check with a label-reading part planted in train's routing path must fail (a leak
+    on the teacher rows too, once they are gated)."""
     root, lora, tok, steps, _ = fixed
     monkeypatch.setattr(train, part, leak)  # routing_step looks its parts up in train at call time
-    cfg = _cfg(root, arm, root / "yoke.jsonl", scorer=scorer)
+    cfg = _cfg(root, arm, root / "yoke.jsonl", scorer=scorer, teacher_zone=teacher_zone)
     found = differences(trace(cfg, lora, tok, steps), trace(cfg, lora, tok, relabel(steps, "flipped")))
     assert found, f"a {part} that reads labels went unnoticed"
     if part == "old_forward":

@@ -281,22 +281,26 @@ def test_the_frozen_score_of_a_fixed_text_is_the_same_at_every_checkpoint(setup)
     assert not torch.allclose(live[0], live[-1], atol=1e-6)
 
 
-def test_yoked_arms_route_and_keep_exactly_as_many_student_rows_as_the_method(setup):
-    """placebo (Haar ranking) and random (seeded uniform ranking) copy routeA's per-step route and
-    keep counts from its step log; teacher rows are never gated in any of them."""
+def test_yoked_arms_route_and_keep_exactly_as_many_rows_of_each_source_as_the_method(setup):
+    """With gate.teacher_zone gate, placebo (Haar ranking) and random (seeded uniform ranking) copy
+    routeA's per-step route and keep counts of its student rows and of its teacher rows; the rows
+    they pick are their own (another ranking)."""
     root, model_dir = setup
-    kw = dict(steps=4, ckpt_every=4, warmup=2)
+    kw = dict(steps=4, ckpt_every=4, warmup=2, teacher_zone="gate")
     method = _cfg(root, model_dir, "yoke_routeA", **kw)
     train.train(method, progress=False)
-    counts = [(r["n_route"], r["n_keep"]) for r in _rows(method.log_path)]
-    assert any(n for n, _ in counts) and any(k for _, k in counts)  # the gate did route and keep
-    for arm in ("placebo", "random"):
-        cfg = _cfg(root, model_dir, f"yoke_{arm}", arm=arm, yoke_log=method.log_path, **kw)
-        out = train.train(cfg, progress=False)
-        assert [(r["n_route"], r["n_keep"]) for r in _rows(cfg.log_path)] == counts, arm
-        teacher = [json.loads(line)["zone"] for line in open(out / "rollouts.jsonl")
-                   if json.loads(line)["source"] == "teacher"]
-        assert teacher and set(teacher) == {"absorb"}
+    keys = ("n_route", "n_keep", "n_route_teacher", "n_keep_teacher", "n_absorb_teacher")
+    counts = [tuple(r[k] for k in keys) for r in _rows(method.log_path)]
+    assert any(c[0] for c in counts) and any(c[1] for c in counts)  # the gate did route and keep students
+    assert any(c[2] for c in counts) and any(c[3] for c in counts)  # and teacher rows
+    zones = {}
+    for arm in ("routeA", "placebo", "random"):
+        cfg = method if arm == "routeA" else _cfg(root, model_dir, f"yoke_{arm}", arm=arm,
+                                                  yoke_log=method.log_path, **kw)
+        out = Path(cfg.out_dir) if arm == "routeA" else train.train(cfg, progress=False)
+        assert [tuple(r[k] for k in keys) for r in _rows(cfg.log_path)] == counts, arm
+        zones[arm] = [json.loads(line)["zone"] for line in open(out / "rollouts.jsonl")]
+    assert zones["placebo"] != zones["routeA"] and zones["random"] != zones["routeA"]
     # without the method's log there is nothing to copy: one clear error
     with pytest.raises(train.InputError, match="no step log of gate.yoke_to's run"):
         train.train(_cfg(root, model_dir, "yoke_orphan", arm="placebo", yoke_log=str(root / "nope.jsonl"), **kw),

@@ -126,9 +126,10 @@ class Gate(Block):
                                               "routed share follows the rollouts' content; step: quantiles of the "
                                               "step's own scores (a fixed share)")
     center: bool = doc(False, "subtract each prompt group's mean student score before the gate")
-    teacher_zone: Literal["keep", "absorb", "route"] = doc("absorb", "the fixed zone of teacher-pool rows in a gated "
-                                                           "arm (the gate reads student rows only; none and "
-                                                           "absorb pin every row)")
+    teacher_zone: Literal["keep", "absorb", "route", "gate"] = doc(
+        "absorb", "teacher-pool rows in a gated arm: a fixed zone (keep, absorb, route), or gate: scored like the "
+        "student rows and cut at the same quantiles of their own past scores (a yoked arm copies both sources' "
+        "counts); none and absorb pin every row")
     yoke_to: str = doc("routeA", "the arm whose per-step route and keep counts the yoked arms copy")
 
     @model_validator(mode="after")
@@ -152,6 +153,10 @@ class Train(Block):
     steps: int = doc(36, "optimizer steps", ge=1)
     prompts_per_step: int = doc(4, "problems sampled per step", ge=1)
     group_size: int = doc(4, "rollouts per problem (G)", ge=1)
+    baseline: Literal["group", "students"] = doc("group", "whose mean reward is each group's baseline: group (every "
+                                                 "row, the teacher-pool rows too) | students (its student rows: the "
+                                                 "current policy's value, so the pool's rewards do not set the "
+                                                 "students' advantages)")
     mix: float = doc(0.5, "share of each group replaced by teacher-pool rollouts (a whole number of rows)", ge=0, le=1)
     gen_deploy_frac: float = doc(0.0, "share of each group's student rollouts sampled with the quarantine "
                                  "ablated (a whole number of rows)", ge=0, le=1)
@@ -206,6 +211,13 @@ class Train(Block):
                 valid = ", ".join(f"{k / of:.4g}" for k in range(of + 1)) if of else "0"
                 raise ValueError(f"train.{key} ({share}) of {of} rows per group is {rows:.3g} rows, not a whole "
                                  f"number; valid: {valid}")
+        return self
+
+    @model_validator(mode="after")
+    def _students_to_average(self):
+        if self.baseline == "students" and self.n_student == 0:
+            raise ValueError(f"train.baseline students needs student rows, and train.mix ({self.mix}) leaves none "
+                             f"of a group's {self.group_size}")
         return self
 
     @model_validator(mode="after")

@@ -3,6 +3,9 @@
 Route is the confident-hack prediction, keep the confident-clean prediction, and the
 absorb band between the two cuts is abstention. The cuts are quantiles of a ring buffer
 of the run's past scores (label-free), because the hack base rate moves during training.
+With gate.teacher_zone `gate` the teacher-pool rows get a gate of their own (`teacher`): the same
+quantiles over their own past scores, since the pool's completions are another distribution than
+the student's.
 
 Oracle-free rule: `decide` takes scores and nothing else. This module imports nothing
 that grades, rewards or labels rollouts (tests/test_oracle_free.py checks both).
@@ -29,6 +32,7 @@ class Gate:
     cut_rule: str       # buffer: quantiles of past scores; step: of the batch's own scores
     buffer: deque = field(default_factory=deque)
     cuts: tuple[float, float] | None = None  # the cuts of the last decision (None in warm-up)
+    teacher: "Gate | None" = None  # the teacher-pool rows' own gate (gate.teacher_zone gate), else None
 
     def __post_init__(self):
         if self.policy not in POLICIES:
@@ -84,14 +88,16 @@ class Gate:
     def state_dict(self) -> dict:
         return {"policy": self.policy, "q_lo": self.q_lo, "q_hi": self.q_hi,
                 "buffer_size": self.buffer_size, "warmup": self.warmup, "cut_rule": self.cut_rule,
-                "buffer": list(self.buffer), "cuts": self.cuts}
+                "buffer": list(self.buffer), "cuts": self.cuts,
+                "teacher": self.teacher.state_dict() if self.teacher else None}
 
     @classmethod
     def from_state_dict(cls, sd: dict) -> "Gate":
         cuts = sd.get("cuts")
         return cls(policy=sd["policy"], q_lo=sd["q_lo"], q_hi=sd["q_hi"],
                    buffer_size=sd["buffer_size"], warmup=sd["warmup"], cut_rule=sd["cut_rule"],
-                   buffer=deque(sd["buffer"]), cuts=tuple(cuts) if cuts else None)
+                   buffer=deque(sd["buffer"]), cuts=tuple(cuts) if cuts else None,
+                   teacher=cls.from_state_dict(sd["teacher"]) if sd.get("teacher") else None)
 
 
 def _floats(scores: torch.Tensor | list[float]) -> list[float]:

@@ -9,12 +9,17 @@ from dataclasses import dataclass
 import torch
 
 
-def advantages(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
-    """A = r − mean(group). Rewards are laid out group after group: [P*G]."""
+def advantages(rewards: torch.Tensor, group_size: int, baseline_rows: torch.Tensor | None = None) -> torch.Tensor:
+    """A = r − b, b the mean reward of the group's baseline rows (all of them by default).
+    Rewards are laid out group after group: [P*G]; baseline_rows a bool mask of the same layout."""
     if rewards.numel() % group_size:
         raise ValueError(f"{rewards.numel()} rewards do not split into groups of {group_size}")
     r = rewards.view(-1, group_size)
-    return (r - r.mean(1, keepdim=True)).view(-1)
+    on = torch.ones_like(r, dtype=torch.bool) if baseline_rows is None else baseline_rows.view(-1, group_size)
+    n = on.sum(1, keepdim=True)
+    if (n == 0).any():
+        raise ValueError("a group has no baseline row")
+    return (r - (r * on).sum(1, keepdim=True) / n).view(-1)
 
 
 def clipped_surrogate(logp: torch.Tensor, logp_old: torch.Tensor, adv: torch.Tensor,

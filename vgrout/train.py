@@ -4,12 +4,14 @@ One optimizer step, top to bottom:
   1. sample P training problems; G rollouts each: round(mix·G) from the teacher pool, the rest
      sampled from the student (gen_deploy_frac·n of them, a whole number, with the quarantine ablated);
   2. grade every student rollout (reward; the labels are logged for measurement only);
-  3. advantages A = r − mean(group), no std division;
+  3. advantages A = r − mean(group), no std division (train.baseline students: the mean of the
+     group's student rows);
   4. logπ_sample per token in each rollout's own sampling mode, no grad (teacher rows: full model);
   5. score: <pooled A0_d·x of the base model, v_act> (the frozen scorer: v_act's own space, which
      no update moves; gate.scorer live reads the current A_d in step 4's forward instead);
      gate the student rows: keep / absorb / route (scores only: the oracle-free rule); teacher
-     rows take gate.teacher_zone; a yoked arm copies gate.yoke_to's per-step counts;
+     rows take gate.teacher_zone (a fixed zone, or a gate of their own); a yoked arm copies
+     gate.yoke_to's per-step counts;
   6. logπ_old under each row's training mask, no grad: a forward only where the mask computes
      another function than the sampling mode (keep: the deploy model; absorb, route: the full one),
      step 4's logπ elsewhere;
@@ -137,9 +139,12 @@ def load_pool(path: str) -> dict[str, list[dict]]:
 
 
 def new_gate(cfg) -> Gate:
-    """The run's gate at step 0: the arm's policy, gate.* knobs, an empty buffer."""
-    return Gate(policy=cfg.arm.policy, q_lo=cfg.gate.q_lo, q_hi=cfg.gate.q_hi, buffer_size=cfg.gate.buffer_size,
-                warmup=cfg.gate.warmup, cut_rule=cfg.gate.cut_rule)
+    """The run's gate at step 0: the arm's policy, gate.* knobs, an empty buffer; and in a gated
+    arm with gate.teacher_zone gate, the teacher rows' own gate of the same knobs."""
+    knobs = dict(policy=cfg.arm.policy, q_lo=cfg.gate.q_lo, q_hi=cfg.gate.q_hi, buffer_size=cfg.gate.buffer_size,
+                 warmup=cfg.gate.warmup, cut_rule=cfg.gate.cut_rule)
+    gated = cfg.arm.policy not in ad.ZONES
+    return Gate(**knobs, teacher=Gate(**knobs) if gated and cfg.gate.teacher_zone == "gate" else None)
 
 
 # -- checkpoints ------------------------------------------------------------------------------
@@ -357,59 +362,76 @@ def frozen_acts(cfg, lora, seqs, trunks) -> dict[str, torch.Tensor]:
 
 
 def route(cfg, gate: Gate, scores: torch.Tensor, rollouts, step: int, yoke: dict | None) -> list[str]:
-    """Zones for one step's rows. The gate sees student rows only; in a gated arm teacher rows
-    take the fixed gate.teacher_zone. Reads each row's score, source and prompt, and nothing a
-    grader wrote."""
-    students = [i for i, r in enumerate(rollouts) if r.source == "student"]
-    s = scores[students].double()
-    if cfg.gate.center:  # prompts of different modes score differently: rank within the group
-        groups = [rollouts[i].prompt for i in students]
-        for g in set(groups):
-            rows = [k for k, gg in enumerate(groups) if gg == g]
-            s[rows] -= s[rows].mean()
+    """Zones for one step's rows. The gate sees student rows; teacher rows take the fixed
+    gate.teacher_zone, or with teacher_zone gate a gate of their own over their own scores. Reads
+    each row's score, source and prompt, and nothing a grader wrote."""
+    sources = {"student": [i for i, r in enumerate(rollouts) if r.source == "student"],
+               "teacher": [i for i, r in enumerate(rollouts) if r.source != "student"]}
+    gates = {"student": gate, "teacher": gate.teacher}
+    # a pinned arm (none: keep, absorb: absorb) pins every row; a gated one may fix the teacher rows
+    fixed = cfg.arm.policy if cfg.arm.policy in ad.ZONES else cfg.gate.teacher_zone
+    zones = [fixed] * len(rollouts)
     if cfg.arm.yoked:
-        n_route, n_keep = yoke_counts(yoke, step, len(students), cfg.yoke_log)
-        ranking = uniform_scores(cfg, step, len(students)) if cfg.arm.direction == "random" else s
-        student_zones = gate.rank(ranking, n_route, n_keep)
-    else:
-        student_zones = gate.decide(s)
-    # a pinned arm (none: keep, absorb: absorb) pins every row; a gated one fixes teacher rows
-    teacher_zone = cfg.arm.policy if cfg.arm.policy in ad.ZONES else cfg.gate.teacher_zone
-    zones = [teacher_zone] * len(rollouts)
-    for i, z in zip(students, student_zones):
-        zones[i] = z
+        counts = yoke_counts(yoke, step, {k: len(v) for k, v in sources.items()}, cfg.yoke_log)
+        draws = uniform_scores(cfg, step, *(len(v) for v in sources.values()))
+    for k, (source, rows) in enumerate(sources.items()):
+        g = gates[source]
+        if g is None:
+            continue
+        s = scores[rows].double()
+        if cfg.gate.center:  # prompts of different modes score differently: rank within the group
+            groups = [rollouts[i].prompt for i in rows]
+            for p in set(groups):
+                same = [j for j, pp in enumerate(groups) if pp == p]
+                s[same] -= s[same].mean()
+        if cfg.arm.yoked:
+            n_route, n_keep = counts[source]
+            got = g.rank(draws[k] if cfg.arm.direction == "random" else s, n_route, n_keep)
+        else:
+            got = g.decide(s)
+        for i, z in zip(rows, got):
+            zones[i] = z
     return zones
 
 
-YOKE_COUNTS = ("n_students", "n_route", "n_keep")
+# per source, the counts a yoked arm copies: rows gated, routed, kept
+YOKE_COUNTS = {"student": ("n_students", "n_route", "n_keep"),
+               "teacher": ("n_teachers", "n_route_teacher", "n_keep_teacher")}
 
 
 def load_yoke(cfg) -> dict[int, dict]:
-    """gate.yoke_to's step log of this seed: step -> its student route / keep counts. Only the
-    counts are kept: the log's measurement columns (reward_mean, hack_rate, ...) come from that
-    run's labels and must not reach the routing path."""
+    """gate.yoke_to's step log of this seed: step -> per source its row, route and keep counts.
+    Only the counts are kept: the log's measurement columns (reward_mean, hack_rate, ...) come
+    from that run's labels and must not reach the routing path."""
     path = Path(cfg.yoke_log)
     if not path.exists():
         raise InputError(f"{path}: no step log of gate.yoke_to's run; the yoked arm '{cfg.arm.name}' copies its "
                          f"per-step counts, so train that run first (dvc repro orders this)")
-    return {r["step"]: {k: r[k] for k in YOKE_COUNTS} for r in read_jsonl(path)}
+    out = {}
+    for r in read_jsonl(path):
+        r = r | {"n_teachers": sum(r[f"n_{z}_teacher"] for z in ad.ZONES)}
+        out[r["step"]] = {source: tuple(r[k] for k in keys) for source, keys in YOKE_COUNTS.items()}
+    return out
 
 
-def yoke_counts(yoke: dict, step: int, n_students: int, where) -> tuple[int, int]:
+def yoke_counts(yoke: dict, step: int, n_rows: dict[str, int], where) -> dict[str, tuple[int, int]]:
+    """Per source, the (route, keep) counts of the yoked run's step; its row counts must be ours."""
     row = yoke.get(step)
     if row is None:
         raise InputError(f"{where}: no step {step} (the yoked run has more steps than the run it copies)")
-    if row["n_students"] != n_students:
-        raise InputError(f"{where}: step {step} gated {row['n_students']} student rows, this run has "
-                         f"{n_students}: the two runs must share train.*")
-    return row["n_route"], row["n_keep"]
+    for source, n in n_rows.items():
+        if row[source][0] != n:
+            raise InputError(f"{where}: step {step} gated {row[source][0]} {source} rows, this run has {n}: the "
+                             f"two runs must share train.*")
+    return {source: c[1:] for source, c in row.items()}
 
 
-def uniform_scores(cfg, step: int, n: int) -> torch.Tensor:
-    """The random arm's ranking: a uniform draw seeded by (gate.placebo_seed, run seed, step), so
-    a resumed run draws what an uninterrupted one did."""
+def uniform_scores(cfg, step: int, n_students: int, n_teachers: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """The random arm's rankings of the student and the teacher rows: one uniform stream seeded by
+    (gate.placebo_seed, run seed, step), so a resumed run draws what an uninterrupted one did."""
     g = torch.Generator().manual_seed(((cfg.gate.placebo_seed * 1_000_003) + cfg.seed) * 1_000_003 + step)
-    return torch.rand(n, generator=g, dtype=torch.float64)
+    return torch.rand(n_students, generator=g, dtype=torch.float64), \
+        torch.rand(n_teachers, generator=g, dtype=torch.float64)
 
 
 def routing_step(cfg, lora, tok, gate: Gate, direction, rollouts, step: int, yoke: dict | None, times: dict):
@@ -512,7 +534,7 @@ def token_summary(stats: list) -> dict:
     return out
 
 
-def step_row(step, rollouts, zones, token_rows, loss, gnorm, upd, cuts, times) -> dict:
+def step_row(step, rollouts, zones, token_rows, loss, gnorm, upd, gate: Gate, times) -> dict:
     """One step's log row. ρ = π/π_old under the training mask; is: π_old/π_sample before the cap
     (1 where a row trains in its sampling mode); weff: the weight w·ρ on a token's gradient. The
     token measures come per zone and source (rho_p99_route_student, clipfrac_is_keep_teacher, ...);
@@ -541,7 +563,9 @@ def step_row(step, rollouts, zones, token_rows, loss, gnorm, upd, cuts, times) -
         for source in ("student", "teacher"):
             summary = token_summary([t for t, zz, r in zip(token_rows, zones, rollouts) if zz == z and r.source == source])
             row.update({f"{k}_{z}_{source}": v for k, v in summary.items()})
-    row["cut_lo"], row["cut_hi"] = cuts if cuts else (None, None)
+    row["cut_lo"], row["cut_hi"] = gate.cuts or (None, None)
+    if gate.teacher is not None:  # the teacher rows' own cuts
+        row["cut_lo_teacher"], row["cut_hi_teacher"] = gate.teacher.cuts or (None, None)
     row["loss"] = loss
     row["gradnorm_deployed"], row["gradnorm_quarantine"] = gnorm["deployed"], gnorm["quarantine"]
     row.update({f"t_{k}": round(v, 3) for k, v in times.items()})
@@ -672,7 +696,8 @@ def train(cfg: TrainRun, progress: bool = True) -> Path:
         t0 = time.perf_counter()
         grade_students(rollouts)
         rewards = torch.tensor([r.reward for r in rollouts], dtype=torch.float32)
-        adv = grpo.advantages(rewards, cfg.t.group_size)
+        baseline = torch.tensor([r.source == "student" for r in rollouts]) if cfg.t.baseline == "students" else None
+        adv = grpo.advantages(rewards, cfg.t.group_size, baseline)
         times["grade"] = time.perf_counter() - t0
 
         seqs, logps_sample, trunks, acts, scores, zones = routing_step(cfg, lora, tok, gate, direction, rollouts,
@@ -691,7 +716,7 @@ def train(cfg: TrainRun, progress: bool = True) -> Path:
         upd = _update_norms(lora, before)
         times["train"] = time.perf_counter() - t0
 
-        row = step_row(step, rollouts, zones, token_rows, loss, gnorm, upd, gate.cuts, times)
+        row = step_row(step, rollouts, zones, token_rows, loss, gnorm, upd, gate, times)
         append_jsonl(cfg.log_path, row)
         log_live(live, row)
         _log_rollouts(out, step, rollouts, scores, zones, acts)

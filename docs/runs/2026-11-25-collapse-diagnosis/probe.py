@@ -1,7 +1,7 @@
 """One run of the collapse diagnosis, read after training (labels are measurement here, never routing):
   - per third of the run, each zone's student rows and the teacher rows: count, mean reward, mean
-    Dr.GRPO advantage (reward − group mean; a group is a step's G rollouts of one problem), and the
-    share hacked and passing;
+    Dr.GRPO advantage (reward − the group's baseline, as train.baseline takes it; a group is a step's
+    G rollouts of one problem), and the share hacked and passing; teacher rows in all and per zone;
   - the eval curve of both views and the final adapter's rates;
   - the final adapter's completions on the first test problems, deployed view (quarantine ablated)
     and train view, sampled as the eval samples them (needs the adapter: skipped with --no-model).
@@ -12,7 +12,7 @@ from collections import defaultdict
 from pathlib import Path
 
 
-def advantage_table(rollouts: Path, G: int, steps: int) -> dict:
+def advantage_table(rollouts: Path, G: int, steps: int, baseline: str = "group") -> dict:
     import torch
 
     from vgrout import grpo
@@ -22,14 +22,17 @@ def advantage_table(rollouts: Path, G: int, steps: int) -> dict:
         at = [r for r in rows if r["step"] == step]
         assert all(len({r["problem_id"] for r in at[i:i + G]}) == 1 for i in range(0, len(at), G)), \
             "a group is not G rollouts of one problem"
-        for r, a in zip(at, grpo.advantages(torch.tensor([r["reward"] for r in at]), G).tolist()):
+        on = torch.tensor([r["source"] == "student" for r in at]) if baseline == "students" else None
+        for r, a in zip(at, grpo.advantages(torch.tensor([r["reward"] for r in at]), G, on).tolist()):
             r["adv"] = a
     third, table = steps // 3, {}
     for lo in range(0, steps, third):
         cells = defaultdict(list)
         for r in rows:
             if lo <= r["step"] < lo + third:
-                cells[r["source"] if r["source"] != "student" else f"student_{r['zone']}"].append(r)
+                cells[f"{r['source']}_{r['zone']}"].append(r)
+                if r["source"] != "student":
+                    cells[r["source"]].append(r)
         table[f"steps_{lo}-{lo + third - 1}"] = {
             k: {"n": len(v), "reward": round(sum(r["reward"] for r in v) / len(v), 3),
                 "adv": round(sum(r["adv"] for r in v) / len(v), 3),
@@ -78,7 +81,8 @@ if __name__ == "__main__":
     layout, params = Layout(), config.load("params.yaml")
     out = {"variant": variant, "run": run, "params_train": params.train.model_dump(),
            "gate_teacher_zone": params.gate.teacher_zone,
-           "thirds": advantage_table(layout.run(run) / "rollouts.jsonl", params.train.group_size, params.train.steps),
+           "thirds": advantage_table(layout.run(run) / "rollouts.jsonl", params.train.group_size, params.train.steps,
+                                     params.train.baseline),
            "curve": overall(json.load(open(layout.run_metrics(run) / "eval_curve.json"))["rows"]),
            "final": overall(json.load(open(layout.run_metrics(run) / "per_mode_deploy.json"))["rows"])}
     if "--no-model" not in sys.argv:

@@ -18,7 +18,15 @@
 #                   stages' outputs from the CPU default's `dvc repro` (they do not depend on the device),
 #                   so its substrate is the default's (substrate.test_frac 0.15: 356 train, 64 test
 #                   problems), not the replication's; it runs only the model and v_act stages here.
-ROUND=${1:?round 1, 2 or 3}
+#   bash run.sh 4   fix candidates, seeds 0-2, on round 3's carried substrate; each gated variant with
+#                   placebo yoked to its routeA, and only the deploy view on the curve:
+#                   control  none and absorb as the replication ran them (the controls of tzgate)
+#                   tzgate   routeA, gate.teacher_zone gate (teacher rows cut at the same quantiles of
+#                            their own past scores; the yoked placebo copies both sources' counts)
+#                   sbase    none and routeA, train.baseline students (each group's baseline is the
+#                            mean of its student rows, not of the teacher-pool rows too)
+#                   both     routeA, both of these (its none is sbase's)
+ROUND=${1:?round 1, 2, 3 or 4}
 set -euo pipefail
 STASH=${STASH:-/tmp/stash}; W=${W:-/tmp/cw}; SRC=$(pwd)
 export PYTHONUNBUFFERED=1 VGROUT_ISOLATION=rlimit TOKENIZERS_PARALLELISM=false
@@ -49,11 +57,11 @@ p["eval"].update(n_samples=4, curve_views=["deploy", "train"])
 yaml.safe_dump(p, open("params.yaml", "w"), sort_keys=False)
 E
 date -u +"upstream start %FT%TZ"
-if [ "$ROUND" = 3 ]; then
+if [ "$ROUND" -ge 3 ]; then
   cp -r "$STASH/up/." .
   sed -i 's/^  test_frac: 0.25$/  test_frac: 0.15/' params.yaml  # the carried substrate's split
   py stages/model.py
-  par "py stages/extract_vact.py 0" "py stages/extract_vact.py 1"
+  par "py stages/extract_vact.py 0" "py stages/extract_vact.py 1" "py stages/extract_vact.py 2"
 else
   for s in model substrate pairs; do py stages/$s.py; done
   par "py stages/extract_vact.py 0" "py stages/extract_vact.py 1" "py stages/teacher_pool.py"
@@ -86,6 +94,16 @@ case $ROUND in
   3) variant nokeep gate.q_lo=0.0; variant noroute gate.q_hi=1.0; variant absorb "train.arms=[absorb]"
      RUNS=(); for v in nokeep noroute; do for s in 0 1; do RUNS+=("$v routeA $s"); done; done
      RUNS+=("absorb absorb 0" "absorb absorb 1"); YOKED=() ;;
+  4) S="train.seeds=[0, 1, 2]"; C="eval.curve_views=[deploy]"
+     variant control "$S" "$C" "train.arms=[none, absorb]"
+     variant tzgate "$S" "$C" gate.teacher_zone=gate "train.yoked=[placebo]"
+     variant sbase "$S" "$C" train.baseline=students "train.arms=[none, routeA]" "train.yoked=[placebo]"
+     variant both "$S" "$C" gate.teacher_zone=gate train.baseline=students "train.yoked=[placebo]"
+     RUNS=(); YOKED=()
+     for s in 0 1 2; do
+       RUNS+=("control none $s" "control absorb $s" "tzgate routeA $s" "sbase none $s" "sbase routeA $s" "both routeA $s")
+       YOKED+=("tzgate placebo $s" "sbase placebo $s" "both placebo $s")
+     done ;;
 esac
 each() {  # STAGE_SCRIPT LOG RUN...: the stage for every run, in parallel
   local script=$1 log=$2; shift 2; local cmds=()
