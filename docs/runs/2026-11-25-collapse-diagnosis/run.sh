@@ -26,7 +26,9 @@
 #                   sbase    none and routeA, train.baseline students (each group's baseline is the
 #                            mean of its student rows, not of the teacher-pool rows too)
 #                   both     routeA, both of these (its none is sbase's)
-ROUND=${1:?round 1, 2, 3 or 4}
+#   bash run.sh 5   the fix chosen after round 4 (both), on fresh seeds 3-7: none, routeA, placebo (yoked)
+#                   and heldout (v_act from the pairs of two modes: the C2 arm)
+ROUND=${1:?round 1, 2, 3, 4 or 5}
 set -euo pipefail
 STASH=${STASH:-/tmp/stash}; W=${W:-/tmp/cw}; SRC=$(pwd)
 export PYTHONUNBUFFERED=1 VGROUT_ISOLATION=rlimit TOKENIZERS_PARALLELISM=false
@@ -61,7 +63,8 @@ if [ "$ROUND" -ge 3 ]; then
   cp -r "$STASH/up/." .
   sed -i 's/^  test_frac: 0.25$/  test_frac: 0.15/' params.yaml  # the carried substrate's split
   py stages/model.py
-  par "py stages/extract_vact.py 0" "py stages/extract_vact.py 1" "py stages/extract_vact.py 2"
+  SEEDS=(0 1 2); [ "$ROUND" = 5 ] && SEEDS=(3 4 5 6 7)
+  cmds=(); for s in "${SEEDS[@]}"; do cmds+=("py stages/extract_vact.py $s"); done; par "${cmds[@]}"
 else
   for s in model substrate pairs; do py stages/$s.py; done
   par "py stages/extract_vact.py 0" "py stages/extract_vact.py 1" "py stages/teacher_pool.py"
@@ -104,6 +107,10 @@ case $ROUND in
        RUNS+=("control none $s" "control absorb $s" "tzgate routeA $s" "sbase none $s" "sbase routeA $s" "both routeA $s")
        YOKED+=("tzgate placebo $s" "sbase placebo $s" "both placebo $s")
      done ;;
+  5) variant both "train.seeds=[3, 4, 5, 6, 7]" "eval.curve_views=[deploy]" gate.teacher_zone=gate \
+       train.baseline=students "train.arms=[none, routeA, heldout]" "train.yoked=[placebo]"
+     RUNS=(); YOKED=()
+     for s in 3 4 5 6 7; do RUNS+=("both none $s" "both routeA $s" "both heldout $s"); YOKED+=("both placebo $s"); done ;;
 esac
 each() {  # STAGE_SCRIPT LOG RUN...: the stage for every run, in parallel
   local script=$1 log=$2; shift 2; local cmds=()
