@@ -111,5 +111,5 @@ def test_teacher_rows_get_their_own_gate_over_their_own_past_scores():
     h = _Gate.from_state_dict(g.state_dict())
     assert h.teacher.state_dict() == g.teacher.state_dict()
     # a fixed teacher zone and a pinned arm build no teacher gate
-    assert train.new_gate(SimpleNamespace(arm=arms.get("routeA"), gate=config.Gate())).teacher is None
+    assert train.new_gate(SimpleNamespace(arm=arms.get("routeA"), gate=config.Gate(teacher_zone="absorb"))).teacher is None
     assert train.new_gate(SimpleNamespace(arm=arms.get("none"), gate=gate)).teacher is None

@@ -127,9 +127,10 @@ class Gate(Block):
                                               "step's own scores (a fixed share)")
     center: bool = doc(False, "subtract each prompt group's mean student score before the gate")
     teacher_zone: Literal["keep", "absorb", "route", "gate"] = doc(
-        "absorb", "teacher-pool rows in a gated arm: a fixed zone (keep, absorb, route), or gate: scored like the "
-        "student rows and cut at the same quantiles of their own past scores (a yoked arm copies both sources' "
-        "counts); none and absorb pin every row")
+        "gate", "teacher-pool rows in a gated arm: gate: scored like the student rows and cut at the same quantiles "
+        "of their own past scores (a yoked arm copies both sources' counts), or a fixed zone (keep, absorb, route: "
+        "with absorb every routed arm deployed a dead model, docs/runs/2026-11-25-collapse-diagnosis); none and "
+        "absorb pin every row")
     yoke_to: str = doc("routeA", "the arm whose per-step route and keep counts the yoked arms copy")
 
     @model_validator(mode="after")
@@ -153,10 +154,10 @@ class Train(Block):
     steps: int = doc(36, "optimizer steps", ge=1)
     prompts_per_step: int = doc(4, "problems sampled per step", ge=1)
     group_size: int = doc(4, "rollouts per problem (G)", ge=1)
-    baseline: Literal["group", "students"] = doc("group", "whose mean reward is each group's baseline: group (every "
-                                                 "row, the teacher-pool rows too) | students (its student rows: the "
-                                                 "current policy's value, so the pool's rewards do not set the "
-                                                 "students' advantages)")
+    baseline: Literal["group", "students"] = doc("students", "whose mean reward is each group's baseline: students (its "
+                                                 "student rows: the current policy's value, so the pool's rewards do "
+                                                 "not set the students' advantages) | group (every row, the "
+                                                 "teacher-pool rows too)")
     mix: float = doc(0.5, "share of each group replaced by teacher-pool rollouts (a whole number of rows)", ge=0, le=1)
     gen_deploy_frac: float = doc(0.0, "share of each group's student rollouts sampled with the quarantine "
                                  "ablated (a whole number of rows)", ge=0, le=1)
