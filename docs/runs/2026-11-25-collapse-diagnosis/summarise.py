@@ -1,10 +1,12 @@
 """The README's tables from the committed probe.json files: python summarise.py (from this folder)."""
+import gzip
 import json
 from pathlib import Path
 
 HERE = Path(__file__).parent
 ORDER = ["round1/none", "round1/frac0", "round1/frac25", "round1/frac50", "round1/mix0", "round2/nonemix0", "round2/tzkeep",
-         "round3/absorb", "round3/nokeep", "round3/noroute"]  # round 3: the default's 64 test problems
+         "round3/absorb", "round3/nokeep", "round3/noroute",  # rounds 3 and 4: the default's 64 test problems
+         "round4/control", "round4/tzgate", "round4/sbase", "round4/both"]
 
 
 def f(x):
@@ -27,11 +29,33 @@ for v, run, d in runs():
           f"| {f(final['train']['solve'])}, {f(final['train']['hack'])} |")
 
 print()
-print("| variant | run | mean advantage of student rows by zone (keep · absorb · route), and of teacher rows, steps 0–11 / 12–23 / 24–35 |")
+print("| variant | run | mean advantage of student rows by zone (keep · absorb · route), and of teacher rows (by zone where gated), steps 0–11 / 12–23 / 24–35 |")
 print("| --- | --- | --- |")
 for v, run, d in runs():
     cells = []
     for third in d["thirds"].values():
         z = lambda k: f"{third[k]['adv']:+.2f}" if k in third else "–"
-        cells.append(f"{z('student_keep')} · {z('student_absorb')} · {z('student_route')}; teacher {z('teacher')}")
+        gated = sum(f"teacher_{k}" in third for k in ("keep", "absorb", "route")) > 1  # round 4's teacher gate
+        teacher = f"{z('teacher_keep')} · {z('teacher_absorb')} · {z('teacher_route')}" if gated else z("teacher")
+        cells.append(f"{z('student_keep')} · {z('student_absorb')} · {z('student_route')}; teacher {teacher}")
     print(f"| {v.split('/')[1]} | {run} | {' / '.join(cells)} |")
+
+print()
+print("Round 4, steps 12–35 (past the gate's warm-up), all seeds pooled: rows per zone and the share of them hacked "
+      "(the label, read here after the fact)")
+print()
+print("| variant | arm | teacher keep · absorb · route | student keep · absorb · route |")
+print("| --- | --- | --- | --- |")
+for v in ("round4/tzgate", "round4/sbase", "round4/both"):
+    for arm in ("routeA", "placebo"):
+        cells = {}
+        for f in sorted((HERE / v).glob(f"{arm}-*/rollouts.jsonl.gz")):
+            for line in gzip.open(f, "rt"):
+                r = json.loads(line)
+                if r["step"] >= 12:
+                    cells.setdefault((r["source"], r["zone"]), []).append(bool(r["hacked"]))
+        cols = []
+        for source in ("teacher", "student"):
+            cols.append(" · ".join(f"{len(h)} ({sum(h) / len(h):.2f})" if (h := cells.get((source, z))) else "0"
+                                   for z in ("keep", "absorb", "route")))
+        print(f"| {v.split('/')[1]} | {arm} | {cols[0]} | {cols[1]} |")
