@@ -22,7 +22,7 @@ DirectionKind = Literal["v_act", "v_act_heldout", "haar", "random"]
 class Arm:
     name: str
     policy: Policy            # gate: keep / absorb pin every rollout; quantile routes by score;
-                              # yoked routes and keeps as many student rows as gate.yoke_to did
+                              # yoked routes and keeps as many rows of each source as gate.yoke_to did
                               # at the same step and seed, the top and bottom of its own ranking
     direction: DirectionKind  # what ranks rows: v_act, the heldout v_act, a Haar direction, or a
                               # seeded uniform draw (pinned arms still log v_act's scores)
@@ -45,7 +45,7 @@ class Arm:
 
 
 ARMS: tuple[Arm, ...] = (
-    Arm("none", "keep", "v_act", "#4c78a8", "plain Dr.GRPO on the same adapter (every rollout kept)",
+    Arm("none", "keep", "v_act", "#4c78a8", "Dr.GRPO on the same adapter, no gate (every rollout kept)",
         ablation=True),
     Arm("routeA", "quantile", "v_act", "#e45756", "the method: v_act's score routes, keeps or absorbs",
         refresh=True, ablation=True),

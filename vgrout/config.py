@@ -129,8 +129,8 @@ class Gate(Block):
     teacher_zone: Literal["keep", "absorb", "route", "gate"] = doc(
         "gate", "teacher-pool rows in a gated arm: gate: scored like the student rows and cut at the same quantiles "
         "of their own past scores (a yoked arm copies both sources' counts), or a fixed zone (keep, absorb, route: "
-        "with absorb every routed arm deployed a dead model, docs/runs/2026-11-25-collapse-diagnosis); none and "
-        "absorb pin every row")
+        "with absorb and train.baseline group every routed arm deployed a dead model, "
+        "docs/runs/2026-11-25-collapse-diagnosis); none and absorb pin every row. Provisional: chosen on 3 seeds")
     yoke_to: str = doc("routeA", "the arm whose per-step route and keep counts the yoked arms copy")
 
     @model_validator(mode="after")
@@ -156,8 +156,9 @@ class Train(Block):
     group_size: int = doc(4, "rollouts per problem (G)", ge=1)
     baseline: Literal["group", "students"] = doc("students", "whose mean reward is each group's baseline: students (its "
                                                  "student rows: the current policy's value, so the pool's rewards do "
-                                                 "not set the students' advantages) | group (every row, the "
-                                                 "teacher-pool rows too)")
+                                                 "not set the students' advantages; the teacher rows' advantages "
+                                                 "grow) | group (every row, the teacher-pool rows too). Provisional: "
+                                                 "chosen on 3 seeds")
     mix: float = doc(0.5, "share of each group replaced by teacher-pool rollouts (a whole number of rows)", ge=0, le=1)
     gen_deploy_frac: float = doc(0.0, "share of each group's student rollouts sampled with the quarantine "
                                  "ablated (a whole number of rows)", ge=0, le=1)
