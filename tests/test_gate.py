@@ -113,3 +113,15 @@ def test_teacher_rows_get_their_own_gate_over_their_own_past_scores():
     # a fixed teacher zone and a pinned arm build no teacher gate
     assert train.new_gate(SimpleNamespace(arm=arms.get("routeA"), gate=config.Gate(teacher_zone="absorb"))).teacher is None
     assert train.new_gate(SimpleNamespace(arm=arms.get("none"), gate=gate)).teacher is None
+
+
+def test_a_yoked_arm_refuses_a_step_whose_row_counts_are_not_its_own():
+    """The yoked counts are matched per source: a run of another group makeup is an error that
+    names the source, never a silent copy of counts meant for other rows."""
+    from vgrout import train
+    yoke = {0: {"student": (8, 2, 2), "teacher": (8, 2, 1)}}
+    assert train.yoke_counts(yoke, 0, {"student": 8, "teacher": 8}, "log") == {"student": (2, 2), "teacher": (2, 1)}
+    with pytest.raises(InputError, match="step 0 gated 8 teacher rows, this run has 4"):
+        train.yoke_counts(yoke, 0, {"student": 8, "teacher": 4}, "log")
+    with pytest.raises(InputError, match="no step 1"):
+        train.yoke_counts(yoke, 1, {"student": 8, "teacher": 8}, "log")
