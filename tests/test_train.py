@@ -30,8 +30,11 @@ def setup(tmp_path_factory):
     return root, str(model_dir)
 
 
+# baseline group: the tests of the gate's and the weights' mechanics need routed, kept and capped rows
+# within 4 steps of a tiny model, which this trajectory gives; the resume test runs the default
+# (students) baseline
 TRAIN = dict(steps=4, prompts_per_step=2, group_size=4, mix=0.25, max_new_tokens=64, micro_batch=4, ckpt_every=2,
-             temperature=1.0,
+             temperature=1.0, baseline="group",
              lr=1e-2)
 
 
@@ -68,8 +71,10 @@ def _files(folder: Path) -> dict[str, bytes]:
 
 def test_killed_run_resumes_to_the_same_adapter_and_log(setup):
     root, model_dir = setup
-    full = train.train(_cfg(root, model_dir, "full"), progress=False)
-    killed = _cfg(root, model_dir, "killed", stop_after=3)  # dies after step 3; last ckpt at 2
+    # the default baseline and teacher gate: the teacher rows' gate state resumes with the student's
+    kw = dict(baseline="students", teacher_zone="gate")
+    full = train.train(_cfg(root, model_dir, "full", **kw), progress=False)
+    killed = _cfg(root, model_dir, "killed", stop_after=3, **kw)  # dies after step 3; last ckpt at 2
     train.train(killed, progress=False)
     assert not (root / "killed" / "adapter.safetensors").exists()
     assert len(_rows(killed.log_path)) == 3
@@ -86,6 +91,7 @@ def test_killed_run_resumes_to_the_same_adapter_and_log(setup):
 
     rows_full, rows_resumed = _rows(root / "full" / "steps.jsonl"), _rows(killed.log_path)
     assert [r["step"] for r in rows_resumed] == [0, 1, 2, 3]
+    assert rows_full[-1]["cut_hi_teacher"] is not None  # the teacher gate left warm-up before the kill's resume
     # the same rows: counts and labels exactly, floats to the adapter's tolerance (CPU matmuls
     # may sum in another order after a reload)
     for rf, rr in zip(rows_full, rows_resumed):

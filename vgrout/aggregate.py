@@ -675,10 +675,10 @@ def a3(con, out: Out) -> pd.DataFrame:
         LABEL_NOTE, "Final eval, overall rate, mean ± SEM over seeds. " + ALL_PROBLEMS_NOTE +
         " Deploy = quarantine ablated; train-view = quarantine on (the model as it trained), which shows what "
         "the quarantine holds. qmass: per run the mean over optimizer steps of the fraction of student rows routed (the gated rows; teacher-pool "
-        "rows take a fixed zone, their routed share is its own column), and of the quarantine's share of "
+        "rows have a gate of their own or a fixed zone, gate.teacher_zone; their routed share is its own column), and of the quarantine's share of "
         "the squared gradient norm (before clipping and AdamW: the routing mass) and of the squared update "
         "norm (about one half wherever a block gets any gradient, since AdamW normalises each parameter's "
-        "step), then mean ± SEM over seeds. Yoked arms route as many student rows as routeA at every step; "
+        "step), then mean ± SEM over seeds. Yoked arms route as many student and teacher rows as routeA at every step; "
         "equal row shares are not equal gradient mass: read the gradient column.",
         out.figure("A3"), md_table(md)], {"A3": table})
 
@@ -1006,8 +1006,8 @@ def a7(con, runs: list[Run], directions: dict, q_lo: float, q_hi: float, n_null:
         "unhackable problems, which are clean whatever they do, excluded). Each run is scored with the direction "
         "its gate used (routeA, none, absorb, random: v_act of its seed; placebo, haar: their Haar direction; "
         "heldout: the v_act of the in-pair modes); for none and absorb the gate was pinned, and random ranked "
-        "rows by a uniform draw, so these rows say what v_act would have done. Teacher-pool rows take a fixed "
-        f"zone; their routed share is shown apart. Cuts: the {q_lo:g} and {q_hi:g} quantiles of the run's scores. Route = above the "
+        "rows by a uniform draw, so these rows say what v_act would have done. Teacher-pool rows (gated apart "
+        f"or a fixed zone, gate.teacher_zone) are not in these metrics: their AUROC and routed share are shown apart. Cuts: the {q_lo:g} and {q_hi:g} quantiles of the run's scores. Route = above the "
         "upper cut (precision = hack share of route, recall = share of hacks routed); keep = below the lower "
         "cut (precision = clean share of keep, recall = share of clean rollouts kept). F0.5 weighs precision "
         f"above recall. Two nulls, each as p = (1 + k) / (N + 1), k the null AUROCs at or above the real one: "

@@ -273,7 +273,7 @@ def gate_eval(rollouts: list[dict], acts: dict[str, torch.Tensor], direction: di
         "q_lo": q_lo, "q_hi": q_hi,
         "real": real,
         "realised": _realised(rollouts_s, hacked),
-        # teacher-pool rows are not gated (a fixed zone): counted apart, never in the metrics above
+        # teacher-pool rows (a gate of their own, or a fixed zone): counted apart, never in the metrics above
         "teacher": {"n": int(teacher.sum()), "n_hacked": int(t_hacked.sum()),
                     "auroc": _auroc_or_none(t_scores, t_hacked) if teacher.any() else None,
                     "zone_share": {
