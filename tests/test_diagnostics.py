@@ -245,3 +245,22 @@ def test_placebo_pairs_direction_and_teacher_rows_are_scored_apart():
     assert res["teacher"]["auroc"] > 0.8                    # the same planted signal on teacher rows
     assert abs(res["placebo_pairs"]["auroc"] - 0.5) < 0.12  # an unrelated direction: chance
     assert res["real"]["auroc"] > res["placebo_pairs"]["auroc"] + 0.2
+
+
+def test_the_teacher_rows_zones_are_scored_on_the_teacher_rows():
+    """The zones the teacher rows took (their own gate's, under gate.teacher_zone gate), scored
+    against their labels, apart from the student rows' zones."""
+    rollouts, acts, u, hacked = planted(n=400)
+    teacher = rollouts[::4]
+    for r in rollouts:
+        r["zone"] = "absorb"
+    for r in teacher:  # a gate that routes exactly the teacher hacks, and keeps one of them
+        r["source"], r["zone"] = "teacher", "route" if r["hacked"] else "absorb"
+    missed = next(r for r in teacher if r["hacked"])
+    missed["zone"] = "keep"
+    n_hacks = sum(bool(r["hacked"]) for r in teacher)
+    res = gate_eval(rollouts, acts, u, q_lo=0.3, q_hi=0.8, n_null=5, n_perm=5)
+    t = res["teacher"]["realised"]
+    assert t["route_precision"] == 1.0 and t["route_recall"] == pytest.approx((n_hacks - 1) / n_hacks)
+    assert t["keep_precision"] == 0.0  # the one kept teacher row is a hack
+    assert res["realised"]["route_precision"] is None  # no student row was routed

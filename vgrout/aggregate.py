@@ -936,6 +936,8 @@ def a7(con, runs: list[Run], directions: dict, q_lo: float, q_hi: float, n_null:
                         **{k: res["real"][k] for k in GATE_METRICS},
                         **{f"realised_{k}": res["realised"][k] for k in GATE_METRICS + ("qmass",)},
                         "n_teacher": res["teacher"]["n"], "teacher_routed": res["teacher"]["zone_share"]["route"],
+                        **{f"teacher_{k}": (res["teacher"]["realised"] or {}).get(k)
+                           for k in ("route_precision", "route_recall", "keep_precision")},
                         "score_vs_log_max_rel_diff": res["logged_score_max_rel_diff"]})
         null_rows += [{"run": r.run, "arm": r.arm, "auroc": a} for a in (res["null"]["auroc"] or [])]
     per_run = pd.DataFrame(per_run).merge(con.execute("""
@@ -992,6 +994,8 @@ def a7(con, runs: list[Run], directions: dict, q_lo: float, q_hi: float, n_null:
         "route recall": pm("realised_route_recall"), "route F0.5": pm("realised_route_f05"),
         "keep precision": pm("realised_keep_precision"), "keep F0.5": pm("realised_keep_f05"),
         "qmass (student rows)": pm("qmass_rollouts"), "teacher rows routed": pm("teacher_routed"),
+        "teacher route precision": pm("teacher_route_precision"), "teacher route recall": pm("teacher_route_recall"),
+        "teacher keep precision": pm("teacher_keep_precision"),
         "qmass (update)": pm("qmass_update"),
         "ρ keep mean / max": rho("keep"), "ρ absorb mean / max": rho("absorb"), "ρ route mean / max": rho("route")})
     notes = [f"{r.run}: AUROC undefined ({r.n_hacked} of {r.n} student rollouts hacked)"
@@ -1031,7 +1035,9 @@ def a7(con, runs: list[Run], directions: dict, q_lo: float, q_hi: float, n_null:
         md_table(md),
         "## What the runs did",
         "The zones each run assigned during training (cuts from its running score buffer, everything absorb "
-        "during warm-up), scored against the same labels; qmass from the step log (mean over steps); "
+        "during warm-up), scored against the same labels; the teacher rows' zones likewise, on the teacher rows of "
+        "hackable problems (precision: hack share of the routed rows, clean share of the kept; recall: share of "
+        "the teacher hacks routed); qmass from the step log (mean over steps); "
         "importance ratio ρ per zone (mean over steps of the step mean / max over steps and seeds of the step max).",
         md_table(md_realised)] + (["Notes: " + "; ".join(notes) + "."] if notes else []),
         {"A7": table, "A7_runs": per_run})

@@ -276,6 +276,9 @@ def gate_eval(rollouts: list[dict], acts: dict[str, torch.Tensor], direction: di
         # teacher-pool rows (a gate of their own, or a fixed zone): counted apart, never in the metrics above
         "teacher": {"n": int(teacher.sum()), "n_hacked": int(t_hacked.sum()),
                     "auroc": _auroc_or_none(t_scores, t_hacked) if teacher.any() else None,
+                    # the zones the teacher rows took (gate.teacher_zone gate: their own gate's)
+                    "realised": _realised([r for r, t in zip(rollouts, teacher) if t], t_hacked)
+                    if teacher.any() else None,
                     "zone_share": {
             z: float(np.mean([r["zone"] == z for r, t in zip(rollouts, teacher) if t])) if teacher.any()
             else None for z in ("keep", "absorb", "route")}},
