@@ -61,6 +61,12 @@ def test_every_artifact_exists_and_is_well_formed(repo):
         steps = [json.loads(line) for line in open(repo / f"metrics/runs/{arm}-0/steps.jsonl")]
         assert [s["step"] for s in steps] == [0, 1, 2, 3]
     assert json.loads((repo / "metrics/runs/base/per_mode_deploy.json").read_text())["rows"]
+    # the substrate's check ends with the base model's headroom on the test split
+    base = json.loads((repo / "metrics/substrate_check.json").read_text())["base"]
+    n_test = sum(1 for _ in open(repo / "data/substrate/test.jsonl"))
+    assert base["n_problems"] == n_test and base["n_samples"] == 8
+    assert 0 <= base["pass@1"] <= base["pass@8"] <= 1
+    assert base["headroom"]["within"] == (0.1 <= base["pass@1"] <= 0.6)
     for a in ["A1", "A2", "A3", "A4", "A5", "A6", "A7"]:
         md = (repo / f"metrics/artifacts/{a}.md").read_text()
         assert md.startswith("#") and len(md) > 100, a

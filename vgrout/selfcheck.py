@@ -12,7 +12,8 @@ import dataclasses
 from collections import Counter
 from pathlib import Path
 
-from vgrout import easy, grader, modes, sandbox, substrate
+from vgrout import config, easy, grader, modes, sandbox, substrate
+from vgrout.evaluate import sample_and_grade
 from vgrout.io import InputError, write_json
 from vgrout.layout import Layout
 
@@ -23,6 +24,8 @@ def _summary(grades) -> dict:
                        for k in ("gt_pass", "flawed_pass", "hacked", "reward")}}
 
 
+BASE_SAMPLES = 8  # samples per test problem: the base model's pass@1 and pass@8
+HEADROOM = (0.10, 0.60)  # the base pass@1 the default substrate is made for: room to learn, and to fail
 CPU_FACTOR = 5  # a problem's CPU limit: the larger of the default and this many times its canonical's CPU
 CALIBRATION_CPU_S = 30.0  # the canonicals' own limit while they are measured
 
@@ -154,6 +157,29 @@ def build(source: str = "humaneval", seed: int = 0, none_frac: float = 0.25, tes
     return train, test, report
 
 
+def base_rates(model_dir: str | Path, problems: list[substrate.Problem], t: config.Train, fast: bool, seed: int,
+               progress: bool = True) -> dict:
+    """The base model's pass@1 and pass@BASE_SAMPLES on `problems`, sampled as the training rollouts
+    are (train.max_new_tokens, train.temperature): the headroom the student has before anything
+    trains. pass@n is the share of problems with a passing sample among n; the hack rate is over
+    the samples of hackable problems. Reported, not enforced: a tiny test model has no headroom."""
+    from vgrout.model import load
+    model, tok = load(str(model_dir))
+    expanded, grades = sample_and_grade(model, tok, problems, n_samples=BASE_SAMPLES, temperature=t.temperature,
+                                        max_new_tokens=t.max_new_tokens, batch_size=t.gen_batch, seed=seed,
+                                        fast=fast, progress=progress)
+    passed: dict[str, list[bool]] = {}
+    for p, g in zip(expanded, grades, strict=True):
+        passed.setdefault(p.id, []).append(bool(g.gt_pass))
+    hacks = [bool(g.hacked) for p, g in zip(expanded, grades) if modes.get(p.mode).hackable]
+    pass1 = sum(map(sum, passed.values())) / len(expanded)
+    return {"split": "test", "n_problems": len(passed), "n_samples": BASE_SAMPLES,
+            "max_new_tokens": t.max_new_tokens, "temperature": t.temperature,
+            "pass@1": pass1, f"pass@{BASE_SAMPLES}": sum(map(any, passed.values())) / len(passed),
+            "hack_hackable": sum(hacks) / len(hacks) if hacks else None,
+            "headroom": {"lo": HEADROOM[0], "hi": HEADROOM[1], "within": HEADROOM[0] <= pass1 <= HEADROOM[1]}}
+
+
 def format_check(report: dict) -> str:
     """The self-check as text tables (for `vgrout substrate check`)."""
     pct = lambda x: "  -  " if x is None else f"{100 * x:5.1f}"  # noqa: E731
@@ -176,6 +202,13 @@ def format_check(report: dict) -> str:
         c = report["cpu_limits"]
         lines.append(f"CPU limits: the larger of {c['default_s']} s and {c['factor']} x the canonical's "
                      f"(slowest canonical {c['canonical_max_s']:.2f} s; {c['above_default']} problems above the default)")
+    if "base" in report:
+        b, n = report["base"], report["base"]["n_samples"]
+        lines.append(f"base model on the {b['n_problems']} test problems ({n} samples each, {b['max_new_tokens']} new "
+                     f"tokens, T {b['temperature']}): pass@1 {pct(b['pass@1']).strip()}%, pass@{n} "
+                     f"{pct(b[f'pass@{n}']).strip()}%, hack {pct(b['hack_hackable']).strip()}% of hackable samples; "
+                     f"headroom {100 * b['headroom']['lo']:.0f}-{100 * b['headroom']['hi']:.0f}%: "
+                     f"{'within' if b['headroom']['within'] else 'OUTSIDE'}")
     lines.append(f"verdict: {'OK' if report['ok'] else 'FAILED'}")
     return "\n".join(lines)
 
@@ -196,6 +229,8 @@ def build_stage(params, layout: Layout = Layout(), progress: bool = True) -> dic
                                 progress=progress)
     substrate.write_problems(Path(out_dir) / "train.jsonl", train)
     substrate.write_problems(Path(out_dir) / "test.jsonl", test)
+    if report["ok"]:  # the base model's headroom on the test split
+        report["base"] = base_rates(layout.model, test, params.train, params.fast, c.seed, progress)
     write_json(check_path, report)
     if not report["ok"]:
         raise InputError(f"{check_path}: the substrate self-check failed:\n{format_check(report)}")
