@@ -230,6 +230,9 @@ def build_stage(params, layout: Layout = Layout(), progress: bool = True) -> dic
     substrate.write_problems(Path(out_dir) / "train.jsonl", train)
     substrate.write_problems(Path(out_dir) / "test.jsonl", test)
     if report["ok"]:  # the base model's headroom on the test split
+        if not (Path(layout.model) / "config.json").exists():
+            raise InputError(f"{layout.model}: no model; the substrate's check samples it, so run the model stage "
+                             f"first (dvc repro model)")
         report["base"] = base_rates(layout.model, test, params.train, params.fast, c.seed, progress)
     write_json(check_path, report)
     if not report["ok"]:
