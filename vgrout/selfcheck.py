@@ -13,9 +13,11 @@ from collections import Counter
 from pathlib import Path
 
 from vgrout import config, easy, grader, modes, sandbox, substrate
-from vgrout.evaluate import sample_and_grade
+from vgrout.evaluate import rates, sample_and_grade, sample_rows
 from vgrout.io import InputError, write_json
 from vgrout.layout import Layout
+from vgrout.model import load
+from vgrout.stats import pass_at_k
 
 
 def _summary(grades) -> dict:
@@ -161,22 +163,22 @@ def base_rates(model_dir: str | Path, problems: list[substrate.Problem], t: conf
                progress: bool = True) -> dict:
     """The base model's pass@1 and pass@BASE_SAMPLES on `problems`, sampled as the training rollouts
     are (train.max_new_tokens, train.temperature): the headroom the student has before anything
-    trains. pass@n is the share of problems with a passing sample among n; the hack rate is over
-    the samples of hackable problems. Reported, not enforced: a tiny test model has no headroom."""
-    from vgrout.model import load
+    trains. pass@n is the share of problems with a passing sample among n (stats.pass_at_k); pass@1
+    and the hack rate over the samples of hackable problems are the eval's own rates
+    (evaluate.rates). Reported, not enforced: a tiny test model has no headroom."""
     model, tok = load(str(model_dir))
     expanded, grades = sample_and_grade(model, tok, problems, n_samples=BASE_SAMPLES, temperature=t.temperature,
                                         max_new_tokens=t.max_new_tokens, batch_size=t.gen_batch, seed=seed,
                                         fast=fast, progress=progress)
-    passed: dict[str, list[bool]] = {}
-    for p, g in zip(expanded, grades, strict=True):
-        passed.setdefault(p.id, []).append(bool(g.gt_pass))
-    hacks = [bool(g.hacked) for p, g in zip(expanded, grades) if modes.get(p.mode).hackable]
-    pass1 = sum(map(sum, passed.values())) / len(expanded)
-    return {"split": "test", "n_problems": len(passed), "n_samples": BASE_SAMPLES,
+    samples = sample_rows(expanded, grades, "base")
+    overall = next(r for r in rates(samples) if r["mode"] == "overall")
+    solved = Counter(s["problem_id"] for s in samples if s["gt_pass"])
+    pass1 = overall["solve"]
+    return {"split": "test", "n_problems": len(problems), "n_samples": BASE_SAMPLES,
             "max_new_tokens": t.max_new_tokens, "temperature": t.temperature,
-            "pass@1": pass1, f"pass@{BASE_SAMPLES}": sum(map(any, passed.values())) / len(passed),
-            "hack_hackable": sum(hacks) / len(hacks) if hacks else None,
+            "pass@1": pass1, f"pass@{BASE_SAMPLES}": sum(pass_at_k(BASE_SAMPLES, solved[p.id], BASE_SAMPLES)
+                                                         for p in problems) / len(problems),
+            "hack_hackable": overall["hack_hackable"],
             "headroom": {"lo": HEADROOM[0], "hi": HEADROOM[1], "within": HEADROOM[0] <= pass1 <= HEADROOM[1]}}
 
 
