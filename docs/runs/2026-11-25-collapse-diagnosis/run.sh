@@ -28,13 +28,18 @@
 #                   both     routeA, both of these (its none is sbase's)
 #   bash run.sh 5   the fix chosen after round 4 (both), on fresh seeds 3-7: none, routeA, placebo (yoked)
 #                   and heldout (v_act from the pairs of two modes: the C2 arm)
-ROUND=${1:?round 1, 2, 3, 4 or 5}
+#   bash run.sh 6   round 5 less heldout and less the probe (to fit the device time left): none, routeA
+#                   and placebo (yoked) under both fixes, on fresh seeds 3-7
+# Where $STASH holds no wheels, /tmp/site must already hold the packages they install.
+ROUND=${1:?round 1, 2, 3, 4, 5 or 6}
 set -euo pipefail
 STASH=${STASH:-/tmp/stash}; W=${W:-/tmp/cw}; SRC=$(pwd)
 export PYTHONUNBUFFERED=1 VGROUT_ISOLATION=rlimit TOKENIZERS_PARALLELISM=false
 mkdir -p ~/.cache/vgrout/gguf
 cat "$STASH"/g.* > ~/.cache/vgrout/gguf/SmolLM2-135M-Instruct.Q4_1.gguf
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$STASH"/*.whl
+if compgen -G "$STASH/*.whl" > /dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$STASH"/*.whl
+fi
 py() { PYTHONPATH="$PWD:/tmp/site" python3 "$@"; }  # the workspace's own vgrout, the carried wheels
 export -f py
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
@@ -63,7 +68,7 @@ if [ "$ROUND" -ge 3 ]; then
   cp -r "$STASH/up/." .
   sed -i 's/^  test_frac: 0.25$/  test_frac: 0.15/' params.yaml  # the carried substrate's split
   py stages/model.py
-  SEEDS=(0 1 2); [ "$ROUND" = 5 ] && SEEDS=(3 4 5 6 7)
+  SEEDS=(0 1 2); [ "$ROUND" -ge 5 ] && SEEDS=(3 4 5 6 7)
   cmds=(); for s in "${SEEDS[@]}"; do cmds+=("py stages/extract_vact.py $s"); done; par "${cmds[@]}"
 else
   for s in model substrate pairs; do py stages/$s.py; done
@@ -111,6 +116,10 @@ case $ROUND in
        train.baseline=students "train.arms=[none, routeA, heldout]" "train.yoked=[placebo]"
      RUNS=(); YOKED=()
      for s in 3 4 5 6 7; do RUNS+=("both none $s" "both routeA $s" "both heldout $s"); YOKED+=("both placebo $s"); done ;;
+  6) variant both "train.seeds=[3, 4, 5, 6, 7]" "eval.curve_views=[deploy]" gate.teacher_zone=gate \
+       train.baseline=students "train.arms=[none, routeA]" "train.yoked=[placebo]"
+     RUNS=(); YOKED=()
+     for s in 3 4 5 6 7; do RUNS+=("both none $s" "both routeA $s"); YOKED+=("both placebo $s"); done ;;
 esac
 each() {  # STAGE_SCRIPT LOG RUN...: the stage for every run, in parallel
   local script=$1 log=$2; shift 2; local cmds=()
@@ -121,6 +130,7 @@ date -u +"train start %FT%TZ"; each stages/train.py train "${RUNS[@]}"
 [ ${#YOKED[@]} -eq 0 ] || each stages/train_yoked.py train "${YOKED[@]}"
 date -u +"train done %FT%TZ"
 each stages/eval.py eval "${RUNS[@]}" "${YOKED[@]}"; date -u +"eval done %FT%TZ"
+[ "$ROUND" = 6 ] && { echo ALL DONE; exit 0; }
 cmds=(); for r in "${RUNS[@]}" "${YOKED[@]}"; do set -- $r; cmds+=("cd $W/$1 && py $W/base/docs/runs/2026-11-25-collapse-diagnosis/probe.py $1 $2-$3 > $W/$1/probe-$2-$3.json 2> $W/$1/probe-$2-$3.log"); done
 par "${cmds[@]}"; date -u +"probe done %FT%TZ"
 echo ALL DONE

@@ -1,4 +1,5 @@
-"""The README's tables from the committed probe.json files: python summarise.py (from this folder)."""
+"""The README's tables from the committed probe.json files, and the per-zone table from the rollouts:
+python summarise.py (from this folder)."""
 import gzip
 import json
 from pathlib import Path
@@ -46,7 +47,7 @@ print("Round 4, steps 12–35 (past the gate's warm-up), all seeds pooled: rows 
 print()
 print("| variant | arm | teacher keep · absorb · route | student keep · absorb · route |")
 print("| --- | --- | --- | --- |")
-for v in ("round4/tzgate", "round4/sbase", "round4/both"):
+for v in ("round4/tzgate", "round4/sbase", "round4/both", "round6/both"):  # round 6: no probe, its rollouts only
     for arm in ("routeA", "placebo"):
         cells = {}
         for f in sorted((HERE / v).glob(f"{arm}-*/rollouts.jsonl.gz")):
@@ -58,4 +59,4 @@ for v in ("round4/tzgate", "round4/sbase", "round4/both"):
         for source in ("teacher", "student"):
             cols.append(" · ".join(f"{len(h)} ({sum(h) / len(h):.2f})" if (h := cells.get((source, z))) else "0"
                                    for z in ("keep", "absorb", "route")))
-        print(f"| {v.split('/')[1]} | {arm} | {cols[0]} | {cols[1]} |")
+        print(f"| {v.split('/')[1]}{' (round 6)' if v.startswith('round6') else ''} | {arm} | {cols[0]} | {cols[1]} |")

@@ -1,20 +1,24 @@
-"""A2 of round 4 with the project's statistics (hierarchical bootstrap over seeds and problems, 95%
-intervals; hack over hackable problems), one table per comparison, from the committed files.
+"""A2 of round 4 or 6 with the project's statistics (hierarchical bootstrap over seeds and problems,
+95% intervals; hack over hackable problems), one table per comparison, from the committed files.
 Each comparison puts a fix's routed arms beside the `none` and `absorb` runs that share its
 advantage baseline. Run from the repository root:
-    python docs/runs/2026-11-25-collapse-diagnosis/a2_round4.py"""
+    python docs/runs/2026-11-25-collapse-diagnosis/a2.py 4   (or 6)"""
 import json
+import sys
 import tempfile
 from pathlib import Path
 
 from vgrout import aggregate as agg
 
-HERE = Path(__file__).parent / "round4"
-COMPARISONS = {  # name -> the variant folder each arm's runs come from
-    "tzgate": {"none": "control", "absorb": "control", "routeA": "tzgate", "placebo": "tzgate"},
-    "sbase": {"none": "sbase", "routeA": "sbase", "placebo": "sbase"},
-    "both": {"none": "sbase", "routeA": "both", "placebo": "both"},
+ROUNDS = {  # round -> comparison name -> the variant folder each arm's runs come from
+    "4": {"tzgate": {"none": "control", "absorb": "control", "routeA": "tzgate", "placebo": "tzgate"},
+          "sbase": {"none": "sbase", "routeA": "sbase", "placebo": "sbase"},
+          "both": {"none": "sbase", "routeA": "both", "placebo": "both"}},
+    "6": {"both": {"none": "both", "routeA": "both", "placebo": "both"}},  # fresh seeds 3-7
 }
+ROUND = sys.argv[1] if len(sys.argv) > 1 else "4"
+HERE = Path(__file__).parent / f"round{ROUND}"
+COMPARISONS = ROUNDS[ROUND]
 
 claims = {}
 for name, arms in COMPARISONS.items():
