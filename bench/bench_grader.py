@@ -5,16 +5,21 @@ Mix (cycled over HumanEval problems, each graded under its assigned mode): canon
 solutions, the four hack templates, a wrong stub, a response without a code block and one
 with a syntax error. --loads 0 2 grades the same rows idle and with 2 CPU burners running, and
 counts rows whose labels differ from the first grading. --canonical grades every canonical
-solution under every mode instead of the mix.
-Usage: python bench/bench_grader.py [--n 1000] [--isolation bwrap] [--loads 0 2] [--canonical]
+solution under every mode instead of the mix. --tmp-files N first puts N empty files under /tmp
+(removed after): the rlimit-only path, as root, sweeps the shared temp directories after every
+program for what its uid left, so its rate falls as they fill (the unpacked packages and work
+directories of a GPU machine's run are there); bwrap's private /tmp needs no sweep.
+Usage: python bench/bench_grader.py [--n 1000] [--isolation bwrap] [--loads 0 2] [--canonical] [--tmp-files 200000]
 """
 from __future__ import annotations
 
 import argparse
 import itertools
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 
@@ -60,7 +65,21 @@ def main():
     ap.add_argument("--workers", type=int, default=None)
     ap.add_argument("--loads", type=int, nargs="+", default=[0], help="CPU burner processes during each grading")
     ap.add_argument("--canonical", action="store_true", help="every canonical solution under every mode")
+    ap.add_argument("--tmp-files", type=int, default=0, help="empty files put under /tmp while grading")
     args = ap.parse_args()
+    pad = tempfile.mkdtemp(prefix="vgrout-bench-pad-", dir="/tmp") if args.tmp_files else None
+    try:
+        for i in range(args.tmp_files):
+            if i % 1000 == 0:
+                os.mkdir(d := os.path.join(pad, str(i // 1000)))
+            open(os.path.join(d, str(i % 1000)), "w").close()
+        run(args)
+    finally:
+        if pad:
+            shutil.rmtree(pad)
+
+
+def run(args) -> None:
     limits = sandbox.Limits(isolation=args.isolation)
     rows = canonical_rows() if args.canonical else mixed_completions(args.n)
     first = None
@@ -80,7 +99,8 @@ def main():
         first = first or labels
         print(f"{load} burners: graded {len(grades)} {'canonical' if args.canonical else 'mixed'} completions in "
               f"{seconds:.1f} s ({len(grades) / seconds:.1f}/s; isolation {sandbox.isolation(args.isolation)}, "
-              f"{args.workers or 2 * os.cpu_count()} workers on {os.cpu_count()} CPUs, load avg {loadavg:.1f})")
+              f"{args.workers or 2 * os.cpu_count()} workers on {os.cpu_count()} CPUs, load avg {loadavg:.1f}, "
+              f"{args.tmp_files} extra files under /tmp)")
         print("  errors:", dict(Counter(g.error for g in grades)))
         print("  hacked:", sum(g.hacked for g in grades), "strict:", sum(g.hacked_strict for g in grades),
               "gt_pass:", sum(g.gt_pass for g in grades), "of", len(grades))
