@@ -115,6 +115,39 @@ def test_teacher_rows_get_their_own_gate_over_their_own_past_scores():
     assert train.new_gate(SimpleNamespace(arm=arms.get("none"), gate=gate)).teacher is None
 
 
+def test_tgate_gates_the_teacher_rows_alone_and_absorbs_every_student_row():
+    """tgate: routeA's teacher gate with the student rows pinned to absorb. The teacher rows reach
+    every zone past warm-up, exactly as routeA's teacher gate sends them (same knobs, same scores);
+    no student row is ever kept or routed. Without gate.teacher_zone gate it is an error naming
+    the key, in the config and at the gate."""
+    from types import SimpleNamespace
+
+    from vgrout import config, train
+    gate = config.Gate(teacher_zone="gate", warmup=8, buffer_size=64)
+    rows = [SimpleNamespace(source=s, prompt=f"p{i // 4}") for i, s in enumerate(["student", "student", "teacher",
+                                                                                   "teacher"] * 4)]
+    cfgs = {a: SimpleNamespace(arm=arms.get(a), gate=gate, seed=0, yoke_log=None) for a in ("tgate", "routeA")}
+    gates = {a: train.new_gate(c) for a, c in cfgs.items()}
+    assert gates["tgate"].policy == "absorb" and gates["tgate"].teacher.policy == "quantile"
+    gen = torch.Generator().manual_seed(0)
+    zones = {a: [] for a in cfgs}
+    for step in range(12):
+        scores = torch.randn(16, generator=gen, dtype=torch.float64)
+        for a in cfgs:
+            zones[a].append(train.route(cfgs[a], gates[a], scores, rows, step, None))
+    student = {z for step in zones["tgate"] for z, r in zip(step, rows) if r.source == "student"}
+    assert student == {"absorb"}
+    teacher = {a: [z for step in zones[a] for z, r in zip(step, rows) if r.source == "teacher"] for a in cfgs}
+    assert {"keep", "absorb", "route"} <= set(teacher["tgate"]) and teacher["tgate"] == teacher["routeA"]
+    # the routeA student rows did get routed: the pin is tgate's, not the scores'
+    assert "route" in {z for step in zones["routeA"] for z, r in zip(step, rows) if r.source == "student"}
+    with pytest.raises(ValueError, match="needs gate.teacher_zone gate, not absorb"):
+        train.new_gate(SimpleNamespace(arm=arms.get("tgate"), gate=config.Gate(teacher_zone="absorb")))
+    with pytest.raises(ValueError, match=r"\['tgate'\] gate the teacher-pool rows alone"):
+        config.Params(train=config.Train(arms=["none", "tgate"], yoked=[]), gate=config.Gate(teacher_zone="keep"))
+    assert config.Params(train=config.Train(arms=["none", "tgate"], yoked=[])).gate.teacher_zone == "gate"
+
+
 def test_a_yoked_arm_refuses_a_step_whose_row_counts_are_not_its_own():
     """The yoked counts are matched per source: a run of another group makeup is an error that
     names the source, never a silent copy of counts meant for other rows."""

@@ -30,6 +30,8 @@ class Arm:
     description: str          # one line for the tables' notes
     refresh: bool = False     # re-extract the direction from the pairs when gate.refresh_every > 0
     ablation: bool = False    # a column of the A3 ablation
+    students: Literal["absorb"] | None = None  # pin the student rows here: the policy gates the
+                              # teacher-pool rows alone (needs gate.teacher_zone gate)
 
     @property
     def yoked(self) -> bool:
@@ -60,6 +62,11 @@ ARMS: tuple[Arm, ...] = (
         ablation=True),
     Arm("heldout", "quantile", "v_act_heldout", "#f58518",
         "routeA with v_act from the pairs of the modes not in vact.heldout_modes", refresh=True),
+    # routeA's teacher gate alone: separates filtering the pool's demonstrations from routing the
+    # student's own rollouts (the collapse diagnosis, rounds 4 and 6)
+    Arm("tgate", "quantile", "v_act", "#e7ba52",
+        "routeA's gate on the teacher-pool rows only; every student row absorbed (both blocks)",
+        refresh=True, students="absorb"),
 )
 REGISTRY: dict[str, Arm] = {a.name: a for a in ARMS}
 REFERENCE = REGISTRY["none"]  # every Δ is taken against it

@@ -284,6 +284,15 @@ class Params(Block):
     fanout: Fanout = Fanout()
 
     @model_validator(mode="after")
+    def _teacher_only(self):
+        from vgrout import arms as registry
+        pinned = [a for a in self.train.arms if registry.get(a).students]
+        if pinned and self.gate.teacher_zone != "gate":
+            raise ValueError(f"train.arms {pinned} gate the teacher-pool rows alone: they need gate.teacher_zone "
+                             f"gate, not {self.gate.teacher_zone}")
+        return self
+
+    @model_validator(mode="after")
     def _yoke(self):
         if self.train.yoked:
             from vgrout import arms as registry

@@ -140,11 +140,16 @@ def load_pool(path: str) -> dict[str, list[dict]]:
 
 def new_gate(cfg) -> Gate:
     """The run's gate at step 0: the arm's policy, gate.* knobs, an empty buffer; and in a gated
-    arm with gate.teacher_zone gate, the teacher rows' own gate of the same knobs."""
-    knobs = dict(policy=cfg.arm.policy, q_lo=cfg.gate.q_lo, q_hi=cfg.gate.q_hi, buffer_size=cfg.gate.buffer_size,
+    arm with gate.teacher_zone gate, the teacher rows' own gate of the same knobs. An arm that pins
+    its student rows (tgate) gates the teacher rows alone; its student gate only records scores."""
+    knobs = dict(q_lo=cfg.gate.q_lo, q_hi=cfg.gate.q_hi, buffer_size=cfg.gate.buffer_size,
                  warmup=cfg.gate.warmup, cut_rule=cfg.gate.cut_rule)
     gated = cfg.arm.policy not in ad.ZONES
-    return Gate(**knobs, teacher=Gate(**knobs) if gated and cfg.gate.teacher_zone == "gate" else None)
+    teacher = Gate(policy=cfg.arm.policy, **knobs) if gated and cfg.gate.teacher_zone == "gate" else None
+    if cfg.arm.students and teacher is None:
+        raise ValueError(f"arm '{cfg.arm.name}' gates the teacher-pool rows alone: it needs gate.teacher_zone gate, "
+                         f"not {cfg.gate.teacher_zone}")
+    return Gate(policy=cfg.arm.students or cfg.arm.policy, **knobs, teacher=teacher)
 
 
 # -- checkpoints ------------------------------------------------------------------------------
