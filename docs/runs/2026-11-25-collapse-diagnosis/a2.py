@@ -2,7 +2,7 @@
 95% intervals; hack over hackable problems), one table per comparison, from the committed files.
 Each comparison puts a fix's routed arms beside the `none` and `absorb` runs that share its
 advantage baseline. Run from the repository root:
-    python docs/runs/2026-11-25-collapse-diagnosis/a2.py 4   (or 6)"""
+    python docs/runs/2026-11-25-collapse-diagnosis/a2.py 4   (or 6, 7)"""
 import json
 import sys
 import tempfile
@@ -15,6 +15,7 @@ ROUNDS = {  # round -> comparison name -> the variant folder each arm's runs com
           "sbase": {"none": "sbase", "routeA": "sbase", "placebo": "sbase"},
           "both": {"none": "sbase", "routeA": "both", "placebo": "both"}},
     "6": {"both": {"none": "both", "routeA": "both", "placebo": "both"}},  # fresh seeds 3-7
+    "7": {"both": {"none": "both", "routeA": "both", "placebo": "both", "tgate": "both"}},  # round 6 + tgate
 }
 ROUND = sys.argv[1] if len(sys.argv) > 1 else "4"
 HERE = Path(__file__).parent / f"round{ROUND}"

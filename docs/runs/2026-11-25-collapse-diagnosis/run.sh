@@ -30,11 +30,22 @@
 #                   and heldout (v_act from the pairs of two modes: the C2 arm)
 #   bash run.sh 6   round 5 less heldout and less the probe (to fit the device time left): none, routeA
 #                   and placebo (yoked) under both fixes, on fresh seeds 3-7
-# Where $STASH holds no wheels, /tmp/site must already hold the packages they install.
-ROUND=${1:?round 1, 2, 3, 4, 5 or 6}
+#   bash run.sh 7   round 6 with the tgate arm beside it (routeA's teacher gate, every student row
+#                   absorbed): none, routeA, tgate and placebo (yoked) on seeds 3-7. Not run yet.
+# Where $STASH holds no wheels, /tmp/site must already hold the packages they install. Where
+# $STASH/bw holds bubblewrap (the bwrap binary and the libraries it links, from a Debian 12
+# machine), it is installed and the grader runs isolated; else with rlimits only.
+ROUND=${1:?round 1, 2, 3, 4, 5, 6 or 7}
 set -euo pipefail
 STASH=${STASH:-/tmp/stash}; W=${W:-/tmp/cw}; SRC=$(pwd)
-export PYTHONUNBUFFERED=1 VGROUT_ISOLATION=rlimit TOKENIZERS_PARALLELISM=false
+export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
+if [ -x "$STASH/bw/bwrap" ]; then
+  cp "$STASH/bw/bwrap" /usr/local/bin/
+  for l in "$STASH"/bw/lib*.so*; do ldconfig -p | grep -q "$(basename "$l")" || cp "$l" /usr/local/lib/; done; ldconfig
+  bwrap --version
+else
+  export VGROUT_ISOLATION=rlimit
+fi
 mkdir -p ~/.cache/vgrout/gguf
 cat "$STASH"/g.* > ~/.cache/vgrout/gguf/SmolLM2-135M-Instruct.Q4_1.gguf
 if compgen -G "$STASH/*.whl" > /dev/null; then
@@ -116,6 +127,10 @@ case $ROUND in
        train.baseline=students "train.arms=[none, routeA, heldout]" "train.yoked=[placebo]"
      RUNS=(); YOKED=()
      for s in 3 4 5 6 7; do RUNS+=("both none $s" "both routeA $s" "both heldout $s"); YOKED+=("both placebo $s"); done ;;
+  7) variant both "train.seeds=[3, 4, 5, 6, 7]" "eval.curve_views=[deploy]" gate.teacher_zone=gate \
+       train.baseline=students "train.arms=[none, routeA, tgate]" "train.yoked=[placebo]"
+     RUNS=(); YOKED=()
+     for s in 3 4 5 6 7; do RUNS+=("both none $s" "both routeA $s" "both tgate $s"); YOKED+=("both placebo $s"); done ;;
   6) variant both "train.seeds=[3, 4, 5, 6, 7]" "eval.curve_views=[deploy]" gate.teacher_zone=gate \
        train.baseline=students "train.arms=[none, routeA]" "train.yoked=[placebo]"
      RUNS=(); YOKED=()
@@ -130,7 +145,7 @@ date -u +"train start %FT%TZ"; each stages/train.py train "${RUNS[@]}"
 [ ${#YOKED[@]} -eq 0 ] || each stages/train_yoked.py train "${YOKED[@]}"
 date -u +"train done %FT%TZ"
 each stages/eval.py eval "${RUNS[@]}" "${YOKED[@]}"; date -u +"eval done %FT%TZ"
-[ "$ROUND" = 6 ] && { echo ALL DONE; exit 0; }
+[ "$ROUND" -ge 6 ] && { echo ALL DONE; exit 0; }
 cmds=(); for r in "${RUNS[@]}" "${YOKED[@]}"; do set -- $r; cmds+=("cd $W/$1 && py $W/base/docs/runs/2026-11-25-collapse-diagnosis/probe.py $1 $2-$3 > $W/$1/probe-$2-$3.json 2> $W/$1/probe-$2-$3.log"); done
 par "${cmds[@]}"; date -u +"probe done %FT%TZ"
 echo ALL DONE
