@@ -313,6 +313,28 @@ def test_yoked_arms_route_and_keep_exactly_as_many_rows_of_each_source_as_the_me
                     progress=False)
 
 
+def test_tgate_gates_the_teacher_rows_as_routeA_does_and_absorbs_every_student_row(setup):
+    """tgate trains on the teacher rows routeA's teacher gate sees, zoned as routeA zones them (the
+    same pool rows, frozen scores and cuts over the teacher rows' own past scores), and never keeps
+    or routes a student row: the only difference from routeA is the student rows' gate."""
+    root, model_dir = setup
+    kw = dict(steps=4, ckpt_every=4, warmup=2, teacher_zone="gate")
+    rows = {}
+    for arm in ("routeA", "tgate"):
+        out = train.train(_cfg(root, model_dir, f"tg_{arm}", arm=arm, **kw), progress=False)
+        rows[arm] = [json.loads(line) for line in open(out / "rollouts.jsonl")]
+    teacher = {a: [r for r in rs if r["source"] != "student"] for a, rs in rows.items()}
+    assert [(r["step"], r["completion"], r["zone"]) for r in teacher["tgate"]] == \
+        [(r["step"], r["completion"], r["zone"]) for r in teacher["routeA"]]
+    assert torch.allclose(torch.tensor([r["score"] for r in teacher["tgate"]]),
+                          torch.tensor([r["score"] for r in teacher["routeA"]]), atol=1e-4)
+    assert {"keep", "route"} <= {r["zone"] for r in teacher["tgate"]}  # the teacher gate did decide
+    assert {r["zone"] for r in rows["tgate"] if r["source"] == "student"} == {"absorb"}
+    assert {"keep", "route"} & {r["zone"] for r in rows["routeA"] if r["source"] == "student"}
+    log = _rows(Path(root, "tg_tgate", "steps.jsonl"))
+    assert all(r["n_route"] == r["n_keep"] == 0 for r in log) and any(r["n_route_teacher"] for r in log)
+
+
 def test_importance_weights_are_bounded_and_teacher_rows_train_at_rho_one(setup):
     """routeA with teacher rows in keep (sampled by neither mode, trained with the quarantine
     masked) and deploy-sampled student rows, at T = 0.7: on every step and every zone and source,

@@ -15,7 +15,7 @@ ROUNDS = {  # round -> comparison name -> the variant folder each arm's runs com
           "sbase": {"none": "sbase", "routeA": "sbase", "placebo": "sbase"},
           "both": {"none": "sbase", "routeA": "both", "placebo": "both"}},
     "6": {"both": {"none": "both", "routeA": "both", "placebo": "both"}},  # fresh seeds 3-7
-    "7": {"both": {"none": "both", "routeA": "both", "placebo": "both", "tgate": "both"}},  # round 6 + tgate
+    "7": {"both": {"none": "both", "routeA": "both", "placebo": "both", "tgate": "both", "absorb": "both"}},
 }
 ROUND = sys.argv[1] if len(sys.argv) > 1 else "4"
 HERE = Path(__file__).parent / f"round{ROUND}"

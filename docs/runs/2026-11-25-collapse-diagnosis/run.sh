@@ -30,8 +30,9 @@
 #                   and heldout (v_act from the pairs of two modes: the C2 arm)
 #   bash run.sh 6   round 5 less heldout and less the probe (to fit the device time left): none, routeA
 #                   and placebo (yoked) under both fixes, on fresh seeds 3-7
-#   bash run.sh 7   round 6 with the tgate arm beside it (routeA's teacher gate, every student row
-#                   absorbed): none, routeA, tgate and placebo (yoked) on seeds 3-7. Not run yet.
+#   bash run.sh 7   round 6 with the tgate arm (routeA's teacher gate, every student row absorbed)
+#                   and its contrast absorb (no row gated): none, routeA, tgate, absorb and placebo
+#                   (yoked) on seeds 3-7. Not run yet.
 # Where $STASH holds no wheels, /tmp/site must already hold the packages they install. Where
 # $STASH/bw holds bubblewrap (the bwrap binary and the libraries it links, from a Debian 12
 # machine), it is installed and the grader runs isolated; else with rlimits only.
@@ -128,9 +129,11 @@ case $ROUND in
      RUNS=(); YOKED=()
      for s in 3 4 5 6 7; do RUNS+=("both none $s" "both routeA $s" "both heldout $s"); YOKED+=("both placebo $s"); done ;;
   7) variant both "train.seeds=[3, 4, 5, 6, 7]" "eval.curve_views=[deploy]" gate.teacher_zone=gate \
-       train.baseline=students "train.arms=[none, routeA, tgate]" "train.yoked=[placebo]"
+       train.baseline=students "train.arms=[none, routeA, tgate, absorb]" "train.yoked=[placebo]"
      RUNS=(); YOKED=()
-     for s in 3 4 5 6 7; do RUNS+=("both none $s" "both routeA $s" "both tgate $s"); YOKED+=("both placebo $s"); done ;;
+     for s in 3 4 5 6 7; do
+       RUNS+=("both none $s" "both routeA $s" "both tgate $s" "both absorb $s"); YOKED+=("both placebo $s")
+     done ;;
   6) variant both "train.seeds=[3, 4, 5, 6, 7]" "eval.curve_views=[deploy]" gate.teacher_zone=gate \
        train.baseline=students "train.arms=[none, routeA]" "train.yoked=[placebo]"
      RUNS=(); YOKED=()
