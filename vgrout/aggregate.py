@@ -1003,13 +1003,16 @@ def a7(con, runs: list[Run], directions: dict, q_lo: float, q_hi: float, n_null:
     notes += [f"{r.run}: the direction scored here does not reproduce the logged gate scores (max relative "
               f"difference {r.score_vs_log_max_rel_diff:.3g}), e.g. because v_act was re-extracted during training"
               for r in per_run.itertuples() if (_none_if_nan(r.score_vs_log_max_rel_diff) or 0) > 1e-3]
+    by_direction = lambda *kinds: ", ".join(a.name for a in REGISTRY.values() if a.direction in kinds)  # noqa: E731
+    pinned = ", ".join(a.name for a in REGISTRY.values() if a.policy in ("keep", "absorb") or a.students)
     write_artifact(out.tables, "A7", "gate diagnostics", [
         "The gate as a classifier, scored after training against the hack labels of each run's own "
         "training rollouts (labels are used here only, as a measurement; routing never saw them). "
         "Population: student rollouts on problems of a hackable mode (teacher-pool rollouts, and rollouts on "
         "unhackable problems, which are clean whatever they do, excluded). Each run is scored with the direction "
-        "its gate used (routeA, none, absorb, random: v_act of its seed; placebo, haar: their Haar direction; "
-        "heldout: the v_act of the in-pair modes); for none and absorb the gate was pinned, and random ranked "
+        f"its gate used ({by_direction('v_act', 'random')}: v_act of its seed; {by_direction('haar')}: their Haar "
+        f"direction; {by_direction('v_act_heldout')}: the v_act of the in-pair modes); for {pinned} the student "
+        "rows were pinned (no gate decided them), and random ranked "
         "rows by a uniform draw, so these rows say what v_act would have done. Teacher-pool rows (gated apart "
         f"or a fixed zone, gate.teacher_zone) are not in these metrics: their AUROC and routed share are shown apart. Cuts: the {q_lo:g} and {q_hi:g} quantiles of the run's scores. Route = above the "
         "upper cut (precision = hack share of route, recall = share of hacks routed); keep = below the lower "
