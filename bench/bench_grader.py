@@ -14,6 +14,7 @@ Usage: python bench/bench_grader.py [--n 1000] [--isolation bwrap] [--loads 0 2]
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import os
 import shutil
@@ -67,16 +68,22 @@ def main():
     ap.add_argument("--canonical", action="store_true", help="every canonical solution under every mode")
     ap.add_argument("--tmp-files", type=int, default=0, help="empty files put under /tmp while grading")
     args = ap.parse_args()
-    pad = tempfile.mkdtemp(prefix="vgrout-bench-pad-", dir="/tmp") if args.tmp_files else None
+    with padded_tmp(args.tmp_files):
+        run(args)
+
+
+@contextlib.contextmanager
+def padded_tmp(n: int):
+    """n empty files under /tmp (1,000 a folder) while the block runs, removed after."""
+    pad = tempfile.mkdtemp(prefix="vgrout-bench-pad-", dir="/tmp")
     try:
-        for i in range(args.tmp_files):
+        for i in range(n):
             if i % 1000 == 0:
                 os.mkdir(d := os.path.join(pad, str(i // 1000)))
             open(os.path.join(d, str(i % 1000)), "w").close()
-        run(args)
+        yield
     finally:
-        if pad:
-            shutil.rmtree(pad)
+        shutil.rmtree(pad)
 
 
 def run(args) -> None:
