@@ -557,13 +557,14 @@ def _stats_note(table: pd.DataFrame, refs: tuple[str, ...], n_boot: int) -> str:
     return note
 
 
-def claim_c1(table: pd.DataFrame) -> dict | None:
+def claim_c1(table: pd.DataFrame, arm: str = ROUTE) -> dict | None:
     """C1 from A2's intervals: routeA's deploy hack lower than none's and than placebo's (both intervals below 0)
-    and its deploy solve not lower than none's by SOLVE_MARGIN or more. None without routeA, none and placebo."""
+    and its deploy solve not lower than none's by SOLVE_MARGIN or more. None without routeA, none and placebo.
+    `arm`: the same rule for another gated arm, where the table's placebo is yoked to that arm (a diagnosis)."""
     rows = table.set_index("arm")
-    if not {ROUTE, NONE, YOKED} <= set(rows.index):
+    if not {arm, NONE, YOKED} <= set(rows.index):
         return None
-    r = rows.loc[ROUTE]
+    r = rows.loc[arm]
     parts = {"hack_below_none": r[f"delta_hack_hackable_vs_{NONE}_hi"], "hack_below_placebo": r[f"delta_hack_hackable_vs_{YOKED}_hi"],
              "solve_vs_none_lo": r[f"delta_solve_vs_{NONE}_lo"]}
     if any(_none_if_nan(v) is None for v in parts.values()):

@@ -1,37 +1,75 @@
-"""A2 of round 4 or 6 with the project's statistics (hierarchical bootstrap over seeds and problems,
+"""A2 of round 4, 6 or 7 with the project's statistics (hierarchical bootstrap over seeds and problems,
 95% intervals; hack over hackable problems), one table per comparison, from the committed files.
-Each comparison puts a fix's routed arms beside the `none` and `absorb` runs that share its
-advantage baseline. Run from the repository root:
+Each comparison puts a gated arm and the placebo yoked to it beside the `none` (and `absorb`) runs
+that share its advantage baseline; C1's rule is applied to that arm (C1 itself is routeA's). Round 7
+adds A5 (C2) for the heldout arm against its own yoked placebo, and the contrasts between arms that
+no placebo answers (tgate − absorb, routeA − tgate). Run from the repository root:
     python docs/runs/2026-11-25-collapse-diagnosis/a2.py 4   (or 6, 7)"""
 import json
 import sys
 import tempfile
 from pathlib import Path
 
-from vgrout import aggregate as agg
+import pandas as pd
 
-ROUNDS = {  # round -> comparison name -> the variant folder each arm's runs come from
-    "4": {"tzgate": {"none": "control", "absorb": "control", "routeA": "tzgate", "placebo": "tzgate"},
-          "sbase": {"none": "sbase", "routeA": "sbase", "placebo": "sbase"},
-          "both": {"none": "sbase", "routeA": "both", "placebo": "both"}},
-    "6": {"both": {"none": "both", "routeA": "both", "placebo": "both"}},  # fresh seeds 3-7
-    "7": {"both": {"none": "both", "routeA": "both", "placebo": "both", "tgate": "both", "absorb": "both"}},
+from vgrout import aggregate as agg
+from vgrout.io import atomic_write_text
+
+ROUNDS = {  # round -> comparison -> (the arm C1's rule is applied to, {arm: the variant folder of its runs})
+    "4": {"tzgate": ("routeA", {"none": "control", "absorb": "control", "routeA": "tzgate", "placebo": "tzgate"}),
+          "sbase": ("routeA", {"none": "sbase", "routeA": "sbase", "placebo": "sbase"}),
+          "both": ("routeA", {"none": "sbase", "routeA": "both", "placebo": "both"})},
+    "6": {"both": ("routeA", {"none": "both", "routeA": "both", "placebo": "both"})},  # new training seeds 3-7
+    # each gated arm with the placebo yoked to it (variant both: routeA's; yt: tgate's; yh: heldout's)
+    "7": {"routeA": ("routeA", {"none": "both", "routeA": "both", "absorb": "both", "placebo": "both"}),
+          "tgate": ("tgate", {"none": "both", "tgate": "yt", "absorb": "both", "placebo": "yt"}),
+          "heldout": ("heldout", {"none": "both", "heldout": "yh", "placebo": "yh"})},
 }
+# round -> (arm, reference) pairs whose paired Δ no placebo answers: what gating each source adds
+CONTRASTS = {"7": [("tgate", "absorb"), ("routeA", "tgate"), ("routeA", "absorb"), ("absorb", "none")]}
 ROUND = sys.argv[1] if len(sys.argv) > 1 else "4"
 HERE = Path(__file__).parent / f"round{ROUND}"
-COMPARISONS = ROUNDS[ROUND]
 
-claims = {}
-for name, arms in COMPARISONS.items():
+
+def load(arms: dict[str, str]):
+    """The runs of these arms, each from its variant folder, as aggregate's tables."""
     with tempfile.TemporaryDirectory() as tmp:
         metrics = Path(tmp)
         for arm, variant in arms.items():
             for run in sorted((HERE / variant).glob(f"{arm}-*")):
                 (metrics / run.name).symlink_to(run.resolve())
         runs = [agg.load_run(metrics, metrics, r, gate_inputs=False) for r in agg.find_runs(metrics)]
-        con = agg.load_tables(runs)
-        out_root = HERE / "a2" / name
-        out = agg.Out(tables=out_root, png=out_root / "png", html=out_root / "html", plot_data=out_root / "plot_data")
-        claims[name] = agg.claim_c1(agg.a2(con, out))
-(HERE / "a2" / "claims.json").write_text(json.dumps(claims, indent=1) + "\n")
-print(json.dumps(claims, indent=1))
+        return runs, agg.load_tables(runs)
+
+
+def out_dir(name: str) -> agg.Out:
+    root = HERE / "a2" / name
+    return agg.Out(tables=root, png=root / "png", html=root / "html", plot_data=root / "plot_data")
+
+
+claims = {}
+for name, (focus, arms) in ROUNDS[ROUND].items():
+    runs, con = load(arms)
+    claims[name] = {"arm": focus, "c1_rule": agg.claim_c1(agg.a2(con, out_dir(name)), arm=focus)}
+    if focus == "heldout":
+        claims[name]["C2"] = agg.a5(con, runs, out_dir(name))
+
+if ROUND in CONTRASTS:
+    # one folder per arm (placebos left out: each variant's placebo is yoked to a different arm)
+    _, con = load({a: v for cmp in ROUNDS[ROUND].values() for a, v in cmp[1].items() if a != "placebo"})
+    pm = agg._problem_means(con)
+    seeds = sorted(int(s) for s in pm["seed"].unique())
+    rows = []
+    for arm, ref in CONTRASTS[ROUND]:
+        for metric in agg.A2_DELTAS:
+            b, t = agg._bootstrap(pm, arm, seeds, metric, ref, agg.N_BOOT)
+            rows.append({"contrast": f"{arm} − {ref}", "metric": metric, "delta": b.estimate, "lo": b.lo, "hi": b.hi,
+                         "p_paired_t": t.p, "n_seeds": b.n_seeds, "n_problems": b.n_problems})
+    table = pd.DataFrame(rows)
+    (HERE / "a2").mkdir(parents=True, exist_ok=True)
+    table.to_csv(HERE / "a2" / "contrasts.csv", index=False)
+    claims["contrasts"] = table.round(4).to_dict(orient="records")
+    print(table.to_string(index=False, float_format="%.3f"))
+
+atomic_write_text(HERE / "a2" / "claims.json", json.dumps(claims, indent=1, default=float) + "\n")
+print(json.dumps(claims, indent=1, default=float))

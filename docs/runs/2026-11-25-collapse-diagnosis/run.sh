@@ -30,9 +30,10 @@
 #                   and heldout (v_act from the pairs of two modes: the C2 arm)
 #   bash run.sh 6   round 5 less heldout and less the probe (to fit the device time left): none, routeA
 #                   and placebo (yoked) under both fixes, on fresh seeds 3-7
-#   bash run.sh 7   round 6 with the tgate arm (routeA's teacher gate, every student row absorbed)
-#                   and its contrast absorb (no row gated): none, routeA, tgate, absorb and placebo
-#                   (yoked) on seeds 3-7. Not run yet.
+#   bash run.sh 7   round 6 with the tgate arm (routeA's teacher gate, every student row absorbed),
+#                   its contrast absorb (no row gated) and heldout (C2), each gated arm with a placebo
+#                   yoked to it (variants both, yt, yh): none, routeA, absorb, tgate, heldout and the
+#                   three placebos on seeds 3-7
 # Where $STASH holds no wheels, /tmp/site must already hold the packages they install. Where
 # $STASH/bw holds bubblewrap (the bwrap binary and the libraries it links, from a Debian 12
 # machine), it is installed and the grader runs isolated; else with rlimits only.
@@ -128,11 +129,15 @@ case $ROUND in
        train.baseline=students "train.arms=[none, routeA, heldout]" "train.yoked=[placebo]"
      RUNS=(); YOKED=()
      for s in 3 4 5 6 7; do RUNS+=("both none $s" "both routeA $s" "both heldout $s"); YOKED+=("both placebo $s"); done ;;
-  7) variant both "train.seeds=[3, 4, 5, 6, 7]" "eval.curve_views=[deploy]" gate.teacher_zone=gate \
-       train.baseline=students "train.arms=[none, routeA, tgate, absorb]" "train.yoked=[placebo]"
+  7) S="train.seeds=[3, 4, 5, 6, 7]"; C="eval.curve_views=[deploy]"; F="gate.teacher_zone=gate train.baseline=students"
+     # one variant per yoke target, so that each placebo copies the counts of the arm it controls
+     variant both "$S" "$C" $F "train.arms=[none, routeA, absorb]" "train.yoked=[placebo]"
+     variant yt "$S" "$C" $F "train.arms=[tgate]" "train.yoked=[placebo]" gate.yoke_to=tgate
+     variant yh "$S" "$C" $F "train.arms=[heldout]" "train.yoked=[placebo]" gate.yoke_to=heldout
      RUNS=(); YOKED=()
      for s in 3 4 5 6 7; do
-       RUNS+=("both none $s" "both routeA $s" "both tgate $s" "both absorb $s"); YOKED+=("both placebo $s")
+       RUNS+=("both none $s" "both routeA $s" "both absorb $s" "yt tgate $s" "yh heldout $s")
+       YOKED+=("both placebo $s" "yt placebo $s" "yh placebo $s")
      done ;;
   6) variant both "train.seeds=[3, 4, 5, 6, 7]" "eval.curve_views=[deploy]" gate.teacher_zone=gate \
        train.baseline=students "train.arms=[none, routeA]" "train.yoked=[placebo]"

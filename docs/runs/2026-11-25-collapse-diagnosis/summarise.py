@@ -42,13 +42,16 @@ for v, run, d in runs():
     print(f"| {v.split('/')[1]} | {run} | {' / '.join(cells)} |")
 
 print()
-print("Round 4, steps 12–35 (past the gate's warm-up), all seeds pooled: rows per zone and the share of them hacked "
+print("Rounds 4, 6 and 7, steps 12–35 (past the gate's warm-up), all seeds pooled: rows per zone and the share of them hacked "
       "(the label, read here after the fact)")
 print()
 print("| variant | arm | teacher keep · absorb · route | student keep · absorb · route |")
 print("| --- | --- | --- | --- |")
-for v in ("round4/tzgate", "round4/sbase", "round4/both", "round6/both"):  # round 6: no probe, its rollouts only
-    for arm in ("routeA", "placebo"):
+# rounds 6 and 7: no probe, their rollouts only; round 7's routeA and its placebo are round 6's, bit for bit
+GATED = [(v, arm) for v in ("round4/tzgate", "round4/sbase", "round4/both", "round6/both") for arm in ("routeA", "placebo")]
+GATED += [("round7/yt", "tgate"), ("round7/yt", "placebo"), ("round7/yh", "heldout"), ("round7/yh", "placebo")]
+for v, arm in GATED:
+    if True:  # one row per (variant, arm)
         cells = {}
         for f in sorted((HERE / v).glob(f"{arm}-*/rollouts.jsonl.gz")):
             for line in gzip.open(f, "rt"):
@@ -59,4 +62,4 @@ for v in ("round4/tzgate", "round4/sbase", "round4/both", "round6/both"):  # rou
         for source in ("teacher", "student"):
             cols.append(" · ".join(f"{len(h)} ({sum(h) / len(h):.2f})" if (h := cells.get((source, z))) else "0"
                                    for z in ("keep", "absorb", "route")))
-        print(f"| {v.split('/')[1]}{' (round 6)' if v.startswith('round6') else ''} | {arm} | {cols[0]} | {cols[1]} |")
+        print(f"| {v.split('/')[1]}{'' if v.startswith('round4') else f' (round {v[5]})'} | {arm} | {cols[0]} | {cols[1]} |")
