@@ -272,6 +272,29 @@ def test_a2_matches_direct_pandas(five_seeds):
     assert f"pass@{N_SAMPLES} {summary['base']['deploy_pass_at_k']:.3f}" in md
 
 
+def test_contrasts_are_paired_deltas_between_any_two_arms(five_seeds):
+    """aggregate.contrasts (a diagnosis's Δ between arms no placebo answers, e.g. tgate − absorb): the
+    per-seed mean of the cell-by-cell difference and A2's bootstrap of the same cells; swapping the arms
+    negates it; a pair with no shared seed is refused by name."""
+    from vgrout import aggregate as agg
+    kw, _ = five_seeds
+    root = kw["metrics_root"]
+    con = agg.load_tables([agg.load_run(root, root, r, gate_inputs=False) for r in agg.find_runs(root)])
+    table = agg.contrasts(con, [("routeA", "absorb"), ("absorb", "routeA")]).set_index(["contrast", "metric"])
+    samples = sample_frame(root)
+    for m, (col, where) in {"hack_hackable": ("hacked", lambda g: g["hackable"] == 1), "solve": ("gt_pass", None)}.items():
+        x, r = cells(samples, "routeA", col, where), cells(samples, "absorb", col, where)
+        row = table.loc[("routeA − absorb", m)]
+        assert row["delta"] == pytest.approx((x - r).mean(axis=1).mean())
+        b = hierarchical_bootstrap(x.to_numpy(), r.to_numpy(), seed=0, support=(-1, 1))
+        assert (row["lo"], row["hi"]) == pytest.approx((b.lo, b.hi))
+        assert row["n_seeds"] == len(SEEDS) and 0 <= row["p_paired_t"] <= 1
+        back = table.loc[("absorb − routeA", m)]
+        assert back["delta"] == pytest.approx(-row["delta"]) and back["p_paired_t"] == pytest.approx(row["p_paired_t"])
+    with pytest.raises(InputError, match="tgate − none"):
+        agg.contrasts(con, [("tgate", "none")])
+
+
 def test_hack_over_hackable_leaves_none_problems_out(five_seeds):
     """A `none` problem cannot be hacked: counting its samples would dilute the hack rate by the
     share of `none` problems (here a fifth), so hack_hackable = hacked / hackable samples."""

@@ -143,7 +143,8 @@ def test_inputs_digest_moves_with_params_and_code_not_with_what_the_pipeline_wri
     (head / "metrics/a.json").write_text('{"n": 1}')
     assert fanout.inputs_digest(head, outputs) == before
     (head / "step.py").write_text((head / "step.py").read_text() + "\n# edited\n")
-    assert fanout.inputs_digest(head, outputs) != before
+    (head / "run.log").write_text("a log written inside the tree, not ignored by git\n")
+    assert fanout.changed_files(before, fanout.inputs_digest(head, outputs)) == ["run.log", "step.py"]
 
 
 def test_a_second_fanout_on_the_same_checkout_is_refused(tmp_path):

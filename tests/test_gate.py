@@ -141,11 +141,30 @@ def test_tgate_gates_the_teacher_rows_alone_and_absorbs_every_student_row():
     assert {"keep", "absorb", "route"} <= set(teacher["tgate"]) and teacher["tgate"] == teacher["routeA"]
     # the routeA student rows did get routed: the pin is tgate's, not the scores'
     assert "route" in {z for step in zones["routeA"] for z, r in zip(step, rows) if r.source == "student"}
-    with pytest.raises(ValueError, match="needs gate.teacher_zone gate, not absorb"):
+    with pytest.raises(ValueError, match="need gate.teacher_zone gate, not absorb"):
         train.new_gate(SimpleNamespace(arm=arms.get("tgate"), gate=config.Gate(teacher_zone="absorb")))
     with pytest.raises(ValueError, match=r"\['tgate'\] gate the teacher-pool rows alone"):
         config.Params(train=config.Train(arms=["none", "tgate"], yoked=[]), gate=config.Gate(teacher_zone="keep"))
     assert config.Params(train=config.Train(arms=["none", "tgate"], yoked=[])).gate.teacher_zone == "gate"
+
+
+def test_settings_where_a_gate_would_silently_decide_nothing_are_refused():
+    """tgate with no teacher rows is absorb; gate.center with one row of a gated source per group
+    scores that row 0 at every step. Each is refused by name; the same settings pass where nothing
+    is gated by them."""
+    from vgrout import config
+    with pytest.raises(ValueError, match="train.mix 0 leaves no teacher row"):
+        config.Params(train=config.Train(arms=["none", "tgate"], yoked=[], mix=0.0, baseline="group"))
+    config.Params(train=config.Train(arms=["none", "routeA"], yoked=[], mix=0.0, baseline="group"))
+    one_teacher = dict(group_size=4, mix=0.25)  # 1 teacher and 3 student rows per group
+    with pytest.raises(ValueError, match="one teacher row"):
+        config.Params(train=config.Train(arms=["none", "routeA"], yoked=[], **one_teacher), gate=config.Gate(center=True))
+    config.Params(train=config.Train(arms=["none", "routeA"], yoked=[], **one_teacher),
+                  gate=config.Gate(center=True, teacher_zone="absorb"))  # the teacher row is not gated
+    config.Params(train=config.Train(arms=["none", "absorb"], yoked=[], **one_teacher), gate=config.Gate(center=True))
+    with pytest.raises(ValueError, match="one student row"):
+        config.Params(train=config.Train(arms=["none", "routeA"], yoked=["placebo"], group_size=4, mix=0.75),
+                      gate=config.Gate(center=True, teacher_zone="absorb"))
 
 
 def test_a_yoked_arm_refuses_a_step_whose_row_counts_are_not_its_own():
@@ -158,3 +177,17 @@ def test_a_yoked_arm_refuses_a_step_whose_row_counts_are_not_its_own():
         train.yoke_counts(yoke, 0, {"student": 8, "teacher": 4}, "log")
     with pytest.raises(InputError, match="no step 1"):
         train.yoke_counts(yoke, 1, {"student": 8, "teacher": 8}, "log")
+
+
+def test_which_rows_each_arm_gates_is_one_property():
+    """Arm.gated (a gate or a yoked copy zones the rows) and Arm.gates_students (it decides the
+    student rows too): train's teacher gate and A7's note on pinned arms both read these."""
+    from types import SimpleNamespace
+
+    from vgrout import config, train
+    for arm in arms.REGISTRY.values():
+        assert arm.gated == (arm.policy in ("quantile", "yoked"))
+        assert arm.gates_students == (arm.gated and arm.students is None)
+        has_teacher_gate = train.new_gate(SimpleNamespace(arm=arm, gate=config.Gate(teacher_zone="gate"))).teacher is not None
+        assert has_teacher_gate == arm.gated
+    assert {a.name for a in arms.REGISTRY.values() if not a.gates_students} == {"none", "absorb", "tgate"}

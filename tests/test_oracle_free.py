@@ -178,7 +178,8 @@ def test_the_scanners_report_planted_leaks():
 
 # -- the step-level check ---------------------------------------------------------------------------
 
-N_STUDENT, N_TEACHER, STEPS = 3, 1, 3  # per prompt; 3 prompts: 9 student + 3 teacher rows a step
+N_STUDENT, N_TEACHER, STEPS = 3, 2, 3  # per prompt; 3 prompts: 9 student + 6 teacher rows a step
+# (2 teacher rows a group: gate.center leaves a group's only row of a gated source at 0, and the config refuses it)
 COMPLETIONS = [  # (text, reward, gt_pass, hacked): as the grader might label them
     ("def f(x):\n    return x + 1", 1.0, True, False),
     ("import sys\nsys.exit(0)", 3.5, False, True),
@@ -195,7 +196,7 @@ MODES = ["overwrite_tests", "exit_code", "stdout_marker"]
 def _cfg(root: Path, arm: str, yoke_log: Path | None = None, fast: bool = True, **gate) -> train.TrainRun:
     """A TrainRun read the way the train stage reads one: the schema's defaults overlaid with
     these blocks, through config.parse."""
-    blocks = {"train": dict(prompts_per_step=3, group_size=N_STUDENT + N_TEACHER, mix=0.25, micro_batch=6,
+    blocks = {"train": dict(prompts_per_step=3, group_size=N_STUDENT + N_TEACHER, mix=N_TEACHER / (N_STUDENT + N_TEACHER), micro_batch=6,
                             max_new_tokens=64),
               "gate": {"warmup": 4, "buffer_size": 32, **gate}, "adapter": dict(r=2, last_layers=None)}
     params = config.parse(config.overlay(config.Params().model_dump(), blocks), "test", complete=False)
@@ -352,9 +353,9 @@ CASES = [("routeA", g) for g in GATE_VARIANTS] + \
     [(a.name, g) for a in arms.ARMS if a.name != "routeA" and not a.students
      for g in (GATE_VARIANTS[0], GATE_VARIANTS[-1])] + \
     [(a.name, dict(g, warmup=0)) for a in arms.ARMS if a.students
-     for g in GATE_VARIANTS if g["teacher_zone"] == "gate" and not g["center"]]
-# an arm that gates the teacher rows alone (tgate) gates 3 a step here: it decides from its first
-# past scores on, and not under gate.center, which ties every group's one teacher row at 0
+     for g in GATE_VARIANTS if g["teacher_zone"] == "gate"]
+# an arm that gates the teacher rows alone (tgate) gates 6 a step here: it decides from its first
+# past scores on
 
 
 @pytest.mark.parametrize("arm,gate", CASES, ids=[f"{a}-{'-'.join(map(str, g.values()))}" for a, g in CASES])

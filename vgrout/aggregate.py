@@ -438,6 +438,23 @@ def _bootstrap(pm, arm: str, seeds: list[int], metric: str, ref: str | None, n_b
     return b, paired_t(x.mean(axis=1), r.mean(axis=1), sampling_var=var)
 
 
+def contrasts(con, pairs: Iterable[tuple[str, str]], n_boot: int = N_BOOT) -> pd.DataFrame:
+    """The paired Δ arm − ref in A2_DELTAS for pairs of arms that no placebo answers (tgate − absorb,
+    routeA − absorb, ...): A2's bootstrap and paired t over the seeds both arms have. A diagnosis's table;
+    it decides no claim."""
+    pm = _problem_means(con)
+    rows = []
+    for arm, ref in pairs:
+        seeds = sorted(set(pm.loc[pm["arm"] == arm, "seed"]) & set(pm.loc[pm["arm"] == ref, "seed"]))
+        if not seeds:
+            raise InputError(f"contrast {arm} − {ref}: no seed has runs of both arms")
+        for metric in A2_DELTAS:
+            b, t = _bootstrap(pm, arm, [int(s) for s in seeds], metric, ref, n_boot)
+            rows.append({"contrast": f"{arm} − {ref}", "metric": metric, "delta": b.estimate, "lo": b.lo,
+                         "hi": b.hi, "p_paired_t": t.p, "n_seeds": b.n_seeds, "n_problems": b.n_problems})
+    return pd.DataFrame(rows)
+
+
 def _a2_table(con, arms: Iterable[str] | None = None, refs: tuple[str, ...] = (NONE, YOKED),
               n_boot: int = N_BOOT) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Per arm: final deploy rates (A2_METRICS) with bootstrap 95% intervals, and per reference arm the
@@ -821,7 +838,8 @@ def a5(con, runs: list[Run], out: Out, gate_by_mode: pd.DataFrame | None = None,
         "(quarantine ablated) per loophole mode, mean ± SEM over seeds; pooled rows sum the counts of their "
         "modes within each run first. Every arm is shown: the held-out modes' rate moves for reasons other "
         f"than the direction too, so the heldout arm's Δ is taken against {NONE} and against {YOKED} (routing at "
-        "routeA's mass, ranked by a Haar direction). Δ is paired by seed, with a paired t-test (a p-value from "
+        "the mass of the arm it is yoked to, gate.yoke_to, ranked by a Haar direction). Δ is paired by seed, "
+        "with a paired t-test (a p-value from "
         f"{MIN_SEEDS_FOR_TEST} seeds on, its SEM never below binomial sampling's), which treats the test problems "
         "as fixed and decides nothing alone. C2 is the pooled held-out modes, decided like C1 by A2's bootstrap "
         "interval over seeds and problems (widened for few seeds), against both references: C2 holds only if "
@@ -1005,7 +1023,7 @@ def a7(con, runs: list[Run], directions: dict, q_lo: float, q_hi: float, n_null:
               f"difference {r.score_vs_log_max_rel_diff:.3g}), e.g. because v_act was re-extracted during training"
               for r in per_run.itertuples() if (_none_if_nan(r.score_vs_log_max_rel_diff) or 0) > 1e-3]
     by_direction = lambda *kinds: ", ".join(a.name for a in REGISTRY.values() if a.direction in kinds)  # noqa: E731
-    pinned = ", ".join(a.name for a in REGISTRY.values() if a.policy in ("keep", "absorb") or a.students)
+    pinned = ", ".join(a.name for a in REGISTRY.values() if not a.gates_students)
     write_artifact(out.tables, "A7", "gate diagnostics", [
         "The gate as a classifier, scored after training against the hack labels of each run's own "
         "training rollouts (labels are used here only, as a measurement; routing never saw them). "

@@ -38,6 +38,16 @@ class Arm:
         return self.policy == "yoked"
 
     @property
+    def gated(self) -> bool:
+        """A gate (or a yoked copy of one) zones rows; keep and absorb pin every row."""
+        return self.policy in ("quantile", "yoked")
+
+    @property
+    def gates_students(self) -> bool:
+        """The gate decides the student rows (tgate pins them and gates the teacher rows alone)."""
+        return self.gated and self.students is None
+
+    @property
     def heldout(self) -> bool:
         """v_act from the pairs of the modes not in vact.heldout_modes (A5)."""
         return self.direction == "v_act_heldout"
@@ -52,10 +62,10 @@ ARMS: tuple[Arm, ...] = (
     Arm("routeA", "quantile", "v_act", "#e45756", "the method: v_act's score routes, keeps or absorbs",
         refresh=True, ablation=True),
     Arm("placebo", "yoked", "haar", "#b279a2",
-        "routeA's per-step route and keep counts, rows chosen by a Haar direction's ranking "
+        "gate.yoke_to's per-step route and keep counts (routeA by default), rows chosen by a Haar direction's ranking "
         "(seeded gate.placebo_seed + run seed)", ablation=True),
     Arm("random", "yoked", "random", "#9d755d",
-        "routeA's per-step route and keep counts, rows chosen uniformly at random (seeded)", ablation=True),
+        "gate.yoke_to's per-step route and keep counts (routeA by default), rows chosen uniformly at random (seeded)", ablation=True),
     Arm("haar", "quantile", "haar", "#bab0ac",
         "routeA's free-running gate with placebo's Haar direction (its routed mass is its own)"),
     Arm("absorb", "absorb", "v_act", "#72b7b2", "gate pinned to absorb: both blocks train on everything",
@@ -71,7 +81,18 @@ ARMS: tuple[Arm, ...] = (
 REGISTRY: dict[str, Arm] = {a.name: a for a in ARMS}
 REFERENCE = REGISTRY["none"]  # every Δ is taken against it
 METHOD = REGISTRY["routeA"]   # the arm A1 and A4 draw against the reference
-PLACEBO = REGISTRY["placebo"]  # the yoked control (routeA's counts, a Haar ranking): A2 takes every Δ against it too
+PLACEBO = REGISTRY["placebo"]  # the yoked control (gate.yoke_to's counts, a Haar ranking): A2 takes every Δ against it too
+
+
+def require_teacher_gate(arms, teacher_zone: str, n_teacher: int | None = None) -> None:
+    """An arm that pins its student rows (tgate) is its teacher gate and nothing else: without
+    gate.teacher_zone gate, or with no teacher-pool rows (train.mix 0), it would silently be absorb."""
+    pinned = [a.name for a in arms if a.students]
+    if pinned and teacher_zone != "gate":
+        raise ValueError(f"arm(s) {pinned} gate the teacher-pool rows alone: they need gate.teacher_zone gate, not "
+                         f"{teacher_zone}")
+    if pinned and n_teacher == 0:
+        raise ValueError(f"arm(s) {pinned} gate the teacher-pool rows alone, and train.mix 0 leaves no teacher row")
 
 
 def get(name: str) -> Arm:

@@ -286,10 +286,24 @@ class Params(Block):
     @model_validator(mode="after")
     def _teacher_only(self):
         from vgrout import arms as registry
-        pinned = [a for a in self.train.arms if registry.get(a).students]
-        if pinned and self.gate.teacher_zone != "gate":
-            raise ValueError(f"train.arms {pinned} gate the teacher-pool rows alone: they need gate.teacher_zone "
-                             f"gate, not {self.gate.teacher_zone}")
+        registry.require_teacher_gate([registry.get(a) for a in self.train.arms], self.gate.teacher_zone,
+                                      self.train.n_teacher)
+        return self
+
+    @model_validator(mode="after")
+    def _center_needs_two_rows(self):
+        # centering within a prompt group leaves a source's only row at score 0: its gate would cut ties
+        from vgrout import arms as registry
+        if not self.gate.center or not any(registry.get(a).gated for a in [*self.train.arms, *self.train.yoked]):
+            return self
+        rows = {"student": self.train.n_student}
+        if self.gate.teacher_zone == "gate":
+            rows["teacher"] = self.train.n_teacher
+        single = [k for k, n in rows.items() if n == 1]
+        if single:
+            raise ValueError(f"gate.center subtracts each prompt group's mean score, and a group has one {single[0]} "
+                             f"row (train.group_size {self.train.group_size}, train.mix {self.train.mix}): its gated "
+                             f"score would always be 0")
         return self
 
     @model_validator(mode="after")

@@ -231,15 +231,17 @@ def snapshot(root: Path) -> bytes:
     return buf.getvalue()
 
 
-def inputs_digest(root: Path, outputs: tuple[str, ...]) -> str:
-    """A hash of the tree less what the pipeline writes (dvc.lock, outputs, the .gitignore entries
-    DVC adds for cached ones): it changes when params, code or pair files do."""
-    h = hashlib.sha256()
-    for f in tree_files(root):
-        if f != "dvc.lock" and Path(f).name != ".gitignore" \
-                and not any(f == o or f.startswith(o.rstrip("/") + "/") for o in outputs):
-            h.update(f.encode() + b"\0" + Path(root, f).read_bytes() + b"\0")
-    return h.hexdigest()
+def inputs_digest(root: Path, outputs: tuple[str, ...]) -> dict[str, str]:
+    """Per file, a hash of the tree less what the pipeline writes (dvc.lock, outputs, the .gitignore
+    entries DVC adds for cached ones): it changes when params, code or pair files do, and names them."""
+    return {f: hashlib.sha256(Path(root, f).read_bytes()).hexdigest() for f in tree_files(root)
+            if f != "dvc.lock" and Path(f).name != ".gitignore"
+            and not any(f == o or f.startswith(o.rstrip("/") + "/") for o in outputs)}
+
+
+def changed_files(before: dict[str, str], after: dict[str, str]) -> list[str]:
+    """The files added, removed or edited between two inputs_digest's."""
+    return sorted(f for f in before.keys() | after.keys() if before.get(f) != after.get(f))
 
 
 MANIFEST = Path(".dvc", "tmp", "fanout-manifest.json")  # in a work dir: the files its last snapshot put there
@@ -499,8 +501,10 @@ def fanout(root: Path = Path("."), address: str | None = None, work: Path | None
         if failed:
             raise FanoutFailed(f"{len(failed)} run stages did not finish: {', '.join(failed)}; the rest are "
                                f"adopted; run `vgrout fanout` again to retry (logs: {work / 'logs'})")
-        if inputs_digest(root, p.outputs) != digest:
-            raise FanoutFailed("params, code or pair files of the head changed while the fan-out ran: the adopted "
+        changed = changed_files(digest, inputs_digest(root, p.outputs))
+        if changed:  # a log written inside the tree counts too: git must ignore it
+            raise FanoutFailed(f"files of the head changed while the fan-out ran ({', '.join(changed[:5])}"
+                               f"{f' and {len(changed) - 5} more' if len(changed) > 5 else ''}): the adopted "
                                "stages ran on the tree it started from, and `dvc status` shows what is stale now; "
                                "not running the rest (run `vgrout fanout` again)")
         if rest:

@@ -144,11 +144,8 @@ def new_gate(cfg) -> Gate:
     its student rows (tgate) gates the teacher rows alone; its student gate only records scores."""
     knobs = dict(q_lo=cfg.gate.q_lo, q_hi=cfg.gate.q_hi, buffer_size=cfg.gate.buffer_size,
                  warmup=cfg.gate.warmup, cut_rule=cfg.gate.cut_rule)
-    gated = cfg.arm.policy not in ad.ZONES
-    teacher = Gate(policy=cfg.arm.policy, **knobs) if gated and cfg.gate.teacher_zone == "gate" else None
-    if cfg.arm.students and teacher is None:
-        raise ValueError(f"arm '{cfg.arm.name}' gates the teacher-pool rows alone: it needs gate.teacher_zone gate, "
-                         f"not {cfg.gate.teacher_zone}")
+    arms.require_teacher_gate([cfg.arm], cfg.gate.teacher_zone)
+    teacher = Gate(policy=cfg.arm.policy, **knobs) if cfg.arm.gated and cfg.gate.teacher_zone == "gate" else None
     return Gate(policy=cfg.arm.students or cfg.arm.policy, **knobs, teacher=teacher)
 
 
@@ -374,7 +371,7 @@ def route(cfg, gate: Gate, scores: torch.Tensor, rollouts, step: int, yoke: dict
                "teacher": [i for i, r in enumerate(rollouts) if r.source != "student"]}
     gates = {"student": gate, "teacher": gate.teacher}
     # a pinned arm (none: keep, absorb: absorb) pins every row; a gated one may fix the teacher rows
-    fixed = cfg.arm.policy if cfg.arm.policy in ad.ZONES else cfg.gate.teacher_zone
+    fixed = cfg.gate.teacher_zone if cfg.arm.gated else cfg.arm.policy
     zones = [fixed] * len(rollouts)
     if cfg.arm.yoked:
         counts = yoke_counts(yoke, step, {k: len(v) for k, v in sources.items()}, cfg.yoke_log)

@@ -4,7 +4,8 @@ Each comparison puts a gated arm and the placebo yoked to it beside the `none` (
 that share its advantage baseline; C1's rule is applied to that arm (C1 itself is routeA's). Round 7
 adds A5 (C2) for the heldout arm against its own yoked placebo, and the contrasts between arms that
 no placebo answers (tgate − absorb, routeA − tgate). Run from the repository root:
-    python docs/runs/2026-11-25-collapse-diagnosis/a2.py 4   (or 6, 7)"""
+    python docs/runs/2026-11-25-collapse-diagnosis/a2.py 4   (or 6, 7)
+Its HTML charts are git-ignored: the md, csv and png files carry the same."""
 import json
 import sys
 import tempfile
@@ -57,15 +58,7 @@ for name, (focus, arms) in ROUNDS[ROUND].items():
 if ROUND in CONTRASTS:
     # one folder per arm (placebos left out: each variant's placebo is yoked to a different arm)
     _, con = load({a: v for cmp in ROUNDS[ROUND].values() for a, v in cmp[1].items() if a != "placebo"})
-    pm = agg._problem_means(con)
-    seeds = sorted(int(s) for s in pm["seed"].unique())
-    rows = []
-    for arm, ref in CONTRASTS[ROUND]:
-        for metric in agg.A2_DELTAS:
-            b, t = agg._bootstrap(pm, arm, seeds, metric, ref, agg.N_BOOT)
-            rows.append({"contrast": f"{arm} − {ref}", "metric": metric, "delta": b.estimate, "lo": b.lo, "hi": b.hi,
-                         "p_paired_t": t.p, "n_seeds": b.n_seeds, "n_problems": b.n_problems})
-    table = pd.DataFrame(rows)
+    table = agg.contrasts(con, CONTRASTS[ROUND])
     (HERE / "a2").mkdir(parents=True, exist_ok=True)
     table.to_csv(HERE / "a2" / "contrasts.csv", index=False)
     claims["contrasts"] = table.round(4).to_dict(orient="records")

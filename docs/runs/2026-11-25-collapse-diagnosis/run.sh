@@ -41,13 +41,7 @@ ROUND=${1:?round 1, 2, 3, 4, 5, 6 or 7}
 set -euo pipefail
 STASH=${STASH:-/tmp/stash}; W=${W:-/tmp/cw}; SRC=$(pwd)
 export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
-if [ -x "$STASH/bw/bwrap" ]; then
-  cp "$STASH/bw/bwrap" /usr/local/bin/
-  for l in "$STASH"/bw/lib*.so*; do ldconfig -p | grep -q "$(basename "$l")" || cp "$l" /usr/local/lib/; done; ldconfig
-  bwrap --version
-else
-  export VGROUT_ISOLATION=rlimit
-fi
+. "$SRC/docs/runs/sandbox_on_device.sh"  # bubblewrap where carried, else rlimits only
 mkdir -p ~/.cache/vgrout/gguf
 cat "$STASH"/g.* > ~/.cache/vgrout/gguf/SmolLM2-135M-Instruct.Q4_1.gguf
 if compgen -G "$STASH/*.whl" > /dev/null; then
