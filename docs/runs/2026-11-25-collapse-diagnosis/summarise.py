@@ -50,16 +50,15 @@ print("| --- | --- | --- | --- |")
 # rounds 6 and 7: no probe, their rollouts only; round 7's routeA and its placebo are round 6's, bit for bit
 GATED = [(v, arm) for v in ("round4/tzgate", "round4/sbase", "round4/both", "round6/both") for arm in ("routeA", "placebo")]
 GATED += [("round7/yt", "tgate"), ("round7/yt", "placebo"), ("round7/yh", "heldout"), ("round7/yh", "placebo")]
-for v, arm in GATED:
-    if True:  # one row per (variant, arm)
-        cells = {}
-        for f in sorted((HERE / v).glob(f"{arm}-*/rollouts.jsonl.gz")):
-            for line in gzip.open(f, "rt"):
-                r = json.loads(line)
-                if r["step"] >= 12:
-                    cells.setdefault((r["source"], r["zone"]), []).append(bool(r["hacked"]))
-        cols = []
-        for source in ("teacher", "student"):
-            cols.append(" · ".join(f"{len(h)} ({sum(h) / len(h):.2f})" if (h := cells.get((source, z))) else "0"
-                                   for z in ("keep", "absorb", "route")))
-        print(f"| {v.split('/')[1]}{'' if v.startswith('round4') else f' (round {v[5]})'} | {arm} | {cols[0]} | {cols[1]} |")
+for v, arm in GATED:  # one row per (variant, arm)
+    cells = {}
+    for f in sorted((HERE / v).glob(f"{arm}-*/rollouts.jsonl.gz")):
+        for line in gzip.open(f, "rt"):
+            r = json.loads(line)
+            if r["step"] >= 12:
+                cells.setdefault((r["source"], r["zone"]), []).append(bool(r["hacked"]))
+    cols = []
+    for source in ("teacher", "student"):
+        cols.append(" · ".join(f"{len(h)} ({sum(h) / len(h):.2f})" if (h := cells.get((source, z))) else "0"
+                               for z in ("keep", "absorb", "route")))
+    print(f"| {v.split('/')[1]}{'' if v.startswith('round4') else f' (round {v[5]})'} | {arm} | {cols[0]} | {cols[1]} |")
