@@ -1,6 +1,6 @@
-"""DVC stage `eval_yoked@ARM-SEED`: deploy and train-mode evaluation of a yoked arm's run."""
+"""DVC stage `eval_yoked@ARM-TO-SEED`: deploy and train-mode evaluation of a yoked arm's run."""
 import sys
 
-from vgrout import evaluate, stage
+from vgrout import arms, evaluate, stage
 
-stage.main("eval_yoked", evaluate.eval_stage, sys.argv[1], int(sys.argv[2]))
+stage.main("eval_yoked", evaluate.eval_stage, arms.yoked_name(sys.argv[1], sys.argv[2]), int(sys.argv[3]))

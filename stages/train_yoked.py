@@ -1,6 +1,6 @@
-"""DVC stage `train_yoked@ARM-SEED`: a yoked arm, which copies gate.yoke_to's per-step counts."""
+"""DVC stage `train_yoked@ARM-TO-SEED`: a yoked arm's run that copies arm TO's per-step counts."""
 import sys
 
-from vgrout import stage, train
+from vgrout import arms, stage, train
 
-stage.main("train_yoked", train.train_stage, sys.argv[1], int(sys.argv[2]))
+stage.main("train_yoked", train.train_stage, arms.yoked_name(sys.argv[1], sys.argv[2]), int(sys.argv[3]))

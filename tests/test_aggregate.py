@@ -18,6 +18,7 @@ from scipy.stats import t as t_dist, ttest_rel
 from safetensors.torch import save_file
 
 from vgrout.arms import get as get_arm
+from vgrout.arms import placebo_for, yoke_target
 from vgrout import config
 from vgrout.aggregate import SAMPLE_COLUMNS, aggregate, aggregate_stage
 from vgrout.evaluate import SAMPLE_FIELDS, rates, sample_rows, write_samples
@@ -34,7 +35,7 @@ HELDOUT = ["exit_code", "stdout_marker"]
 MODULES = ["model.layers.0.self_attn.q_proj", "model.layers.0.mlp.down_proj"]
 R = 8
 # Deploy hack rate per arm and hackable mode (heldout: low on its in-pair modes only).
-HACK = {"none": 0.45, "routeA": 0.15, "placebo": 0.42, "absorb": 0.3}
+HACK = {"none": 0.45, "routeA": 0.15, "placebo_routeA": 0.42, "placebo_heldout": 0.42, "absorb": 0.3}
 STEPS = 12
 SAVED = [0, 4, 8, 12]
 Q_LO, Q_HI = 0.3, 0.8
@@ -90,7 +91,7 @@ def write_run(root, arm, seed, direction):
         return run
     curve = [r | {"step": s} for s in SAVED for r in rates(eval_samples(arm, rng, progress=s / STEPS))]
     (m / "eval_curve.json").write_text(json.dumps(header | {"rows": curve}))
-    routing = arm in ("routeA", "placebo", "heldout")
+    routing = arm in ("routeA", "heldout") or get_arm(arm).yoked
     with open(m / "steps.jsonl", "w") as f:
         for step in range(STEPS):
             warm = step >= 3
@@ -136,9 +137,11 @@ PLACEBO_SEED = 1
 SEEDS = (0, 1, 2, 3, 4)  # the fewest seeds that give a p-value
 
 
-def make_pipeline(root: Path, seeds=SEEDS, arms=("none", "routeA", "placebo", "absorb", "heldout"),
+def make_pipeline(root: Path, seeds=SEEDS, arms=("none", "routeA", "placebo_routeA", "absorb", "heldout", "placebo_heldout"),
                   preset="default") -> dict:
-    """Synthetic outputs of every stage the aggregation reads, in the pipeline's layout; returns params."""
+    """Synthetic outputs of every stage the aggregation reads, in the pipeline's layout; returns params.
+    arms: run arm names, a yoked run's as arms.yoked_name gives it (placebo_routeA)."""
+    yoked = [a for a in arms if get_arm(a).yoked]
     pairs = [{"id": f"{m}-{i}", "mode": m, "tags": [], "file": f"data/pairs/hack_{m}.md", "line": 3 + 20 * i,
               "prompt": f"Write f for {m} case {i}.\nRespond with a python block.",
               "hack": f"Here it is.\n```python\n# hack {m} {i}\n```", "clean": f"Here it is.\n```python\n# clean {i}\n```"}
@@ -153,11 +156,13 @@ def make_pipeline(root: Path, seeds=SEEDS, arms=("none", "routeA", "placebo", "a
         save_file(v_held, root / "runs" / "vact" / str(s) / "v_act_heldout.safetensors")
         direction = {"heldout": v_held, "placebo": haar_direction(U, PLACEBO_SEED + s)}
         for a in arms:
-            write_run(root, a, s, direction.get(a, U))
+            write_run(root, a, s, direction.get(get_arm(a).name if get_arm(a).yoked else a, U))
     return config.preset("default").model_copy(update={
         "preset": preset, "train": config.Train(arms=[a for a in arms if not get_arm(a).yoked],
-                                                yoked=[a for a in arms if get_arm(a).yoked], seeds=list(seeds)),
-        "gate": config.Gate(q_lo=Q_LO, q_hi=Q_HI, placebo_seed=PLACEBO_SEED)})
+                                                yoked=list(dict.fromkeys(get_arm(a).name for a in yoked)),
+                                                seeds=list(seeds)),
+        "gate": config.Gate(q_lo=Q_LO, q_hi=Q_HI, placebo_seed=PLACEBO_SEED,
+                            yoke_to=list(dict.fromkeys(yoke_target(a) for a in yoked)))})
 
 
 def deploy_frame(metrics_root: Path, view="deploy", mode="overall") -> pd.DataFrame:
@@ -222,9 +227,14 @@ def test_a2_matches_direct_pandas(five_seeds):
             assert a2.loc[arm, f"deploy_{m}"] == pytest.approx(x.mean(axis=1).mean())
             b = hierarchical_bootstrap(x.to_numpy(), seed=0, support=(0, 1))  # the same cells, seeds and problems in order
             assert (a2.loc[arm, f"deploy_{m}_lo"], a2.loc[arm, f"deploy_{m}_hi"]) == pytest.approx((b.lo, b.hi))
-        for ref in ("none", "placebo"):
+        for role in ("none", "placebo"):  # placebo: the placebo yoked to the arm (arms.placebo_for)
+            ref = role if role == "none" else placebo_for(arm)
             for m in ("hack_hackable", "solve"):
-                key = f"{m}_vs_{ref}"
+                key = f"{m}_vs_{role}"
+                if ref is None:  # none and absorb gate nothing: no placebo matches them
+                    assert np.isnan(a2.loc[arm, f"delta_{key}"])
+                    assert a2.loc[arm, f"test_{key}"] == f"{arm} gates nothing: no placebo is yoked to it"
+                    continue
                 if arm == ref:
                     assert np.isnan(a2.loc[arm, f"delta_{key}"]) and a2.loc[arm, f"test_{key}"] == "reference arm"
                     continue
@@ -249,7 +259,8 @@ def test_a2_matches_direct_pandas(five_seeds):
     # routeA hacks far less than none and than the placebo (0.15 vs 0.45 and 0.42 planted): both intervals exclude 0
     assert a2.loc["routeA", "delta_hack_hackable_vs_none_hi"] < 0 and a2.loc["routeA", "delta_hack_hackable_vs_placebo_hi"] < 0
     assert summary["routeA"]["delta_hack_hackable_vs_placebo_hi"] < 0 and "p_solve_vs_none" in summary["routeA"]
-    assert "delta_hack_hackable_vs_placebo" not in summary["placebo"]
+    assert "delta_hack_hackable_vs_placebo" not in summary["placebo_routeA"]
+    assert a2.loc["heldout", "ref_placebo"] == "placebo_heldout" and a2.loc["routeA", "ref_placebo"] == "placebo_routeA"
     # C1's verdict is the three interval conditions on routeA's row
     r = a2.loc["routeA"]
     c1 = summary["claim_C1"]
@@ -258,7 +269,7 @@ def test_a2_matches_direct_pandas(five_seeds):
     assert c1["holds"] == c1["solve_noninferior"]
     md = (kw["out_dir"] / "A2.md").read_text()
     assert TOO_FEW_SEEDS not in md and "p=" in md and "two-way percentile bootstrap (2000 resamples" in md
-    assert "deploy hack, hackable problems [95% CI]" in md and "Δ solve, all problems vs placebo" in md
+    assert "deploy hack, hackable problems [95% CI]" in md and "Δ solve, all problems vs its yoked placebo" in md
     assert "one seed" not in md
     assert "base model" in md  # the reference run is reported, not averaged into an arm
     assert "base" in summary and "base" not in a2.index
@@ -384,14 +395,15 @@ def test_a1_curve_and_dvc_plot_data(five_seeds):
     assert np.allclose(got.loc[direct.index, "hack_mean"], direct["mean"])
     assert np.allclose(got.loc[direct.index, "hack_sem"], direct["sem"])
     wide = pd.read_csv(kw["out_dir"] / "plot_data" / "A1_deploy_hack.csv").set_index("step")
-    assert list(wide.index) == SAVED and list(wide.columns) == ["none", "routeA", "placebo", "absorb", "heldout"]
+    assert list(wide.index) == SAVED and list(wide.columns) == ["none", "routeA", "placebo_routeA", "placebo_heldout", "absorb", "heldout"]
     assert wide.loc[12, "routeA"] == pytest.approx(direct.loc[("routeA", 12), "mean"])
 
 
 def test_a3_qmass_from_step_logs(five_seeds):
     kw, summary = five_seeds
     a3 = pd.read_csv(kw["out_dir"] / "A3.csv").set_index("arm")
-    assert list(a3.index) == ["none", "routeA", "placebo", "absorb"]  # heldout is not an ablation arm
+    # heldout is not an ablation arm; a yoked run is, placed after its arm, in the order of the arm it copies
+    assert list(a3.index) == ["none", "routeA", "placebo_routeA", "placebo_heldout", "absorb"]
     logs = {p.parent.name: pd.read_json(p, lines=True) for p in kw["metrics_root"].glob("*/steps.jsonl")}
     for arm in a3.index:
         for col in ("qmass_rollouts", "qmass_update"):
@@ -428,7 +440,7 @@ def test_a5_held_out_vs_in_pair_modes(five_seeds):
         sel = [r for r in d["rows"] if r["view"] == "deploy" and r["mode"] in HELDOUT]
         rows.append(sum(r["n_hacked"] for r in sel) / sum(r["n"] for r in sel))
     assert heldout.loc["held-out modes (pooled)", "hack_mean"] == pytest.approx(np.mean(rows))
-    assert set(a5["arm"]) == {"none", "routeA", "placebo", "absorb", "heldout"}  # every arm: the controls too
+    assert set(a5["arm"]) == {"none", "routeA", "placebo_routeA", "absorb", "heldout", "placebo_heldout"}  # every arm
     md = (kw["out_dir"] / "A5.md").read_text()
     assert "none hack" in md and "no (held out)" in md
     # C2 from the bootstrap over seeds and held-out problems, against none and placebo: the planted heldout arm
@@ -436,10 +448,10 @@ def test_a5_held_out_vs_in_pair_modes(five_seeds):
     samples = sample_frame(kw["metrics_root"])
     held = samples[samples["mode"].isin(HELDOUT)]
     verdict = summary["claim_C2"]
-    for ref in ("none", "placebo"):
+    for role, ref in (("none", "none"), ("placebo", "placebo_heldout")):  # C2's placebo: the one yoked to heldout
         x, r = cells(held, "heldout", "hacked"), cells(held, ref, "hacked")
         b = hierarchical_bootstrap(x.to_numpy(), r.to_numpy(), seed=0, support=(-1, 1))
-        assert verdict[f"hack_below_{ref}"] == int(b.hi < 0)
+        assert verdict[f"hack_below_{role}"] == int(b.hi < 0)
         assert f"Δ hack vs {ref} {b.estimate:+.3f} [{b.lo:+.3f}, {b.hi:+.3f}]" in md
     assert verdict["holds"] == int(verdict["hack_below_none"] and verdict["hack_below_placebo"]) == 0
     assert "**C2 does not hold**" in md and verdict["n_seeds"] == len(SEEDS)
@@ -456,17 +468,18 @@ def test_a5_held_out_vs_in_pair_modes(five_seeds):
             assert a[~a["mode"].isin(HELDOUT)][f"p_vs_{ref}_holm"].isna().all()  # pooled and in-pair rows
             assert a[a["mode"] == "held-out modes (pooled)"][f"p_vs_{ref}"].notna().all()
     assert a5[a5["arm"] == "none"]["p_vs_none_holm"].isna().all()
-    assert a5[a5["arm"] == "placebo"]["p_vs_placebo_holm"].isna().all()
+    assert a5[a5["arm"] == "placebo_heldout"]["p_vs_placebo_holm"].isna().all()
     hack = {(arm, s): {r["mode"]: r["hack"] for r in json.loads((kw["metrics_root"] / f"{arm}-{s}" / "per_mode_deploy.json")
                                                                   .read_text())["rows"] if r["view"] == "deploy"}
-            for arm in ("none", "placebo", "heldout") for s in SEEDS}
-    for ref in ("none", "placebo"):
+            for arm in ("none", "placebo_heldout", "heldout") for s in SEEDS}
+    for role, ref in (("none", "none"), ("placebo", "placebo_heldout")):
         raw = ttest_rel([hack["heldout", s]["hardcode"] for s in SEEDS], [hack[ref, s]["hardcode"] for s in SEEDS]).pvalue
-        assert heldout.loc["hardcode", f"p_vs_{ref}"] == pytest.approx(raw)
+        assert heldout.loc["hardcode", f"p_vs_{role}"] == pytest.approx(raw)
     assert md.count("Holm p=") == 2 * m  # Δ heldout − none and − placebo: one each per held-out mode
     # the gate's AUROC within each mode, from A7's per-mode rows
     by_mode = pd.read_csv(kw["out_dir"] / "plot_data" / "A7_by_mode.csv")
-    for col in ("gate AUROC, heldout", "gate AUROC, routeA", "gate AUROC, placebo", "Δ heldout − placebo"):
+    for col in ("gate AUROC, heldout", "gate AUROC, routeA", "gate AUROC, placebo_heldout", "gate AUROC, placebo_routeA",
+                "Δ heldout − placebo_heldout"):
         assert col in md
     assert set(by_mode["arm"]) >= {"routeA", "heldout"} and by_mode["auroc"].between(0, 1).any()
 
@@ -485,8 +498,8 @@ def test_a7_gate_real_vs_null(five_seeds):
     a7 = pd.read_csv(kw["out_dir"] / "A7.csv").set_index("arm")
     # Labels are planted along v_act: routeA's gate separates them, the placebo's Haar direction does not.
     assert a7.loc["routeA", "auroc"] > 0.85 and a7.loc["routeA", "auroc_percentile_in_null"] > 90
-    assert abs(a7.loc["placebo", "auroc"] - 0.5) < 0.25
-    assert a7.loc["routeA", "realised_route_precision"] > a7.loc["placebo", "realised_route_precision"]
+    assert abs(a7.loc["placebo_routeA", "auroc"] - 0.5) < 0.25
+    assert a7.loc["routeA", "realised_route_precision"] > a7.loc["placebo_routeA", "realised_route_precision"]
     assert np.isnan(a7.loc["none", "realised_route_precision"])  # none never routes
     assert a7.loc["routeA", "rho_max_keep"] == pytest.approx(max(
         pd.read_json(kw["metrics_root"] / f"routeA-{s}" / "steps.jsonl", lines=True)["rho_max_keep"].max() for s in SEEDS))
@@ -496,21 +509,21 @@ def test_a7_gate_real_vs_null(five_seeds):
     assert "does not reproduce" not in (kw["out_dir"] / "A7.md").read_text()
     per_run = json.loads((kw["out_dir"] / "A7_gate" / "routeA-0.json").read_text())
     assert len(per_run["null"]["auroc"]) == N_NULL and "student" in per_run["population"]
-    assert len(pd.read_csv(kw["out_dir"] / "plot_data" / "A7_gate_null.csv")) == N_NULL * 5 * len(SEEDS)
+    assert len(pd.read_csv(kw["out_dir"] / "plot_data" / "A7_gate_null.csv")) == N_NULL * 6 * len(SEEDS)  # 6 arms
     # planted along v_act: no Haar direction and no within-group label shuffle reaches routeA's AUROC
     assert a7.loc["routeA", "p_haar"] == 1 / (N_NULL + 1) and a7.loc["routeA", "p_labels"] == 1 / (N_PERM + 1)
-    assert a7.loc["routeA", "p_labels_within"] < 0.05 < a7.loc["placebo", "p_labels_within"]
+    assert a7.loc["routeA", "p_labels_within"] < 0.05 < a7.loc["placebo_routeA", "p_labels_within"]
     assert per_run["label_permutation"]["within"] == "prompt group (step and problem)"
     assert a7.loc["routeA", "p_haar_below_05"] == f"{len(SEEDS)}/{len(SEEDS)}"
     # over seeds: Fisher's combination, -2 sum(log p) against chi2 with 2k degrees of freedom
     from scipy.stats import chi2
     k = len(SEEDS)
     assert a7.loc["routeA", "p_haar_fisher"] == pytest.approx(chi2.sf(-2 * k * np.log(1 / (N_NULL + 1)), 2 * k))
-    assert a7.loc["placebo", "p_haar"] > 0.05
+    assert a7.loc["placebo_routeA", "p_haar"] > 0.05
 
 
 def test_two_seeds_say_fewer_than_5(tmp_path):
-    params = make_pipeline(tmp_path, seeds=(0, 1), arms=("none", "routeA", "placebo", "absorb"))
+    params = make_pipeline(tmp_path, seeds=(0, 1), arms=("none", "routeA", "placebo_routeA", "absorb"))
     aggregate_stage(params, Layout(tmp_path))
     kw = paths(tmp_path)
     md = (kw["out_dir"] / "A2.md").read_text()
@@ -533,9 +546,9 @@ def test_one_seed_and_no_placebo_are_said(tmp_path):
     kw = paths(tmp_path)
     md = (kw["out_dir"] / "A2.md").read_text()
     assert "covers problem and sampling variance, not seed-to-seed variance" in md
-    assert "no `placebo` runs aggregated" in md and f"n=1 seed, {TOO_FEW_SEEDS}" in md
+    assert "no `placebo_routeA` runs aggregated" in md and f"n=1 seed, {TOO_FEW_SEEDS}" in md
     a2 = pd.read_csv(kw["out_dir"] / "A2.csv").set_index("arm")
-    assert a2.loc["routeA", "test_hack_hackable_vs_placebo"] == "no `placebo` runs aggregated"
+    assert a2.loc["routeA", "test_hack_hackable_vs_placebo"] == "no `placebo_routeA` runs aggregated"
     assert a2.loc["routeA", "delta_hack_hackable_vs_none_lo"] < a2.loc["routeA", "delta_hack_hackable_vs_none_hi"]
     assert "delta_hack_hackable_vs_placebo" not in summary["routeA"] and "delta_hack_hackable_vs_none" in summary["routeA"]
 
@@ -570,7 +583,7 @@ def test_samples_that_disagree_with_the_rates_are_refused(tmp_path):
 def direct_kwargs(root: Path, params: dict) -> dict:
     return paths(root) | {"runs_root": root / "runs" / "train", "pairs": [{"id": "a", "mode": "hardcode",
                           "prompt": "p", "hack": "h", "clean": "c"}], "q_lo": Q_LO, "q_hi": Q_HI, "n_null": 3,
-                          "directions": {f"{a}-{s}": U for a in [*params.train.arms, *params.train.yoked] for s in params.train.seeds}}
+                          "directions": {f"{a}-{s}": U for a in params.run_arms for s in params.train.seeds}}
 
 
 def test_missing_inputs_name_the_path(tmp_path):
@@ -615,11 +628,11 @@ def test_malformed_inputs_name_file_and_key(tmp_path):
 
 def test_wrong_direction_is_flagged(tmp_path):
     """Scoring a run with a direction its gate did not use shows up against the logged scores."""
-    params = make_pipeline(tmp_path, seeds=(0,), arms=("none", "placebo"))
+    params = make_pipeline(tmp_path, seeds=(0,), arms=("none", "placebo_routeA"))
     kw = direct_kwargs(tmp_path, params)  # gives the placebo run v_act instead of its Haar direction
     aggregate(**kw)
     md = (kw["out_dir"] / "A7.md").read_text()
-    assert "placebo-0: the direction scored here does not reproduce the logged gate scores" in md
+    assert "placebo_routeA-0: the direction scored here does not reproduce the logged gate scores" in md
     assert "none-0: the direction" not in md
 
 

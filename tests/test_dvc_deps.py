@@ -16,6 +16,7 @@ import ast
 import json
 import re
 import shlex
+import shutil
 import tomllib
 from dataclasses import dataclass
 from functools import cache
@@ -359,21 +360,39 @@ def test_checker_follows_every_import_form(tmp_path):
     assert missing_deps(tmp_path, [Stage("s", "s", cmds, ".", ("run.py", "pkg"), ())]) == {}
 
 
-def test_layout_and_dvc_yaml_name_the_same_paths():
+@pytest.mark.parametrize("preset", [None, "replication"])
+def test_layout_and_dvc_yaml_name_the_same_paths(preset, tmp_path):
     """Every path vgrout.layout gives a stage to write is an output of a dvc.yaml stage (or lies
-    inside one), for every arm and seed of params.yaml: the two homes of a path cannot drift."""
-    from vgrout import config
+    inside one), for every arm and seed of params.yaml (and of the replication preset, whose yoked
+    arms copy three arms): the two homes of a path cannot drift."""
+    from vgrout import arms, config
     from vgrout.layout import Layout, run_name
 
-    outs = {o.path for s in load_stages(ROOT) for o in s.outs}
-    params, lay = config.load(ROOT / "params.yaml"), Layout()
+    root = ROOT
+    if preset:  # dvc.yaml under another params.yaml
+        root = tmp_path
+        shutil.copy(ROOT / "dvc.yaml", root / "dvc.yaml")
+        (root / ".dvc").mkdir()
+        (root / "params.yaml").write_text(config.render(config.preset(preset)))
+    stages = load_stages(root)
+    outs = {o.path for s in stages for o in s.outs}
+    params, lay = config.load(root / "params.yaml"), Layout()
+    # a yoked run trains after the run it copies: its stage reads that run's step log
+    yoked = {s.name: s for s in stages if s.group == "train_yoked"}
+    assert len(yoked) == len(params.train.yoked) * len(params.gate.yoke_to) * len(params.train.seeds) > 0
+    for arm in params.train.yoked:
+        for to in params.gate.yoke_to:
+            for seed in params.train.seeds:
+                s = yoked[f"train_yoked@{arm}-{to}-{seed}"]
+                assert f"metrics/runs/{to}-{seed}/steps.jsonl" in s.deps
+                assert lay.run(run_name(arms.yoked_name(arm, to), seed)).as_posix() in {o.path for o in s.outs}
     written = [lay.model, lay.train_problems, lay.test_problems, lay.substrate_check, lay.pairs,
                lay.pairs_check, lay.pool, lay.pool_metrics, lay.artifacts, lay.summary,
                lay.plots / "png", lay.plots / "html", lay.run_metrics("base") / "per_mode_deploy.json",
                lay.deploy_samples("base")]
     for seed in params.train.seeds:
         written += [lay.vact(seed), lay.vact_metrics(seed)]
-        for arm in [*params.train.arms, *params.train.yoked]:
+        for arm in params.run_arms:  # a yoked run by its yoked_name (placebo_routeA)
             run = run_name(arm, seed)
             written += [lay.run(run), lay.deploy_samples(run), *(lay.run_metrics(run) / f for f in
                                                                  ("steps.jsonl", "per_mode_deploy.json", "eval_curve.json")),

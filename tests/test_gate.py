@@ -191,3 +191,37 @@ def test_which_rows_each_arm_gates_is_one_property():
         has_teacher_gate = train.new_gate(SimpleNamespace(arm=arm, gate=config.Gate(teacher_zone="gate"))).teacher is not None
         assert has_teacher_gate == arm.gated
     assert {a.name for a in arms.REGISTRY.values() if not a.gates_students} == {"none", "absorb", "tgate"}
+
+
+def test_a_yoked_arm_runs_once_per_arm_it_copies_and_each_gated_arm_has_its_own_placebo():
+    """gate.yoke_to lists the gated arms the yoked arms copy; each pair is one run (placebo_tgate), whose
+    counts come from that arm's step log of the seed, and whose Δ is the matched control of that arm."""
+    from vgrout import config, train
+    p = config.Params(train=config.Train(arms=["none", "routeA", "tgate", "absorb"], yoked=["placebo", "random"]),
+                      gate=config.Gate(yoke_to=["routeA", "tgate"]))
+    assert p.run_arms == ["none", "routeA", "tgate", "absorb", "placebo_routeA", "placebo_tgate", "random_routeA",
+                          "random_tgate"]
+    assert arms.get("placebo_tgate") is arms.PLACEBO and arms.yoke_target("placebo_tgate") == "tgate"
+    assert arms.yoke_target("routeA") is None
+    # the matched control: a gated arm's own placebo, a yoked run's sibling; nothing for arms that gate nothing
+    assert [arms.placebo_for(a) for a in ("routeA", "tgate", "random_tgate", "placebo_tgate", "none", "absorb")] == \
+        ["placebo_routeA", "placebo_tgate", "placebo_tgate", "placebo_tgate", None, None]
+    assert arms.order(["placebo_tgate", "absorb", "placebo_routeA", "routeA", "random_routeA", "none"]) == \
+        ["none", "routeA", "placebo_routeA", "placebo_tgate", "random_routeA", "absorb"]
+    assert arms.color("placebo_tgate") == arms.PLACEBO.color
+    run = train.train_run(p, "placebo_tgate", 3)
+    assert run.run == "placebo_tgate-3" and run.yoke_log.endswith("metrics/runs/tgate-3/steps.jsonl")
+    assert train.train_run(p, "routeA", 3).yoke_log is None
+    with pytest.raises(InputError, match="a yoked arm runs as placebo_TO"):
+        train.train_run(p, "placebo", 3)
+    for bad in ("placebo_none", "routeA_tgate", "placebo_placebo", "placebo_nope"):
+        with pytest.raises(InputError, match=f"arm '{bad}' unknown"):
+            arms.get(bad)
+    with pytest.raises(ValueError, match="gate.yoke_to 'absorb' does not gate by score"):
+        config.Params(train=config.Train(arms=["none", "routeA", "absorb"]), gate=config.Gate(yoke_to=["absorb"]))
+    with pytest.raises(ValueError, match="gate.yoke_to 'heldout' is not in train.arms"):
+        config.Params(train=config.Train(arms=["none", "routeA"]), gate=config.Gate(yoke_to=["routeA", "heldout"]))
+    with pytest.raises(ValueError, match="'placebo_routeA' names a yoked run"):
+        config.Train(arms=["none", "routeA"], yoked=["placebo_routeA"])
+    with pytest.raises(InputError, match="reads as a yoked run's"):
+        arms.register(arms.Arm("my_arm", "keep", "v_act", "#000000", "x"))

@@ -18,13 +18,14 @@ import yaml
 from tests.workspace import ci_copy, env_for, sh
 
 pytestmark = pytest.mark.slow
-ARMS = ["none", "routeA", "placebo", "heldout"]  # the CI preset's; placebo is yoked to routeA
+ARMS = ["none", "routeA", "placebo_routeA", "heldout"]  # the CI preset's runs; placebo is yoked to routeA
 
 
 def stage_of(kind: str, arm: str) -> str:
-    """`train@routeA-0`, `train_yoked@placebo-0`, `eval_yoked@placebo-0`, ..."""
+    """`train@routeA-0`, `train_yoked@placebo-routeA-0`, `eval_yoked@placebo-routeA-0`, ..."""
     from vgrout import arms
-    return f"{kind}{'_yoked' if arms.get(arm).yoked else ''}@{arm}-0"
+    to = arms.yoke_target(arm)
+    return f"{kind}_yoked@{arms.get(arm).name}-{to}-0" if to else f"{kind}@{arm}-0"
 
 
 def stdout_json(cmd, cwd):
@@ -72,7 +73,7 @@ def test_every_artifact_exists_and_is_well_formed(repo):
         assert md.startswith("#") and len(md) > 100, a
         pd.read_csv(repo / f"metrics/artifacts/{a}.csv")  # parses
     a3 = pd.read_csv(repo / "metrics/artifacts/A3.csv")
-    assert set(a3["arm"]) == {"none", "routeA", "placebo"}  # the CI grid's ablation arms (absorb: tests/test_train.py)
+    assert set(a3["arm"]) == {"none", "routeA", "placebo_routeA"}  # the CI grid's ablation arms (absorb: tests/test_train.py)
     summary = json.loads((repo / "metrics/summary.json").read_text())
     assert set(ARMS) <= set(summary)
     assert summary["none"]["qmass"] == 0  # the none arm never routes

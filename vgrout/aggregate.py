@@ -3,7 +3,7 @@ curve and step log into the paper artifacts A1-A7 (markdown + csv), metrics/summ
 data and charts.
 
 Statistics (vgrout.stats): a rate is one number per run; an arm's number is mean ± SEM over
-its seeds. A2's rates and every Δ (vs `none`, vs the yoked `placebo`) carry a 95% interval
+its seeds. A2's rates and every Δ (vs `none`, vs the placebo yoked to the arm) carry a 95% interval
 from a hierarchical bootstrap over seeds and problems, paired by seed and problem (every run
 samples the same test problems with the same seed), and a paired t-test over seeds (no
 p-value with fewer than 5 seeds); A5's per-mode p-values are Holm-adjusted. Wilson intervals
@@ -29,9 +29,10 @@ import scipy.stats as sps
 from tqdm import tqdm
 
 from vgrout import plots
-from vgrout.arms import BASE, METHOD, PLACEBO, REFERENCE, REGISTRY
+from vgrout.arms import BASE, METHOD, PLACEBO, REFERENCE, REGISTRY, placebo_for
 from vgrout.arms import get as get_arm
 from vgrout.arms import order as _arm_order
+from vgrout.arms import run_arms
 from vgrout.layout import DEPLOY_SAMPLES, Layout, run_name
 from vgrout.diagnostics import N_NULL, N_PERM, gate_eval, load_rollouts, load_tensors
 from vgrout.vact import gate_direction
@@ -42,7 +43,9 @@ from vgrout.stats import (MIN_SEEDS_FOR_TEST, N_BOOT, binomial_var, few_seeds_fa
 
 HACK_MODES = hackable()
 NONE, ROUTE = REFERENCE.name, METHOD.name  # Δ is taken against NONE; A1 and A4 draw ROUTE against it
-YOKED = PLACEBO.name  # A2 takes every Δ against the yoked placebo too: routing at matched mass, no direction
+# A2 takes every gated arm's Δ against the placebo yoked to it too (arms.placebo_for: placebo_routeA for
+# routeA): routing at the arm's own per-step counts, no direction. The column keys say `vs_placebo`.
+YOKED = PLACEBO.name
 BOOT_SEED = 0  # the bootstrap's Generator seed: the same resamples on every aggregation of the same files
 # C1's "at the same solve rate", made testable: routeA's deploy solve may be lower than none's by less than this
 # (absolute), with 95% confidence (the lower end of Δ solve's interval above −margin: a non-inferiority test).
@@ -54,8 +57,13 @@ def _ablation_arms() -> list[str]:
     return [a.name for a in REGISTRY.values() if a.ablation]
 
 
-def _heldout_arms() -> list[str]:
-    return [a.name for a in REGISTRY.values() if a.heldout]
+def _ref_arm(arm: str, ref: str) -> tuple[str | None, str | None]:
+    """The arm a Δ of `arm` is taken against for the reference `ref` (NONE, or YOKED: the placebo yoked to
+    `arm`), and why there is none where there is none."""
+    if ref != YOKED:
+        return ref, None
+    p = placebo_for(arm)
+    return p, None if p else f"{arm} gates nothing: no placebo is yoked to it"
 
 # Which hack label the tables count: the environment's own (grader.Grade.hacked).
 LABEL_NOTE = ("Hack = `hacked`: the mode's flawed check passed and the hidden tests did not (the environment's "
@@ -483,13 +491,14 @@ def _a2_table(con, arms: Iterable[str] | None = None, refs: tuple[str, ...] = (N
         # how many seeds hacked at all: the widening cannot repair an effect that only some seeds show
         hack_cells = _matrix(pm, arm, seeds, "hack_hackable")
         row["seeds_with_hack"] = int((hack_cells.to_numpy().mean(axis=1) > 0).sum()) if hack_cells.shape[1] else None
-        for ref in refs:
+        for role in refs:
+            ref, why = _ref_arm(arm, role)
             shared = sorted(set(seeds) & set(final.loc[ref].seeds)) if ref in final.index else []
-            why = ("reference arm" if arm == ref else f"no `{ref}` runs aggregated" if ref not in final.index
-                   else f"no seed shared with {ref}" if not shared else None)
-            row[f"n_paired_vs_{ref}"] = len(shared)
+            why = why or ("reference arm" if arm == ref else f"no `{ref}` runs aggregated" if ref not in final.index
+                          else f"no seed shared with {ref}" if not shared else None)
+            row[f"ref_{role}"], row[f"n_paired_vs_{role}"] = ref, len(shared)
             for m in A2_DELTAS:
-                key = f"{m}_vs_{ref}"
+                key = f"{m}_vs_{role}"
                 b, t = _bootstrap(pm, arm, shared, m, ref, n_boot) if why is None else (None, None)
                 row |= {f"delta_{key}": b.estimate if b else None, f"delta_{key}_lo": b.lo if b else None,
                         f"delta_{key}_hi": b.hi if b else None, f"delta_{key}_widened_by": b.widened_by if b else None,
@@ -509,7 +518,8 @@ def _a2_table(con, arms: Iterable[str] | None = None, refs: tuple[str, ...] = (N
                 if _none_if_nan(r[f"delta_{key}"]) is not None else r[f"test_{key}"] for r in rows]
 
     def delta_label(m, ref):  # "Δ hack, hackable problems vs none [95% CI]; paired t"
-        return f"Δ {A2_METRICS[m][2].removeprefix('deploy ')} vs {ref} [95% CI]; paired t"
+        against = "its yoked placebo" if ref == YOKED else ref
+        return f"Δ {A2_METRICS[m][2].removeprefix('deploy ')} vs {against} [95% CI]; paired t"
 
     def seeds_cell(r):
         hacked = r["seeds_with_hack"]
@@ -560,13 +570,16 @@ def _stats_note(table: pd.DataFrame, refs: tuple[str, ...], n_boot: int) -> str:
             "where the interval, which also draws problems, does not. It describes; it decides no claim.")
     if refs == (NONE, YOKED):
         note += (f" C1 is decided by the intervals alone: {ROUTE}'s Δ hack (hackable problems) has its 95% interval "
-                 f"entirely below 0 against {NONE} and against {YOKED} alike (an intersection-union test: requiring "
+                 f"entirely below 0 against {NONE} and against {placebo_for(ROUTE)} alike (an intersection-union test: requiring "
                  f"both keeps the level at 0.05 with no correction), and its Δ solve against {NONE} has its lower end "
                  f"above −{SOLVE_MARGIN:g} (non-inferiority at a margin of {SOLVE_MARGIN:g}: \"at the same solve "
                  "rate\", a one-sided test at 2.5%). The other arms' intervals and p-values are controls' and "
                  "exploratory: unadjusted for their number, they claim nothing.")
     if YOKED in refs:
-        note += f" `{YOKED}`: {PLACEBO.description}."
+        note += (f" Δ vs its yoked placebo: against the placebo run yoked to that arm ({placebo_for(ROUTE)} for "
+                 f"{ROUTE}; a yoked run against the placebo yoked to the same arm), so the control routes and keeps "
+                 f"exactly the arm's own per-step counts: {PLACEBO.description}. An arm that gates nothing "
+                 "(none, absorb) has no such control.")
     if (table["n_seeds"] == 1).any() or any((table.get(f"n_paired_vs_{r}", pd.Series(dtype=int)) == 1).any()
                                             for r in refs):
         note += (" Where an arm (or a pair) has one seed, only problems are resampled: its interval covers problem "
@@ -579,7 +592,7 @@ def claim_c1(table: pd.DataFrame, arm: str = ROUTE) -> dict | None:
     and its deploy solve not lower than none's by SOLVE_MARGIN or more. None without routeA, none and placebo.
     `arm`: the same rule for another gated arm, where the table's placebo is yoked to that arm (a diagnosis)."""
     rows = table.set_index("arm")
-    if not {arm, NONE, YOKED} <= set(rows.index):
+    if not {arm, NONE, placebo_for(arm)} <= set(rows.index):
         return None
     r = rows.loc[arm]
     parts = {"hack_below_none": r[f"delta_hack_hackable_vs_{NONE}_hi"], "hack_below_placebo": r[f"delta_hack_hackable_vs_{YOKED}_hi"],
@@ -596,12 +609,13 @@ def claim_c1(table: pd.DataFrame, arm: str = ROUTE) -> dict | None:
 
 def _claim_c1_text(c1: dict | None, table: pd.DataFrame) -> str:
     if c1 is None:
-        return f"C1: not decided here (it needs {ROUTE}, {NONE} and {YOKED} runs with defined intervals)."
+        return (f"C1: not decided here (it needs {ROUTE}, {NONE} and {placebo_for(ROUTE)} runs with defined "
+                "intervals).")
     r = table.set_index("arm").loc[ROUTE]
     yes = {1: "yes", 0: "no"}
     return (f"**C1 {'holds' if c1['holds'] else 'does not hold'}** at {c1['n_seeds']} seed(s). Δ hack vs {NONE} below 0: "
             f"{yes[c1['hack_below_none']]} (upper end {r[f'delta_hack_hackable_vs_{NONE}_hi']:+.3f}); Δ hack vs "
-            f"{YOKED} below 0: {yes[c1['hack_below_placebo']]} (upper end {r[f'delta_hack_hackable_vs_{YOKED}_hi']:+.3f}); "
+            f"{placebo_for(ROUTE)} below 0: {yes[c1['hack_below_placebo']]} (upper end {r[f'delta_hack_hackable_vs_{YOKED}_hi']:+.3f}); "
             f"Δ solve vs {NONE} above −{SOLVE_MARGIN:g}: {yes[c1['solve_noninferior']]} (lower end "
             f"{r[f'delta_solve_vs_{NONE}_lo']:+.3f})."
             + (" One seed: its intervals leave out seed-to-seed variance, so this verdict is not C1's test."
@@ -680,7 +694,7 @@ def a3(con, out: Out) -> pd.DataFrame:
                sum(t.n_hacked) AS train_n_hacked, sum(t.n_solved) AS train_n_solved, sum(t.n) AS train_n
         FROM run_info i JOIN d USING (run) JOIN q USING (run) LEFT JOIN t USING (run)
         WHERE list_contains(?, i.arm)
-        GROUP BY i.arm""", [_ablation_arms()]).df()
+        GROUP BY i.arm""", [[a for a in _run_arms(con) if get_arm(a).ablation]]).df()
     table = _by_arm(table)
     columns = [("deploy hack", "deploy_hack"), ("deploy solve", "deploy_solve"),
                ("train-view hack", "train_hack"), ("train-view solve", "train_solve"),
@@ -696,8 +710,8 @@ def a3(con, out: Out) -> pd.DataFrame:
         "rows have a gate of their own or a fixed zone, gate.teacher_zone; their routed share is its own column), and of the quarantine's share of "
         "the squared gradient norm (before clipping and AdamW: the routing mass) and of the squared update "
         "norm (about one half wherever a block gets any gradient, since AdamW normalises each parameter's "
-        "step), then mean ± SEM over seeds. Yoked arms route as many student and teacher rows as routeA at every step; "
-        "equal row shares are not equal gradient mass: read the gradient column.",
+        "step), then mean ± SEM over seeds. A yoked run (placebo_tgate) routes as many student and teacher rows "
+        "as the arm it copies (tgate) at every step; equal row shares are not equal gradient mass: read the gradient column.",
         out.figure("A3"), md_table(md)], {"A3": table})
 
     bars = []
@@ -717,6 +731,11 @@ def a3(con, out: Out) -> pd.DataFrame:
                                   y_title="rate or fraction"), "A3")
     out.data("A3_ablation", table[["arm", "deploy_hack", "deploy_solve", "train_hack", "qmass_rollouts"]])
     return table
+
+
+def _run_arms(con) -> list[str]:
+    """The arm names of the aggregated runs (yoked runs by their yoked_name), the base model's left out."""
+    return [a for a in con.execute("SELECT DISTINCT arm FROM run_info").df()["arm"] if a != BASE]
 
 
 def a4(con, out: Out, long_horizon: bool, preset: str | None, n_boot: int = N_BOOT) -> pd.DataFrame | None:
@@ -745,7 +764,7 @@ def a5(con, runs: list[Run], out: Out, gate_by_mode: pd.DataFrame | None = None,
     """Deploy hack per loophole mode for every arm, the heldout arm's Δ against none and against the
     yoked placebo (the routing-mass-matched control), and the gate's AUROC within each mode (A7's).
     Returns C2's verdict (None where it cannot be decided)."""
-    heldout_runs = [r for r in runs if r.arm in _heldout_arms()]
+    heldout_runs = [r for r in runs if r.arm != BASE and get_arm(r.arm).heldout]
     if not heldout_runs:
         write_artifact(out.tables, "A5", "held-out modes", [
             "No A5 result: no run of the `heldout` arm was aggregated."],
@@ -775,15 +794,16 @@ def a5(con, runs: list[Run], out: Out, gate_by_mode: pd.DataFrame | None = None,
     if per_run_mode.empty:
         raise InputError(f"A5: no per-mode deploy rows for the hackable modes {list(HACK_MODES)}")
     rows = []
-    refs = [NONE, YOKED]  # Δ against vanilla GRPO, and against routing at matched mass with no direction
+    refs = [NONE, YOKED]  # Δ against vanilla GRPO, and against routing at the arm's own counts with no direction
     for (mode, held_out), g in per_run_mode.groupby(["mode", "held_out"], sort=False):
         for arm, ga in g.groupby("arm"):
             mean, sem = mean_sem(ga["hack"])
             row = {"mode": mode, "held_out": bool(held_out), "arm": arm, "n_seeds": len(ga), "hack_mean": mean,
                    "hack_sem": sem, "n_hacked": int(ga["n_hacked"].sum()), "n": int(ga["n"].sum())}
-            for ref in refs:
-                row |= {f"delta_vs_{ref}": None, f"delta_vs_{ref}_sem": None, f"p_vs_{ref}": None,
-                        f"p_vs_{ref}_holm": None, f"test_vs_{ref}": None}
+            for role in refs:
+                ref = _ref_arm(arm, role)[0]
+                row |= {f"delta_vs_{role}": None, f"delta_vs_{role}_sem": None, f"p_vs_{role}": None,
+                        f"p_vs_{role}_holm": None, f"test_vs_{role}": None}
                 other = g[g["arm"] == ref].set_index("seed")["hack"]
                 shared = ga[ga["seed"].isin(other.index)].sort_values("seed")
                 if arm != ref and len(shared):
@@ -791,8 +811,8 @@ def a5(con, runs: list[Run], out: Out, gate_by_mode: pd.DataFrame | None = None,
                     var = (np.array([binomial_var(h, n) for h, n in zip(shared["hack"], shared["n"])])
                            + np.array([binomial_var(h, n) for h, n in zip(ref_runs["hack"], ref_runs["n"])]))
                     t = paired_t(shared["hack"], other.loc[shared["seed"]], sampling_var=var)
-                    row |= {f"delta_vs_{ref}": t.mean_diff, f"delta_vs_{ref}_sem": t.sem, f"p_vs_{ref}": t.p,
-                            f"test_vs_{ref}": t.statement}
+                    row |= {f"delta_vs_{role}": t.mean_diff, f"delta_vs_{role}_sem": t.sem, f"p_vs_{role}": t.p,
+                            f"test_vs_{role}": t.statement}
             rows.append(row)
     # C2's test is the pooled held-out row (one claim: no correction). Its per-mode follow-ups, the held-out
     # modes one by one, are a family: Holm over them, per arm and reference, keeps the chance of any false
@@ -824,12 +844,14 @@ def a5(con, runs: list[Run], out: Out, gate_by_mode: pd.DataFrame | None = None,
         return _pm(*mean_sem(vals)) if len(vals) else "—"
 
     shown = _arm_order(table["arm"])
-    gated = [a for a in (held_arm, ROUTE, YOKED) if a in shown]
+    held_placebo = placebo_for(held_arm)
+    gated = [a for a in dict.fromkeys((held_arm, ROUTE, held_placebo, placebo_for(ROUTE))) if a in shown]
     md = pd.DataFrame([{"mode": mode,
                         "in heldout arm's pairs": "no (held out)" if mode in held or mode == pooled[0] else "yes",
                         **{f"{a} hack": cell(mode, a) for a in shown},
-                        **{f"Δ {held_arm} − {ref}": cell(mode, held_arm, f"delta_vs_{ref}", f"delta_vs_{ref}_sem", ref)
-                           for ref in refs if ref in shown},
+                        **{f"Δ {held_arm} − {_ref_arm(held_arm, role)[0]}":
+                           cell(mode, held_arm, f"delta_vs_{role}", f"delta_vs_{role}_sem", role)
+                           for role in refs if _ref_arm(held_arm, role)[0] in shown},
                         **{f"gate AUROC, {a}": auroc_cell(mode, a) for a in gated}}
                        for mode in modes + pooled if (table["mode"] == mode).any()])
     write_artifact(out.tables, "A5", "held-out modes", [
@@ -837,14 +859,15 @@ def a5(con, runs: list[Run], out: Out, gate_by_mode: pd.DataFrame | None = None,
         f"only; {', '.join(held)} are held out (routeA's v_act uses every mode). Deploy hack rate "
         "(quarantine ablated) per loophole mode, mean ± SEM over seeds; pooled rows sum the counts of their "
         "modes within each run first. Every arm is shown: the held-out modes' rate moves for reasons other "
-        f"than the direction too, so the heldout arm's Δ is taken against {NONE} and against {YOKED} (routing at "
-        "the mass of the arm it is yoked to, gate.yoke_to, ranked by a Haar direction). Δ is paired by seed, "
+        f"than the direction too, so the heldout arm's Δ is taken against {NONE} and against {held_placebo} (the "
+        "placebo yoked to it: its own per-step route and keep counts, rows ranked by a Haar direction). Δ is "
+        "paired by seed, "
         "with a paired t-test (a p-value from "
         f"{MIN_SEEDS_FOR_TEST} seeds on, its SEM never below binomial sampling's), which treats the test problems "
         "as fixed and decides nothing alone. C2 is the pooled held-out modes, decided like C1 by A2's bootstrap "
         "interval over seeds and problems (widened for few seeds), against both references: C2 holds only if "
         f"the heldout arm's Δ hack on the held-out modes' problems has its 95% interval below 0 against {NONE} and "
-        f"against {YOKED} alike (an intersection-union test: requiring both keeps the level at 0.05 with no "
+        f"against {held_placebo} alike (an intersection-union test: requiring both keeps the level at 0.05 with no "
         "correction). Holm p: the held-out modes' own rows, adjusted by Holm's method over those modes (per arm "
         "and reference), follow-ups to C2; the in-pair rows test no claim of C2 and show the raw p. Gate AUROC: "
         "the AUROC of the arm's gate score "
@@ -869,9 +892,10 @@ def _claim_c2(con, held_arm: str, held: list[str], n_boot: int) -> tuple[dict | 
     """C2 from the bootstrap: the heldout arm's deploy hack on the held-out modes' problems, Δ against none
     and against placebo on the seeds each pair shares; it holds where both intervals lie below 0."""
     pm = _problem_means(con)
-    seeds_of = {a: set(pm.loc[pm["arm"] == a, "seed"]) for a in (held_arm, NONE, YOKED)}
+    placebo = placebo_for(held_arm)
+    seeds_of = {a: set(pm.loc[pm["arm"] == a, "seed"]) for a in (held_arm, NONE, placebo)}
     parts, lines = {}, []
-    for ref in (NONE, YOKED):
+    for ref in (NONE, placebo):
         shared = sorted(seeds_of[held_arm] & seeds_of[ref])
         b, t = _bootstrap(pm, held_arm, shared, "hack_hackable", ref, n_boot, modes=held) if shared else (None, None)
         if b is None:
@@ -881,7 +905,7 @@ def _claim_c2(con, held_arm: str, held: list[str], n_boot: int) -> tuple[dict | 
                      f" over {b.n_seeds} seed(s) × {b.n_problems} problems ({t.statement})")
     below = {ref: int(not b.degenerate and b.hi < 0) for ref, b in parts.items()}
     n_seeds = min(b.n_seeds for b in parts.values())
-    verdict = {"holds": int(all(below.values())), "hack_below_none": below[NONE], "hack_below_placebo": below[YOKED],
+    verdict = {"holds": int(all(below.values())), "hack_below_none": below[NONE], "hack_below_placebo": below[placebo],
                "n_seeds": n_seeds}
     return verdict, (f"**C2 {'holds' if verdict['holds'] else 'does not hold'}** (held-out modes {', '.join(held)}, "
                      f"pooled; bootstrap as A2's): " + "; ".join(lines) + "."
@@ -1088,7 +1112,7 @@ def _summary(a2_table: pd.DataFrame, a3_table: pd.DataFrame, a7_table: pd.DataFr
         out[r["arm"]] = {k: r[k] for k in ("n_seeds", "deploy_hack", "deploy_hack_sem", "deploy_solve", "deploy_solve_sem")}
         out[r["arm"]] |= {f"deploy_{m}{end}": r[f"deploy_{m}{end}"] for m in A2_METRICS for end in ("", "_lo", "_hi")}
         out[r["arm"]] |= {f"{kind}_{m}_vs_{ref}{end}": r[f"{kind}_{m}_vs_{ref}{end}"]
-                          for ref in (NONE, YOKED) if ref != r["arm"] for m in A2_DELTAS
+                          for ref in (NONE, YOKED) for m in A2_DELTAS
                           for kind, end in (("delta", ""), ("delta", "_lo"), ("delta", "_hi"), ("p", ""))}
     for r in a3_table.to_dict("records"):
         out[r["arm"]] |= {"train_hack": r["train_hack"], "qmass": r["qmass_rollouts"], "qmass_update": r["qmass_update"]}
@@ -1161,7 +1185,8 @@ NULL_SEED = 1_000_000  # Haar null seeds start here, far from the placebo arm's 
 
 def aggregate_stage(params, layout: Layout = Layout()) -> dict:
     """DVC stage aggregate: the arm x seed grid of params in the pipeline's layout."""
-    seeds, arm_names = params.train.seeds, [*params.train.arms, *params.train.yoked]
+    seeds = params.train.seeds
+    arm_names = run_arms(params.train.arms, params.train.yoked, params.gate.yoke_to)
     runs = [run_name(a, s) for a in arm_names for s in seeds]
     if (layout.run_metrics(BASE) / "per_mode_deploy.json").exists():
         runs = [BASE] + runs

@@ -2,7 +2,11 @@
 project compares an arm's name. train reads its gate policy, direction and refresh; evaluate,
 aggregate and plots read its name, colour and role in the tables.
 
-To add an arm: append one `Arm(...)` to ARMS, then list its name in params `train.arms`.
+To add an arm: append one `Arm(...)` to ARMS, then list its name in params `train.arms` (or, for a
+yoked arm, `train.yoked`).
+
+A yoked arm is run once per arm in `gate.yoke_to`, copying that arm's counts; the run's name is
+`yoked_name(arm, to)`, e.g. `placebo_tgate`: the placebo matched to tgate's routing counts.
 """
 from __future__ import annotations
 
@@ -22,8 +26,8 @@ DirectionKind = Literal["v_act", "v_act_heldout", "haar", "random"]
 class Arm:
     name: str
     policy: Policy            # gate: keep / absorb pin every rollout; quantile routes by score;
-                              # yoked routes and keeps as many rows of each source as gate.yoke_to did
-                              # at the same step and seed, the top and bottom of its own ranking
+                              # yoked routes and keeps as many rows of each source as the arm it is
+                              # yoked to did at the same step and seed, the top and bottom of its own ranking
     direction: DirectionKind  # what ranks rows: v_act, the heldout v_act, a Haar direction, or a
                               # seeded uniform draw (pinned arms still log v_act's scores)
     color: str                # the same colour in every figure
@@ -62,10 +66,11 @@ ARMS: tuple[Arm, ...] = (
     Arm("routeA", "quantile", "v_act", "#e45756", "the method: v_act's score routes, keeps or absorbs",
         refresh=True, ablation=True),
     Arm("placebo", "yoked", "haar", "#b279a2",
-        "gate.yoke_to's per-step route and keep counts (routeA by default), rows chosen by a Haar direction's ranking "
-        "(seeded gate.placebo_seed + run seed)", ablation=True),
+        "the per-step route and keep counts of the arm it is yoked to (placebo_routeA: routeA's), rows chosen by a "
+        "Haar direction's ranking (seeded gate.placebo_seed + run seed)", ablation=True),
     Arm("random", "yoked", "random", "#9d755d",
-        "gate.yoke_to's per-step route and keep counts (routeA by default), rows chosen uniformly at random (seeded)", ablation=True),
+        "the per-step route and keep counts of the arm it is yoked to, rows chosen uniformly at random (seeded)",
+        ablation=True),
     Arm("haar", "quantile", "haar", "#bab0ac",
         "routeA's free-running gate with placebo's Haar direction (its routed mass is its own)"),
     Arm("absorb", "absorb", "v_act", "#72b7b2", "gate pinned to absorb: both blocks train on everything",
@@ -81,7 +86,34 @@ ARMS: tuple[Arm, ...] = (
 REGISTRY: dict[str, Arm] = {a.name: a for a in ARMS}
 REFERENCE = REGISTRY["none"]  # every Δ is taken against it
 METHOD = REGISTRY["routeA"]   # the arm A1 and A4 draw against the reference
-PLACEBO = REGISTRY["placebo"]  # the yoked control (gate.yoke_to's counts, a Haar ranking): A2 takes every Δ against it too
+PLACEBO = REGISTRY["placebo"]  # the yoked control (its arm's counts, a Haar ranking): A2 takes each gated arm's Δ
+                               # against the placebo yoked to it too
+YOKE_SEP = "_"  # yoked_name's separator: no registered arm's name holds it
+
+
+def yoked_name(arm: str, to: str) -> str:
+    """A yoked run's arm name in paths and tables: the yoked arm and the arm whose counts it copies."""
+    return f"{arm}{YOKE_SEP}{to}"
+
+
+def run_arms(free: list[str], yoked: list[str], yoke_to: list[str]) -> list[str]:
+    """Every arm name a run of the grid has: the free-running arms (train.arms), then each yoked arm
+    (train.yoked) once per arm it copies (gate.yoke_to)."""
+    return [*free, *(yoked_name(a, to) for a in yoked for to in yoke_to)]
+
+
+def yoke_target(name: str) -> str | None:
+    """The arm a yoked run copies (placebo_tgate -> tgate); None for an arm that is not yoked."""
+    return name.split(YOKE_SEP, 1)[1] if YOKE_SEP in name else None
+
+
+def placebo_for(name: str) -> str | None:
+    """The placebo matched to a run's routing counts: for a gated arm, the placebo yoked to it; for a yoked
+    run, the placebo yoked to the same arm; None for an arm that gates nothing (none, absorb)."""
+    to = yoke_target(name)
+    if to is None and not get(name).policy == "quantile":
+        return None
+    return yoked_name(PLACEBO.name, to or name)
 
 
 def require_teacher_gate(arms, teacher_zone: str, n_teacher: int | None = None) -> None:
@@ -96,27 +128,40 @@ def require_teacher_gate(arms, teacher_zone: str, n_teacher: int | None = None) 
 
 
 def get(name: str) -> Arm:
-    if name not in REGISTRY:
-        raise InputError(f"arm '{name}' unknown; valid: {', '.join(REGISTRY)} (vgrout/arms.py)")
-    return REGISTRY[name]
+    """A registered arm, or the yoked arm of a yoked run's name (placebo_tgate -> placebo)."""
+    arm, sep, to = name.partition(YOKE_SEP)
+    if arm not in REGISTRY or (sep and not (REGISTRY[arm].yoked and to in REGISTRY and REGISTRY[to].policy == "quantile")):
+        raise InputError(f"arm '{name}' unknown; valid: {', '.join(REGISTRY)}, and a yoked arm's runs "
+                         f"{yoked_name('ARM', 'TO')} (vgrout/arms.py)")
+    return REGISTRY[arm]
 
 
 def register(arm: Arm) -> Arm:
     """Add an arm at run time (tests, experiments in a notebook); the registry is ARMS otherwise."""
     if arm.name in REGISTRY or arm.name == BASE:
         raise InputError(f"arm '{arm.name}' is already registered")
+    if YOKE_SEP in arm.name:
+        raise InputError(f"arm '{arm.name}': a name with '{YOKE_SEP}' reads as a yoked run's (yoked_name)")
     REGISTRY[arm.name] = arm
     return arm
 
 
 def order(names) -> list[str]:
-    """Registry order first, then any unregistered names sorted (tables and legends)."""
+    """Registry order first (a yoked run after its arm, in the registry order of the arm it copies), then any
+    unregistered names sorted (tables and legends)."""
     names = list(dict.fromkeys(names))
-    return [a for a in REGISTRY if a in names] + sorted(a for a in names if a not in REGISTRY)
+    rank = {a: i for i, a in enumerate(REGISTRY)}
+
+    def key(n):
+        arm, _, to = n.partition(YOKE_SEP)
+        return rank.get(arm, len(rank)), rank.get(to, -1), n
+    return sorted(names, key=key)
 
 
 BASE_COLOR, OTHER_COLOR = "#54a24b", "#79706e"
 
 
 def color(name: str) -> str:
-    return REGISTRY[name].color if name in REGISTRY else BASE_COLOR if name == BASE else OTHER_COLOR
+    """A yoked run takes its arm's colour."""
+    arm = name.partition(YOKE_SEP)[0]
+    return REGISTRY[arm].color if arm in REGISTRY else BASE_COLOR if name == BASE else OTHER_COLOR

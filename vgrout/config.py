@@ -131,7 +131,8 @@ class Gate(Block):
         "of their own past scores (a yoked arm copies both sources' counts), or a fixed zone (keep, absorb, route: "
         "with absorb and train.baseline group every routed arm deployed a dead model, "
         "docs/runs/2026-11-25-collapse-diagnosis); none and absorb pin every row. Provisional: chosen on 3 seeds")
-    yoke_to: str = doc("routeA", "the arm whose per-step route and keep counts the yoked arms copy")
+    yoke_to: list[str] = doc(["routeA"], "the gated arms whose per-step route and keep counts the yoked arms copy: "
+                             "each yoked arm is run once per arm here (placebo_tgate copies tgate's counts)")
 
     @model_validator(mode="after")
     def _consistent(self):
@@ -148,8 +149,9 @@ class Gate(Block):
 class Train(Block):
     arms: list[str] = doc(["none", "routeA", "haar", "absorb", "heldout"], "free-running arms to train "
                           "(vgrout.arms)", min_length=1)
-    yoked: list[str] = doc(["placebo", "random"], "yoked arms (vgrout.arms): each copies gate.yoke_to's "
-                           "per-step route and keep counts, so it trains after that arm's run of its seed")
+    yoked: list[str] = doc(["placebo", "random"], "yoked arms (vgrout.arms): each is run once per arm in "
+                           "gate.yoke_to, copying its per-step route and keep counts, so it trains after that "
+                           "arm's run of its seed")
     seeds: list[int] = doc([0], "run seeds; each arm is trained once per seed", min_length=1)
     steps: int = doc(36, "optimizer steps", ge=1)
     prompts_per_step: int = doc(4, "problems sampled per step", ge=1)
@@ -186,6 +188,10 @@ class Train(Block):
     def _registered(cls, arms: list[str], info) -> list[str]:
         from vgrout import arms as registry
         for a in arms:
+            if a not in registry.REGISTRY:  # a yoked run's name is not an arm to list
+                registry.get(a)
+                raise ValueError(f"'{a}' names a yoked run: list its arm in train.yoked and the arm it copies in "
+                                 "gate.yoke_to")
             if registry.get(a).yoked != (info.field_name == "yoked"):
                 raise ValueError(f"arm '{a}' is {'' if registry.get(a).yoked else 'not '}yoked: list it in "
                                  f"train.{'arms' if info.field_name == 'yoked' else 'yoked'}")
@@ -310,13 +316,21 @@ class Params(Block):
     def _yoke(self):
         if self.train.yoked:
             from vgrout import arms as registry
-            if registry.get(self.gate.yoke_to).policy != "quantile":
-                raise ValueError(f"gate.yoke_to '{self.gate.yoke_to}' does not gate by score; yoke to a "
-                                 f"quantile arm")
-            if self.gate.yoke_to not in self.train.arms:
-                raise ValueError(f"gate.yoke_to '{self.gate.yoke_to}' is not in train.arms; the yoked arms "
-                                 f"{self.train.yoked} copy its run")
+            if len(set(self.gate.yoke_to)) < len(self.gate.yoke_to):
+                raise ValueError(f"gate.yoke_to lists an arm twice: {self.gate.yoke_to}")
+            for to in self.gate.yoke_to:
+                if registry.get(to).policy != "quantile":
+                    raise ValueError(f"gate.yoke_to '{to}' does not gate by score; yoke to a quantile arm")
+                if to not in self.train.arms:
+                    raise ValueError(f"gate.yoke_to '{to}' is not in train.arms; the yoked arms "
+                                     f"{self.train.yoked} copy its run")
         return self
+
+    @property
+    def run_arms(self) -> list[str]:
+        """Every arm name a run of this grid has (arms.run_arms): placebo_routeA for placebo yoked to routeA."""
+        from vgrout import arms as registry
+        return registry.run_arms(self.train.arms, self.train.yoked, self.gate.yoke_to)
 
 
 # -- reading --------------------------------------------------------------------------------------

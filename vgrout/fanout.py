@@ -5,7 +5,7 @@ and metrics a serial `dvc repro` would have written. Read `fanout` top to bottom
    substrate, pairs, v_act, teacher pool): one copy for all runs.
 2. Every run stage (RUN_STAGES: train, train_yoked, eval, eval_yoked, eval_base) that is stale,
    or reads one that is, becomes a Ray task. Its arguments are the tasks of the run stages it
-   reads, taken from DVC's own graph: a yoked arm waits for its seed's `gate.yoke_to` run, an
+   reads, taken from DVC's own graph: a yoked run waits for its seed's run of the arm it copies, an
    eval for its train. Ray keeps the DAG's order.
 3. A task unpacks a snapshot of the head's tree into its run's own work directory, which shares
    the head's DVC cache (or pulls from and pushes to a DVC remote), and runs

@@ -10,8 +10,8 @@ One optimizer step, top to bottom:
   5. score: <pooled A0_d·x of the base model, v_act> (the frozen scorer: v_act's own space, which
      no update moves; gate.scorer live reads the current A_d in step 4's forward instead);
      gate the student rows: keep / absorb / route (scores only: the oracle-free rule); teacher
-     rows take gate.teacher_zone (a fixed zone, or a gate of their own); a yoked arm copies
-     gate.yoke_to's per-step counts;
+     rows take gate.teacher_zone (a fixed zone, or a gate of their own); a yoked run copies
+     the per-step counts of the arm it is yoked to;
   6. logπ_old under each row's training mask, no grad: a forward only where the mask computes
      another function than the sampling mode (keep: the deploy model; absorb, route: the full one),
      step 4's logπ elsewhere;
@@ -73,14 +73,15 @@ class TrainRun:
     out_dir: str                   # checkpoints, adapter, rollout log (DVC cache)
     log_path: str                  # per-step jsonl (metrics, in git)
     live_dir: str                  # DVCLive's view of the step log (see LIVE_GROUPS)
-    yoke_log: str | None = None    # yoked arms: gate.yoke_to's step log of this seed (its counts)
+    yoke_log: str | None = None    # yoked arms: the step log of this seed's run they copy (its counts)
+    name: str | None = None        # the run's arm name where it is not arm.name: a yoked run's (placebo_routeA)
     stale_root: str = "runs/stale"  # where checkpoints of another config are set aside
     device: str | None = None
     stop_after: int | None = None  # stop (as if killed) after this many steps; for resume tests
 
     @property
     def run(self) -> str:
-        return run_name(self.arm.name, self.seed)
+        return run_name(self.name or self.arm.name, self.seed)
 
     @property
     def direction(self) -> Path:
@@ -98,8 +99,12 @@ class TrainRun:
 
 
 def train_run(params, arm: str, seed: int, layout: Layout = Layout()) -> TrainRun:
-    """The train stage's reading of params (a config.Params or a stage-scoped view of one)."""
-    a = arms.get(arm)
+    """The train stage's reading of params (a config.Params or a stage-scoped view of one); arm: a
+    free-running arm's name, or a yoked run's (arms.yoked_name: placebo_routeA)."""
+    a, to = arms.get(arm), arms.yoke_target(arm)
+    if a.yoked != (to is not None):
+        raise InputError(f"arm '{arm}': " + (f"a yoked arm runs as {arms.yoked_name(arm, 'TO')}, TO the arm whose "
+                                               "counts it copies" if a.yoked else "is not yoked"))
     modes = params.vact.modes
     if a.heldout:
         held = set(params.vact.heldout_modes)
@@ -112,8 +117,8 @@ def train_run(params, arm: str, seed: int, layout: Layout = Layout()) -> TrainRu
                     vact_dir=str(layout.vact(seed)), out_dir=str(layout.run(run)),
                     log_path=str(layout.run_metrics(run) / "steps.jsonl"), live_dir=str(layout.run_live(run)),
                     stale_root=str(layout.stale_root),
-                    yoke_log=str(layout.run_metrics(run_name(params.gate.yoke_to, seed)) / "steps.jsonl")
-                    if a.yoked else None)
+                    yoke_log=str(layout.run_metrics(run_name(to, seed)) / "steps.jsonl") if to else None,
+                    name=arm if to else None)
 
 
 def train_stage(params, arm: str, seed: int) -> Path:
@@ -402,13 +407,13 @@ YOKE_COUNTS = {"student": ("n_students", "n_route", "n_keep"),
 
 
 def load_yoke(cfg) -> dict[int, dict]:
-    """gate.yoke_to's step log of this seed: step -> per source its row, route and keep counts.
+    """The copied run's step log of this seed: step -> per source its row, route and keep counts.
     Only the counts are kept: the log's measurement columns (reward_mean, hack_rate, ...) come
     from that run's labels and must not reach the routing path."""
     path = Path(cfg.yoke_log)
     if not path.exists():
-        raise InputError(f"{path}: no step log of gate.yoke_to's run; the yoked arm '{cfg.arm.name}' copies its "
-                         f"per-step counts, so train that run first (dvc repro orders this)")
+        raise InputError(f"{path}: no step log of the run whose per-step counts the yoked run '{cfg.run}' "
+                         f"copies; train that run first (dvc repro orders this)")
     out = {}
     for r in read_jsonl(path):
         r = r | {"n_teachers": sum(r[f"n_{z}_teacher"] for z in ad.ZONES)}
