@@ -308,7 +308,7 @@ def test_yoked_arms_route_and_keep_exactly_as_many_rows_of_each_source_as_the_me
         zones[arm] = [json.loads(line)["zone"] for line in open(out / "rollouts.jsonl")]
     assert zones["placebo"] != zones["routeA"] and zones["random"] != zones["routeA"]
     # without the method's log there is nothing to copy: one clear error
-    with pytest.raises(train.InputError, match="no step log of gate.yoke_to's run"):
+    with pytest.raises(train.InputError, match="no step log of the run whose per-step counts the yoked run"):
         train.train(_cfg(root, model_dir, "yoke_orphan", arm="placebo", yoke_log=str(root / "nope.jsonl"), **kw),
                     progress=False)
 
