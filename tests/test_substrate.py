@@ -175,3 +175,14 @@ def test_build_leetcode_excludes_a_failing_canonical(tmp_path):
     assert not any(report["off_diagonal_pays"].values())
     text = selfcheck.format_check(report)
     assert broken in text and "verdict: FAILED" in text
+
+
+def test_the_headroom_of_a_candidate_source_names_an_unknown_one(tmp_path):
+    """`vgrout substrate headroom` builds each candidate's test split as the substrate stage would; a
+    source it does not know is refused by name, before any model is loaded or file written."""
+    from typer.testing import CliRunner
+
+    from vgrout import cli
+    res = CliRunner().invoke(cli.app, ["substrate", "headroom", "easy", "nope", "-o", str(tmp_path / "h.json")])
+    assert res.exit_code != 0 and "unknown source 'nope'" in str(res.exception)
+    assert not (tmp_path / "h.json").exists()

@@ -46,6 +46,32 @@ def substrate_check(problems: list[Path] = typer.Argument(None, help="problem fi
         raise typer.Exit(1)
 
 
+@substrate_app.command("headroom")
+def substrate_headroom(sources: list[str] = typer.Argument(..., help="candidate sources: easy, humaneval, leetcode"),
+                       out: Path = typer.Option(..., "-o", "--out", help="json file to write"),
+                       params_file: Path = PARAMS):
+    """The base model's pass@1 and pass@8 on each candidate source's test split, sampled as the training
+    rollouts are: the substrate stage's check of its own source, for choosing substrate.source."""
+    from vgrout import config, selfcheck
+    from vgrout.io import write_json
+    p = config.load(params_file)
+    c, found = p.substrate, {}
+    for source in sources:
+        _, test, report = selfcheck.build(source, c.seed, c.none_frac, c.test_frac, c.leetcode_train, c.leetcode_test,
+                                          limit=c.limit)
+        if not report["ok"]:
+            raise InputError(f"substrate '{source}': its self-check failed:\n{selfcheck.format_check(report)}")
+        found[source] = selfcheck.base_rates(Layout().model, test, p.train, p.fast, c.seed)
+    write_json(out, {"params": str(params_file), "model": p.model.spec, "seed": c.seed, "test_frac": c.test_frac,
+                     "sources": found})
+    table = Table("source", "test problems", "pass@1", f"pass@{selfcheck.BASE_SAMPLES}", "hack (hackable samples)")
+    for source, r in found.items():
+        hack = "—" if r["hack_hackable"] is None else f"{r['hack_hackable']:.3f}"
+        table.add_row(source, str(r["n_problems"]), f"{r['pass@1']:.3f}", f"{r[f'pass@{selfcheck.BASE_SAMPLES}']:.3f}",
+                      hack)
+    console.print(table)
+
+
 @app.command()
 def grade(problems: Path, completions: Path, out: Path = typer.Option(..., "-o", "--out"),
           mode: Optional[str] = typer.Option(None, help="grade every row under this mode"),
