@@ -20,7 +20,7 @@ from safetensors.torch import save_file
 from vgrout.arms import get as get_arm
 from vgrout.arms import placebo_for, yoke_target
 from vgrout import config
-from vgrout.aggregate import SAMPLE_COLUMNS, aggregate, aggregate_stage
+from vgrout.aggregate import SAMPLE_COLUMNS, aggregate, aggregate_stage, load_run
 from vgrout.evaluate import SAMPLE_FIELDS, rates, sample_rows, write_samples
 from vgrout.grader import Grade
 from vgrout.diagnostics import N_NULL, N_PERM
@@ -649,3 +649,17 @@ def test_no_student_hacks_gives_notes_not_a_figure(tmp_path):
     assert not (kw["plots_dir"] / "png" / "A7_gate_null.png").exists()
     a7 = pd.read_csv(kw["out_dir"] / "A7.csv").set_index("arm")
     assert np.isnan(a7.loc["routeA", "auroc"]) and a7.loc["routeA", "keep_precision"] == 1.0
+
+
+def test_a_yoked_run_that_names_no_arm_it_copies_is_refused(tmp_path):
+    """Runs made before gate.yoke_to named their placebo `placebo-SEED`: read now, its Δ would find no
+    placebo_routeA and C1 would go undecided in silence. Loading such a run is an error naming the rename."""
+    params = make_pipeline(tmp_path, seeds=(0,), arms=("none", "routeA", "placebo_routeA"))
+    aggregate_stage(params, Layout(tmp_path))  # the current layout aggregates
+    runs = tmp_path / "metrics" / "runs"
+    old = runs / "placebo-0"
+    (runs / "placebo_routeA-0").rename(old)
+    d = json.loads((old / "per_mode_deploy.json").read_text())
+    (old / "per_mode_deploy.json").write_text(json.dumps(d | {"run": "placebo-0", "arm": "placebo"}))
+    with pytest.raises(InputError, match="arm 'placebo' is yoked .* rename it placebo_routeA-SEED"):
+        load_run(runs, tmp_path / "runs" / "train", "placebo-0", gate_inputs=False)

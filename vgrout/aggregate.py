@@ -29,7 +29,7 @@ import scipy.stats as sps
 from tqdm import tqdm
 
 from vgrout import plots
-from vgrout.arms import BASE, METHOD, PLACEBO, REFERENCE, REGISTRY, placebo_for
+from vgrout.arms import BASE, METHOD, PLACEBO, REFERENCE, REGISTRY, placebo_for, yoked_name
 from vgrout.arms import get as get_arm
 from vgrout.arms import order as _arm_order
 from vgrout.arms import run_arms
@@ -139,6 +139,10 @@ def load_run(metrics_root: Path, runs_root: Path, run: str, gate_inputs: bool = 
                    None, None, None, None)
     if not isinstance(d["seed"], int):
         raise InputError(f"{deploy_path}: key 'seed' must be an integer for arm '{d['arm']}', got {d['seed']!r}")
+    if d["arm"] in REGISTRY and REGISTRY[d["arm"]].yoked:  # a yoked run is named for the arm it copies
+        raise InputError(f"{deploy_path}: arm '{d['arm']}' is yoked and its run names no arm it copies; yoked runs "
+                         f"are {yoked_name(d['arm'], 'TO')} (gate.yoke_to). A run made before that, "
+                         f"{d['arm']}-SEED, copied {ROUTE}: rename it {yoked_name(d['arm'], ROUTE)}-SEED")
     heldout = d.get("heldout_modes")
     return Run(run=run, arm=d["arm"], seed=d["seed"],
                heldout_modes=tuple(heldout) if heldout is not None else None,

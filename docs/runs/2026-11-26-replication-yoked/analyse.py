@@ -12,13 +12,20 @@ import tempfile
 from pathlib import Path
 
 from vgrout import aggregate as agg
+from vgrout.stats import holm
 
 HERE = Path(__file__).parent
 EARLIER = HERE.parent / "2026-11-26-replication-h100" / "metrics" / "runs"
 RENAMED = {"placebo": "placebo_routeA"}  # the earlier run's name for the placebo yoked to routeA
 PAIRS = [("tgate", "placebo_tgate"), ("heldout", "placebo_heldout"), ("routeA", "placebo_routeA"),
          ("haar", "none"), ("routeA", "haar"), ("random_routeA", "placebo_routeA"), ("tgate", "absorb"),
-         ("routeA", "tgate")]
+         ("routeA", "tgate"), ("random_tgate", "placebo_tgate"), ("random_heldout", "placebo_heldout"),
+         # the uniform draw at matched counts: a control with no direction at all (a Haar one can anti-select)
+         ("routeA", "random_routeA"), ("tgate", "random_tgate"), ("heldout", "random_heldout"),
+         # the yoked controls against the arm that gates nothing on the same adapter
+         ("placebo_routeA", "absorb"), ("placebo_tgate", "absorb"), ("placebo_heldout", "absorb"),
+         ("random_routeA", "absorb"), ("random_tgate", "absorb"), ("random_heldout", "absorb")]
+VS_RANDOM = [f"{a} − random_{a}" for a in ("routeA", "tgate", "heldout")]  # one family: Holm over it
 
 
 def copy_run(src: Path, dest_root: Path) -> None:
@@ -47,6 +54,8 @@ with tempfile.TemporaryDirectory() as tmp:
     table = agg.a2(con, out)
     c2 = agg.a5(con, runs, out)
     contrasts = agg.contrasts(con, PAIRS)
+family = contrasts[contrasts["contrast"].isin(VS_RANDOM) & (contrasts["metric"] == "hack_hackable")]
+contrasts.loc[family.index, "p_holm_vs_random"] = holm(family["p_paired_t"].tolist())
 contrasts.to_csv(out_dir / "contrasts.csv", index=False)
 cols = ["arm", "n_seeds", "deploy_hack_hackable", "deploy_hack_hackable_lo", "deploy_hack_hackable_hi", "deploy_solve",
         "ref_placebo", "delta_hack_hackable_vs_placebo", "delta_hack_hackable_vs_placebo_lo",
