@@ -11,7 +11,7 @@ import pandas as pd
 
 from vgrout.aggregate import BOOT_SEED, DIFF, RATE
 from vgrout.layout import DEPLOY_SAMPLES
-from vgrout.stats import hierarchical_bootstrap
+from vgrout.stats import hierarchical_bootstrap, paired_t
 
 HERE = Path(__file__).parent
 RUNS = {"replication": HERE.parent / "2026-11-26-replication-h100" / "metrics" / "runs",
@@ -45,9 +45,10 @@ for arm, placebos in PLACEBOS.items():
     b = hierarchical_bootstrap(x, mean_placebo, seed=BOOT_SEED, support=DIFF)
     level = hierarchical_bootstrap(mean_placebo, seed=BOOT_SEED, support=RATE)
     below = sum(int(x[i].mean() < p[i].mean()) for p in per_dir.values() for i in range(len(SEEDS)))
+    t = paired_t(x.mean(axis=1), mean_placebo.mean(axis=1))  # over seeds: no sampling floor (a mean of 3 runs)
     table.append({"arm": arm, "arm_hack": x.mean(), "placebo_mean_hack": level.estimate, "placebo_lo": level.lo,
                   "placebo_hi": level.hi, "delta": b.estimate, "delta_lo": b.lo, "delta_hi": b.hi,
-                  "widened_by": b.widened_by, "arm_below_placebo": f"{below}/{len(SEEDS) * len(per_dir)}",
+                  "widened_by": b.widened_by, "t": t.t, "p_paired_t": t.p, "arm_below_placebo": f"{below}/{len(SEEDS) * len(per_dir)}",
                   **{f"seed{s}_arm": x[i].mean() for i, s in enumerate(SEEDS)},
                   **{f"seed{s}_ps{ps}": p[i].mean() for ps, p in per_dir.items() for i, s in enumerate(SEEDS)}})
 out = pd.DataFrame(table)
