@@ -654,9 +654,9 @@ def test_no_student_hacks_gives_notes_not_a_figure(tmp_path):
 def test_a_yoked_run_that_names_no_arm_it_copies_is_refused(tmp_path):
     """Runs made before gate.yoke_to named their placebo `placebo-SEED`: read now, its Δ would find no
     placebo_routeA and C1 would go undecided in silence. Loading such a run is an error naming the rename."""
-    params = make_pipeline(tmp_path, seeds=(0,), arms=("none", "routeA", "placebo_routeA"))
-    aggregate_stage(params, Layout(tmp_path))  # the current layout aggregates
+    make_pipeline(tmp_path, seeds=(0,), arms=("none", "routeA", "placebo_routeA"))
     runs = tmp_path / "metrics" / "runs"
+    assert load_run(runs, tmp_path / "runs" / "train", "placebo_routeA-0").arm == "placebo_routeA"
     old = runs / "placebo-0"
     (runs / "placebo_routeA-0").rename(old)
     d = json.loads((old / "per_mode_deploy.json").read_text())
