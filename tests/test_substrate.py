@@ -184,5 +184,5 @@ def test_the_headroom_of_a_candidate_source_names_an_unknown_one(tmp_path):
 
     from vgrout import cli
     res = CliRunner().invoke(cli.app, ["substrate", "headroom", "easy", "nope", "-o", str(tmp_path / "h.json")])
-    assert res.exit_code != 0 and "unknown source 'nope'" in str(res.exception)
+    assert res.exit_code != 0 and "unknown source(s) ['nope']" in str(res.exception)
     assert not (tmp_path / "h.json").exists()

@@ -6,7 +6,7 @@ exactly as the stage reads it: only the keys dvc.yaml declares for it.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Optional, get_args
 
 import typer
 from rich.console import Console
@@ -56,6 +56,10 @@ def substrate_headroom(sources: list[str] = typer.Argument(..., help="candidate 
     from vgrout.io import write_json
     p = config.load(params_file)
     c, found = p.substrate, {}
+    valid = get_args(config.Substrate.model_fields["source"].annotation)
+    unknown = [s for s in sources if s not in valid]
+    if unknown:  # before any build: each one grades every canonical solution
+        raise InputError(f"unknown source(s) {unknown}; valid: {', '.join(valid)}")
     for source in sources:
         _, test, report = selfcheck.build(source, c.seed, c.none_frac, c.test_frac, c.leetcode_train, c.leetcode_test,
                                           limit=c.limit)
