@@ -744,8 +744,7 @@ def _run_arms(con) -> list[str]:
 
 def a4(con, out: Out, long_horizon: bool, preset: str | None, n_boot: int = N_BOOT) -> pd.DataFrame | None:
     """Long-horizon routeA vs none: the runs of this pipeline when its preset is the long one."""
-    have = set(con.execute("SELECT DISTINCT arm FROM run_info").df()["arm"])
-    if not long_horizon or not {NONE, ROUTE} <= have:
+    if not long_horizon or not {NONE, ROUTE} <= set(_run_arms(con)):
         why = (f"these runs are of the '{preset}' preset, not a long-horizon one" if not long_horizon
                else "the routeA and none arms are not both among the runs")
         write_artifact(out.tables, "A4", "long-horizon routeA vs none", [
