@@ -190,7 +190,8 @@ def test_which_rows_each_arm_gates_is_one_property():
         assert arm.gates_students == (arm.gated and arm.students is None)
         has_teacher_gate = train.new_gate(SimpleNamespace(arm=arm, gate=config.Gate(teacher_zone="gate"))).teacher is not None
         assert has_teacher_gate == arm.gated
-    assert {a.name for a in arms.REGISTRY.values() if not a.gates_students} == {"none", "absorb", "tgate"}
+    assert {a.name for a in arms.REGISTRY.values() if not a.gates_students} == {"none", "absorb", "tgate", "oracle", "penalty", "screen", "inoculate",
+                                                                                  "noloophole"}
 
 
 def test_a_yoked_arm_runs_once_per_arm_it_copies_and_each_gated_arm_has_its_own_placebo():
@@ -217,8 +218,12 @@ def test_a_yoked_arm_runs_once_per_arm_it_copies_and_each_gated_arm_has_its_own_
     for bad in ("placebo_none", "routeA_tgate", "placebo_placebo", "placebo_nope"):
         with pytest.raises(InputError, match=f"arm '{bad}' unknown"):
             arms.get(bad)
-    with pytest.raises(ValueError, match="gate.yoke_to 'absorb' does not gate by score"):
-        config.Params(train=config.Train(arms=["none", "routeA", "absorb"]), gate=config.Gate(yoke_to=["absorb"]))
+    for to in ("absorb", "erase"):  # erase gates by score but screens its flagged rows: a placebo would route them
+        with pytest.raises(ValueError, match=f"gate.yoke_to '{to}' does not route by score"):
+            config.Params(train=config.Train(arms=["none", "routeA", to]), gate=config.Gate(yoke_to=[to]))
+    # a placebo yoked to routeV ranks its rows by a Haar direction of routeV's space (the probe gradient)
+    assert arms.space("placebo_routeV") == arms.space("routeV") == "grad" and arms.space("placebo_routeA") == "act"
+    assert arms.get("routeA").direction_file("v", arms.space("placebo_routeV")).name == "v_grad.safetensors"
     with pytest.raises(ValueError, match="gate.yoke_to 'heldout' is not in train.arms"):
         config.Params(train=config.Train(arms=["none", "routeA"]), gate=config.Gate(yoke_to=["routeA", "heldout"]))
     with pytest.raises(ValueError, match="'placebo_routeA' names a yoked run"):

@@ -253,6 +253,7 @@ def fixed(tmp_path_factory):
     like = {m: torch.zeros(lora.r) for m in lora.modules}
     vact.save_direction(root / "vact" / "v_act.safetensors", vact.haar_direction(like, 5))
     vact.save_direction(root / "vact" / "v_act_heldout.safetensors", vact.haar_direction(like, 6))
+    vact.save_direction(root / "vact" / "v_grad.safetensors", vact.haar_direction(like, 7))
 
     problems = [Problem(id=f"p{i}", messages=[{"role": "user", "content": f"Write f(x) ({mode})."}],
                         entry_point="f", tests=["assert f(1) == 2"], canonical_solution="def f(x):\n    return x + 1",
@@ -282,7 +283,7 @@ def trace(cfg, lora, tok, steps) -> list[dict]:
     """What train()'s routing path produces over fixed graded steps, set up as train() sets it up:
     per step the scorer's features, scores, zones, logπ_old, and the gate's state after it."""
     gate = train.new_gate(cfg)
-    direction = vact.gate_direction(cfg.arm, cfg.vact_dir, cfg.seed, cfg.gate.placebo_seed, lora)
+    direction = vact.gate_direction(cfg.name or cfg.arm.name, cfg.vact_dir, cfg.seed, cfg.gate.placebo_seed, lora)
     yoke = train.load_yoke(cfg) if cfg.arm.yoked else None
     out = []
     for step, rollouts in enumerate(steps):
@@ -398,7 +399,24 @@ def _leaky_old_forward(cfg, lora, seqs, rollouts, pool):
     return logps, trunks, {m: a * w for m, a in acts.items()}
 
 
-LEAK_FREE = {"route": train.route, "old_forward": train.old_forward}
+LEAK_FREE = {"route": train.route, "old_forward": train.old_forward, "to_seqs": train.to_seqs,
+             "probe_gradients": vact.probe_gradients}
+
+
+def _leaky_probe(monkeypatch):
+    """A leak in routeV's feature: each row's probe gradient scaled by its reward (to_seqs hands the
+    step's rollouts over, as a leaky scorer would keep them)."""
+    held = {}
+
+    def to_seqs(tok, rollouts):
+        held["rollouts"] = rollouts
+        return LEAK_FREE["to_seqs"](tok, rollouts)
+
+    def probe_gradients(lora, seqs, **kw):
+        w = torch.tensor([1.0 + r.reward for r in held["rollouts"]]).unsqueeze(1)
+        return {m: g * w for m, g in LEAK_FREE["probe_gradients"](lora, seqs, **kw).items()}
+    monkeypatch.setattr(train, "to_seqs", to_seqs)
+    monkeypatch.setattr(vact, "probe_gradients", probe_gradients)
 
 
 @pytest.mark.parametrize("part,leak,scorer,arm,teacher_zone", [
@@ -406,15 +424,19 @@ LEAK_FREE = {"route": train.route, "old_forward": train.old_forward}
     ("route", _leaky_route, "frozen", "placebo", "absorb"),
     ("route", _leaky_teacher_route, "frozen", "routeA", "gate"),
     ("route", _leaky_teacher_route, "frozen", "placebo", "gate"),
-    ("old_forward", _leaky_old_forward, "live", "routeA", "absorb")])
+    ("old_forward", _leaky_old_forward, "live", "routeA", "absorb"),
+    ("probe_gradients", _leaky_probe, "frozen", "routeV", "absorb")])
 def test_the_check_catches_a_planted_leak(fixed, monkeypatch, part, leak, scorer, arm, teacher_zone):
     """The same check with a label-reading part planted in train's routing path must fail (a leak
-    on the teacher rows too, once they are gated)."""
+    on the teacher rows too, once they are gated; in routeV's probe gradient)."""
     root, lora, tok, steps, _ = fixed
-    monkeypatch.setattr(train, part, leak)  # routing_step looks its parts up in train at call time
+    if part == "probe_gradients":
+        leak(monkeypatch)
+    else:
+        monkeypatch.setattr(train, part, leak)  # routing_step looks its parts up in train at call time
     cfg = _cfg(root, arm, root / "yoke.jsonl", scorer=scorer, teacher_zone=teacher_zone)
     found = differences(trace(cfg, lora, tok, steps), trace(cfg, lora, tok, relabel(steps, "flipped")))
     assert found, f"a {part} that reads labels went unnoticed"
-    if part == "old_forward":
+    if part in ("old_forward", "probe_gradients"):
         assert "step 0: scores differs" in found
     assert any("zones differs" in f for f in found)

@@ -1,5 +1,6 @@
 """Training: a killed run resumes to the same final adapter and the same log rows; the step log
 carries the measurements the paper needs; arms differ only by their gate."""
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -27,6 +28,8 @@ def setup(tmp_path_factory):
     lora = ad.attach(model, r=2, seed=0)
     vact.save_direction(root / "vact" / "v_act.safetensors",
                         vact.haar_direction({m: torch.zeros(2) for m in lora.modules}, 5))
+    vact.save_direction(root / "vact" / "v_grad.safetensors",
+                        vact.haar_direction({m: torch.zeros(2) for m in lora.modules}, 6))
     return root, str(model_dir)
 
 
@@ -370,3 +373,73 @@ def test_importance_weights_are_bounded_and_teacher_rows_train_at_rho_one(setup)
     # the keep rows' ratio π_keep / π_full passed the cap on some token, and was capped there
     capped = [r for r in rows if (r["is_max_keep_student"] or 0) > cfg.t.is_cap]
     assert capped and all(r["clipfrac_is_keep_student"] > 0 for r in capped)
+
+
+def _adapter(out: Path) -> dict[str, torch.Tensor]:
+    return load_file(str(out / "adapter.safetensors"))
+
+
+def test_routev_gates_on_the_probe_gradient_and_its_placebo_ranks_in_the_same_space(setup):
+    """routeV's logged score of every row is its probe gradient in the frozen model against v_grad
+    (recomputed here from the logged features), its gate routes and keeps; placebo_routeV copies its
+    counts with a Haar direction scored on the same gradients."""
+    root, model_dir = setup
+    kw = dict(steps=3, ckpt_every=3, warmup=2, teacher_zone="gate")
+    cfg = _cfg(root, model_dir, "rv_routeV", arm="routeV", **kw)
+    assert cfg.space == "grad" and cfg.direction.name == "v_grad.safetensors"
+    out = train.train(cfg, progress=False)
+    rows = [json.loads(line) for line in open(out / "rollouts.jsonl")]
+    acts = load_file(str(out / "rollout_acts.safetensors"))
+    direction = vact.load_direction(Path(cfg.vact_dir) / "v_grad.safetensors")
+    assert torch.allclose(vact.score(acts, direction), torch.tensor([r["score"] for r in rows]), atol=1e-5)
+    assert {"keep", "route"} <= {r["zone"] for r in rows}
+    placebo = _cfg(root, model_dir, "rv_placebo", arm="placebo", yoke_log=cfg.log_path, **kw)
+    placebo = dataclasses.replace(placebo, name="placebo_routeV")
+    assert placebo.space == "grad"
+    p_out = train.train(placebo, progress=False)
+    p_acts = load_file(str(p_out / "rollout_acts.safetensors"))
+    keys = ("n_route", "n_keep", "n_route_teacher", "n_keep_teacher")
+    assert [tuple(r[k] for k in keys) for r in _rows(placebo.log_path)] == [tuple(r[k] for k in keys) for r in _rows(cfg.log_path)]
+    # step 0 samples the same rollouts from the same init: the same gradient features
+    n0 = sum(r["step"] == 0 for r in rows)
+    assert all(torch.allclose(p_acts[m][:n0], acts[m][:n0], atol=1e-6) for m in acts)
+
+
+def test_erase_screens_its_flagged_rows_and_never_touches_the_quarantine(setup):
+    root, model_dir = setup
+    out = train.train(_cfg(root, model_dir, "erase", arm="erase", steps=3, ckpt_every=3, warmup=2,
+                           teacher_zone="gate"), progress=False)
+    log = _rows(Path(out, "steps.jsonl"))
+    assert sum(r["n_route"] + r["n_route_teacher"] for r in log) > 0  # the gate did flag rows
+    assert [r["n_screened"] for r in log] == [r["n_route"] + r["n_route_teacher"] for r in log]
+    assert all(r["gradnorm_quarantine"] == 0 and r["qmass_update"] == 0 and r["gradnorm_deployed"] > 0 for r in log)
+    sd = _adapter(out)
+    for m in {k.rsplit(".", 1)[0] for k in sd}:
+        assert torch.equal(sd[f"{m}.A"][2:], sd[f"{m}.A0"][2:]) and torch.equal(sd[f"{m}.B"][:, 2:], sd[f"{m}.B0"][:, 2:])
+
+
+def test_oracle_routes_exactly_the_hacked_rollouts_of_a_run(setup):
+    root, model_dir = setup
+    out = train.train(_cfg(root, model_dir, "oracle", arm="oracle", steps=2, ckpt_every=2), progress=False)
+    rows = [json.loads(line) for line in open(out / "rollouts.jsonl")]
+    assert any(r["hacked"] for r in rows)  # the pool's hack rows at least
+    assert [r["zone"] for r in rows] == ["route" if r["hacked"] else "keep" for r in rows]
+
+
+def test_inoculation_is_in_every_training_prompt_and_in_no_evaluation_prompt(setup, monkeypatch):
+    from vgrout import evaluate
+    from vgrout.substrate import load_problems
+
+    root, model_dir = setup
+    line = config.Train().inoculation
+    seen = {"train": [], "eval": []}
+    for where, module in (("train", train), ("eval", evaluate)):
+        real = module.chat_prompt
+        monkeypatch.setattr(module, "chat_prompt", lambda tok, m, _w=where, _r=real: seen[_w].append(_r(tok, m)) or seen[_w][-1])
+    out = train.train(_cfg(root, model_dir, "inoc", arm="inoculate", steps=1, ckpt_every=1), progress=False)
+    assert seen["train"] and all(line in p for p in seen["train"])
+    model, tok = load(model_dir)
+    lora = ad.attach(model, r=2, seed=0, last_layers=None)
+    lora.load(out / "adapter.safetensors")
+    evaluate.sample_and_grade(model, tok, load_problems(root / "train.jsonl")[:2], 1, 0.7, 8, 4, 0, True, lora)
+    assert len(seen["eval"]) == 2 and not any(line in p for p in seen["eval"])

@@ -106,6 +106,29 @@ class FrozenReader(Lora2rVariant):
         return mod.base(x)
 
 
+class ProbeReader(FrozenReader):
+    """routeV's per-rollout identity probe: a gate c (one per row, of size r, at 1) multiplies the
+    deployed bottleneck, so the forward is the frozen scorer's (the base model; c − 1 = 0 adds an exact
+    zero) or, with `RoutingState.probe_live`, the current deployed model with the quarantine ablated;
+    ∂NLL_row/∂c_row is the row's gradient in bottleneck space:
+        frozen: y = W·x + B0_d·((c − 1) ⊙ A0_d·x)
+        live:   y = W·x + B_d·(c ⊙ A_d·x) − B0_d·A0_d·x
+    Rows never mix: each row's c scales only that row's activations."""
+
+    @staticmethod
+    def forward(mod: "Lora2rLinear", x: torch.Tensor) -> torch.Tensor:
+        s, r = mod.state, mod.r
+        y = mod.base(x)
+        c = s.probe[mod.name].view(-1, *[1] * (x.dim() - 2), r)
+        xf = x.to(mod.A0.dtype)
+        A, B = (mod.A.detach(), mod.B.detach()) if s.probe_live else (mod.A0, mod.B0)
+        h = F.linear(xf, A[:r])
+        delta = F.linear(h * (c - 1), B[:, :r])
+        if s.probe_live:  # the deployed delta the probe sits in (quarantine ablated: no m·delta_q)
+            delta = delta + F.linear(h, B[:, :r]) - F.linear(F.linear(xf, mod.A0[:r]), mod.B0[:, :r])
+        return y + delta.to(y.dtype)
+
+
 class Lora2rDelta(torch.autograd.Function):
     """y + the lora2r delta of `Lora2rLinear` with its keep/absorb/route semantics, for the base
     output y: two matmuls in x's dtype (fp32 accumulation; the second adds y in its epilogue, so
@@ -163,6 +186,8 @@ class RoutingState:
     pool_weights: torch.Tensor | None = None  # [batch, time] weights over completion tokens
     pooled: dict[str, torch.Tensor] = field(default_factory=dict)  # module name -> [batch, r]
     variant: type[Lora2rVariant] = ExactDelta
+    probe: dict[str, torch.Tensor] | None = None  # ProbeReader's gates: module name -> [batch, r], at 1
+    probe_live: bool = False  # ProbeReader in the current deployed model, else in the frozen scorer's
 
     @contextlib.contextmanager
     def scope(self, **fields) -> Iterator[None]:
@@ -272,6 +297,12 @@ class Lora2r:
         """The forwards inside the block read the frozen scorer's features (FrozenReader): the
         base model with the adapter at its init, whatever the adapter has learned since."""
         return self.state.scope(variant=FrozenReader, m=None, d=None)
+
+    def probed(self, gates: dict[str, torch.Tensor], live: bool = False) -> contextlib.AbstractContextManager:
+        """The forwards inside the block run ProbeReader with these per-row gates (each [batch, r],
+        at 1): the frozen scorer's function (live: the deployed model's), whose gradient with
+        respect to a row's gates is that row's gradient in bottleneck space (vact.probe_gradients)."""
+        return self.state.scope(variant=ProbeReader, probe=gates, probe_live=live, m=None, d=None)
 
     def fused(self, on: bool = True) -> contextlib.AbstractContextManager:
         """The forwards inside the block compute each delta with `Lora2rDelta` in the input's

@@ -33,9 +33,10 @@ from vgrout.arms import BASE, METHOD, PLACEBO, REFERENCE, REGISTRY, placebo_for,
 from vgrout.arms import get as get_arm
 from vgrout.arms import order as _arm_order
 from vgrout.arms import run_arms
+from vgrout.arms import space as arm_space
 from vgrout.layout import DEPLOY_SAMPLES, Layout, run_name
 from vgrout.diagnostics import N_NULL, N_PERM, gate_eval, load_rollouts, load_tensors
-from vgrout.vact import gate_direction
+from vgrout.vact import SPACES, gate_direction
 from vgrout.io import InputError, atomic_write_text, read_json, write_json
 from vgrout.modes import hackable
 from vgrout.stats import (MIN_SEEDS_FOR_TEST, N_BOOT, binomial_var, few_seeds_factor, hierarchical_bootstrap, holm,
@@ -51,6 +52,17 @@ BOOT_SEED = 0  # the bootstrap's Generator seed: the same resamples on every agg
 # (absolute), with 95% confidence (the lower end of Δ solve's interval above −margin: a non-inferiority test).
 SOLVE_MARGIN = 0.05
 RATE, DIFF = (0.0, 1.0), (-1.0, 1.0)  # what a rate and a difference of rates can be: the intervals' support
+
+
+def arm_kind(name: str) -> str:
+    """How A2 and A3 mark an arm: oracle (it reads the rollouts' true labels in training, or trains
+    without the loopholes) or label-free."""
+    return get_arm(name).kind
+
+
+KIND_NOTE = ("kind: `oracle` arms read each training rollout's true hack label (oracle routing, the ground-truth "
+             "penalty and screen) or train where no loophole pays (noloophole): upper bounds and ceilings that "
+             "no deployment without labels could run; `label-free` arms read no label of a training rollout.")
 
 
 def _ablation_arms() -> list[str]:
@@ -529,7 +541,8 @@ def _a2_table(con, arms: Iterable[str] | None = None, refs: tuple[str, ...] = (N
         hacked = r["seeds_with_hack"]
         return str(r["n_seeds"]) if hacked is None else f"{r['n_seeds']} ({hacked} with a hack)"
 
-    md = pd.DataFrame({"arm": table["arm"], "seeds": [seeds_cell(r) for r in rows]}
+    md = pd.DataFrame({"arm": table["arm"], "kind": [arm_kind(a) for a in table["arm"]],
+                       "seeds": [seeds_cell(r) for r in rows]}
                       | {f"{label} [95% CI]": level(m) for m, (_, _, label) in A2_METRICS.items()}
                       | {delta_label(m, ref): delta(f"{m}_vs_{ref}") for ref in refs for m in A2_DELTAS})
     return table, md
@@ -671,7 +684,7 @@ def a2(con, out: Out, n_boot: int = N_BOOT) -> pd.DataFrame:
         "run": per_run["run"], "samples": per_run["n"], "hackable samples": per_run["n_hackable"],
         **{f"{label} [Wilson 95%]": [wilson_cell(r, m) for _, r in per_run.iterrows()]
            for m, (_, _, label) in A2_METRICS.items()}}))]
-    write_artifact(out.tables, "A2", "deploy hack and solve per arm", body + [LABEL_NOTE],
+    write_artifact(out.tables, "A2", "deploy hack and solve per arm", body + [KIND_NOTE, LABEL_NOTE],
                    {"A2": table, "A2_runs": per_run})
     return table
 
@@ -705,10 +718,10 @@ def a3(con, out: Out) -> pd.DataFrame:
                ("qmass (student rows routed)", "qmass_rollouts"), ("teacher rows routed", "qmass_teacher"),
                ("qmass (gradient, ‖g‖² share in quarantine)", "qmass_grad"),
                ("qmass (update, ‖Δ‖² share in quarantine)", "qmass_update")]
-    md = pd.DataFrame({"arm": table["arm"], "seeds": table["n_seeds"]} | {
+    md = pd.DataFrame({"arm": table["arm"], "kind": [arm_kind(a) for a in table["arm"]], "seeds": table["n_seeds"]} | {
         label: [_pm(m, _none_if_nan(s)) for m, s in zip(table[col], table[f"{col}_sem"])] for label, col in columns})
     write_artifact(out.tables, "A3", "ablation: " + " / ".join(_ablation_arms()), [
-        LABEL_NOTE, "Final eval, overall rate, mean ± SEM over seeds. " + ALL_PROBLEMS_NOTE +
+        LABEL_NOTE, KIND_NOTE, "Final eval, overall rate, mean ± SEM over seeds. " + ALL_PROBLEMS_NOTE +
         " Deploy = quarantine ablated; train-view = quarantine on (the model as it trained), which shows what "
         "the quarantine holds. qmass: per run the mean over optimizer steps of the fraction of student rows routed (the gated rows; teacher-pool "
         "rows have a gate of their own or a fixed zone, gate.teacher_zone; their routed share is its own column), and of the quarantine's share of "
@@ -1056,8 +1069,9 @@ def a7(con, runs: list[Run], directions: dict, q_lo: float, q_hi: float, n_null:
         "training rollouts (labels are used here only, as a measurement; routing never saw them). "
         "Population: student rollouts on problems of a hackable mode (teacher-pool rollouts, and rollouts on "
         "unhackable problems, which are clean whatever they do, excluded). Each run is scored with the direction "
-        f"its gate used ({by_direction('v_act', 'random')}: v_act of its seed; {by_direction('haar')}: their Haar "
-        f"direction; {by_direction('v_act_heldout')}: the v_act of the in-pair modes); for {pinned} the student "
+        f"its gate used ({by_direction('v_act', 'random')}: v_act of its seed; {by_direction('v_grad')}: v_grad of "
+        f"its seed, on each rollout's probe gradient; {by_direction('haar')}: their Haar direction, in the space of the "
+        f"arm a yoked run copies; {by_direction('v_act_heldout')}: the v_act of the in-pair modes); for {pinned} the student "
         "rows were pinned (no gate decided them), and random ranked "
         "rows by a uniform draw, so these rows say what v_act would have done. Teacher-pool rows (gated apart "
         f"or a fixed zone, gate.teacher_zone) are not in these metrics: their AUROC and routed share are shown apart. Cuts: the {q_lo:g} and {q_hi:g} quantiles of the run's scores. Route = above the "
@@ -1193,9 +1207,10 @@ def aggregate_stage(params, layout: Layout = Layout()) -> dict:
     runs = [run_name(a, s) for a in arm_names for s in seeds]
     if (layout.run_metrics(BASE) / "per_mode_deploy.json").exists():
         runs = [BASE] + runs
-    directions = {run_name(a, s): gate_direction(get_arm(a), layout.vact(s), s, params.gate.placebo_seed)
+    directions = {run_name(a, s): gate_direction(a, layout.vact(s), s, params.gate.placebo_seed)
                   for a in arm_names for s in seeds}
-    placebos = {run_name(a, s): layout.vact(s) / "v_act_placebo.safetensors" for a in arm_names for s in seeds}
+    placebos = {run_name(a, s): layout.vact(s) / f"{SPACES[arm_space(a)]}_placebo.safetensors"
+                for a in arm_names for s in seeds}
     placebos = {run: path for run, path in placebos.items() if path.exists()}  # none without placebo pair files
     pairs = read_json(layout.pairs)
     if "pairs" not in pairs:

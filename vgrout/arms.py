@@ -19,7 +19,8 @@ from vgrout.io import InputError
 BASE = "base"  # the base model's reference run (no adapter): evaluated once, not an arm
 
 Policy = Literal["keep", "absorb", "quantile", "yoked"]
-DirectionKind = Literal["v_act", "v_act_heldout", "haar", "random"]
+DirectionKind = Literal["v_act", "v_act_heldout", "v_grad", "haar", "random"]
+Monitor = Literal["route", "penalty", "screen"]
 
 
 @dataclass(frozen=True)
@@ -28,14 +29,23 @@ class Arm:
     policy: Policy            # gate: keep / absorb pin every rollout; quantile routes by score;
                               # yoked routes and keeps as many rows of each source as the arm it is
                               # yoked to did at the same step and seed, the top and bottom of its own ranking
-    direction: DirectionKind  # what ranks rows: v_act, the heldout v_act, a Haar direction, or a
-                              # seeded uniform draw (pinned arms still log v_act's scores)
+    direction: DirectionKind  # what ranks rows: v_act, the heldout v_act, v_grad (routeV: the probe
+                              # gradient's space), a Haar direction, or a seeded uniform draw (pinned
+                              # arms still log v_act's scores)
     color: str                # the same colour in every figure
     description: str          # one line for the tables' notes
     refresh: bool = False     # re-extract the direction from the pairs when gate.refresh_every > 0
     ablation: bool = False    # a column of the A3 ablation
     students: Literal["absorb"] | None = None  # pin the student rows here: the policy gates the
                               # teacher-pool rows alone (needs gate.teacher_zone gate)
+    flagged: Literal["route", "screen"] = "route"  # what the gate's route zone does: route (the quarantine
+                              # alone trains on the row) or screen (advantage 0, and every row trains the
+                              # deployed block alone: the quarantine is never touched; erase)
+    monitor: Monitor | None = None  # an oracle, the true hack label of each rollout: route (hacked rows
+                              # route, the rest keep), penalty (reward − train.monitor_penalty) or screen
+                              # (advantage 0) on the hacked rows
+    inoculate: bool = False   # training prompts carry train.inoculation in their system prompt (never at eval)
+    loopholes: bool = True    # False: every training problem graded in mode none (the no-loophole ceiling)
 
     @property
     def yoked(self) -> bool:
@@ -56,8 +66,32 @@ class Arm:
         """v_act from the pairs of the modes not in vact.heldout_modes (A5)."""
         return self.direction == "v_act_heldout"
 
-    def direction_file(self, vact_dir: str | Path) -> Path:
-        return Path(vact_dir) / ("v_act_heldout.safetensors" if self.heldout else "v_act.safetensors")
+    @property
+    def space(self) -> Literal["act", "grad"]:
+        """The feature space the arm's gate scores in (vact.SPACES); a yoked run's is its target's (`space`)."""
+        return "grad" if self.direction == "v_grad" else "act"
+
+    @property
+    def oracle(self) -> bool:
+        """The arm reads the rollouts' true labels in training (a monitor) or the loopholes' absence: an
+        upper bound or a ceiling, not a method that could run where the labels are unknown."""
+        return self.monitor is not None or not self.loopholes
+
+    @property
+    def kind(self) -> str:
+        """'oracle' or 'label-free', as A2 and A3 mark the arm."""
+        return "oracle" if self.oracle else "label-free"
+
+    def masks(self, zones: list[str]) -> list[str]:
+        """The training mask of each row's zone: the zone itself, or keep for every row in an arm that
+        screens its flagged rows instead of routing them (erase: the quarantine never trains)."""
+        return ["keep"] * len(zones) if self.flagged == "screen" else list(zones)
+
+    def direction_file(self, vact_dir: str | Path, space: str | None = None) -> Path:
+        """The direction file the arm reads in `space` (its own by default): v_act / v_grad, or the heldout v_act."""
+        space = space or self.space
+        name = {"act": "v_act", "grad": "v_grad"}[space]
+        return Path(vact_dir) / (f"{name}_heldout.safetensors" if self.heldout else f"{name}.safetensors")
 
 
 ARMS: tuple[Arm, ...] = (
@@ -82,6 +116,27 @@ ARMS: tuple[Arm, ...] = (
     Arm("tgate", "quantile", "v_act", "#e7ba52",
         "routeA's gate on the teacher-pool rows only; every student row absorbed (both blocks)",
         refresh=True, students="absorb"),
+    # the seeds' method: the same gate on each rollout's gradient in the deployed bottleneck
+    Arm("routeV", "quantile", "v_grad", "#ff9da6",
+        "routeA's gate on the per-rollout probe gradient of the text's NLL, scored against v_grad", refresh=True,
+        ablation=True),
+    # comparison arms: what a lab would use instead (A2 and A3 mark each oracle or label-free)
+    Arm("erase", "quantile", "v_act", "#637939",
+        "routeA's gate, its flagged rows screened instead of routed: advantage 0, every row trains the deployed "
+        "block alone (v_act screening)", flagged="screen", ablation=True),
+    Arm("oracle", "keep", "v_act", "#000000",
+        "the true hack label routes each hacked rollout (student and teacher rows), keeps the rest (SGTM's upper "
+        "bound)", monitor="route", ablation=True),
+    Arm("penalty", "keep", "v_act", "#8c6d31",
+        "ground-truth monitor: reward − train.monitor_penalty on hacked rollouts, every row kept", monitor="penalty",
+        ablation=True),
+    Arm("screen", "keep", "v_act", "#843c39",
+        "ground-truth monitor: hacked rollouts' advantage set to 0, every row kept", monitor="screen", ablation=True),
+    Arm("inoculate", "keep", "v_act", "#17becf",
+        "Dr.GRPO with train.inoculation in every training prompt's system prompt; evaluated without it",
+        inoculate=True, ablation=True),
+    Arm("noloophole", "keep", "v_act", "#bcbd22",
+        "every training problem graded in mode none: no loophole pays (the ceiling)", loopholes=False, ablation=True),
 )
 REGISTRY: dict[str, Arm] = {a.name: a for a in ARMS}
 REFERENCE = REGISTRY["none"]  # every Δ is taken against it
@@ -105,6 +160,13 @@ def run_arms(free: list[str], yoked: list[str], yoke_to: list[str]) -> list[str]
 def yoke_target(name: str) -> str | None:
     """The arm a yoked run copies (placebo_tgate -> tgate); None for an arm that is not yoked."""
     return name.split(YOKE_SEP, 1)[1] if YOKE_SEP in name else None
+
+
+def space(name: str) -> str:
+    """The feature space a run's gate scores in: its arm's, or for a yoked run the arm it copies
+    (placebo_routeV ranks rows by a Haar direction of v_grad's space)."""
+    to = yoke_target(name)
+    return get(to if to else name).space
 
 
 def placebo_for(name: str) -> str | None:

@@ -113,12 +113,13 @@ def pairs_check(files: list[Path] = typer.Argument(None, help="pair files (defau
 
 @app.command("extract-vact")
 def extract_vact(seed: int = typer.Option(0), params_file: Path = PARAMS):
-    """v_act at the adapter init of SEED (the `extract_vact@SEED` stage)."""
+    """v_act and v_grad at the adapter init of SEED (the `extract_vact@SEED` stage)."""
     from vgrout import vact
     m = vact.extract_stage(stage.scoped("extract_vact", params_file), seed)
-    console.print(f"separation {m['v_act']['separation']:.2f}, "
-                  f"leave-one-out {m['v_act']['loo_separation']:.2f}, "
-                  f"Haar mean {m['v_act']['haar_separation']['mean']:.2f}")
+    for name in vact.SPACES.values():
+        console.print(f"{name}: separation {m[name]['separation']:.2f}, "
+                      f"leave-one-out {m[name]['loo_separation']:.2f}, "
+                      f"Haar mean {m[name]['haar_separation']['mean']:.2f}")
 
 
 @app.command()

@@ -9,17 +9,32 @@ from dataclasses import dataclass
 import torch
 
 
-def advantages(rewards: torch.Tensor, group_size: int, baseline_rows: torch.Tensor | None = None) -> torch.Tensor:
-    """A = r − b, b the mean reward of the group's baseline rows (all of them by default).
+STD_EPS = 1e-4  # GRPO's guard against a group whose baseline rows all earned the same reward
+
+
+def advantages(rewards: torch.Tensor, group_size: int, baseline_rows: torch.Tensor | None = None,
+               scale: str = "dr_grpo") -> torch.Tensor:
+    """A = r − b, b the mean reward of the group's baseline rows (all of them by default); scale std:
+    divided by the sample standard deviation of those rows' rewards + STD_EPS (GRPO's normalisation,
+    which Dr.GRPO drops because it weighs groups by how little their rewards vary).
     Rewards are laid out group after group: [P*G]; baseline_rows a bool mask of the same layout."""
     if rewards.numel() % group_size:
         raise ValueError(f"{rewards.numel()} rewards do not split into groups of {group_size}")
+    if scale not in ("dr_grpo", "std"):
+        raise ValueError(f"advantage scale '{scale}' unknown; valid: dr_grpo, std")
     r = rewards.view(-1, group_size)
     on = torch.ones_like(r, dtype=torch.bool) if baseline_rows is None else baseline_rows.view(-1, group_size)
     n = on.sum(1, keepdim=True)
     if (n == 0).any():
         raise ValueError("a group has no baseline row")
-    return (r - (r * on).sum(1, keepdim=True) / n).view(-1)
+    mean = (r * on).sum(1, keepdim=True) / n
+    a = r - mean
+    if scale == "std":
+        if (n < 2).any():
+            raise ValueError("the std-normalised advantage needs two baseline rows a group")
+        std = (((r - mean) ** 2 * on).sum(1, keepdim=True) / (n - 1)).sqrt()
+        a = a / (std + STD_EPS)
+    return a.view(-1)
 
 
 def clipped_surrogate(logp: torch.Tensor, logp_old: torch.Tensor, adv: torch.Tensor,

@@ -60,7 +60,7 @@ def _layer_forward(layer, h, st, fused_adapter, **kw):
     that a checkpoint recompute has it too. fused_adapter: FusedDelta, and the layer's RMSNorms
     through `rms_norm` (`_fused_layer`); else transformers' layer with ExactDelta. Under
     `Lora2r.frozen` the variant stays FrozenReader, which adds no delta for either kernel."""
-    variant = st.variant if st.variant is FrozenReader else FusedDelta if fused_adapter else ExactDelta
+    variant = st.variant if issubclass(st.variant, FrozenReader) else FusedDelta if fused_adapter else ExactDelta
     with st.scope(variant=variant):
         if fused_adapter:
             return _fused_layer(layer, h, **kw)
@@ -191,15 +191,16 @@ def shares_prompts(seqs: Seqs) -> bool:
 
 
 def hidden_states(model, seqs: Seqs, checkpoint_layers: bool = True, fused_adapter: bool = True,
-                  trunk=None, return_trunk: bool = False, keep_layers: int | None = None):
+                  trunk=None, return_trunk: bool = False, keep_layers: int | None = None, one_pass: bool = False):
     """Final-norm hidden states that predict each completion token, [B, Lc, D], right-aligned like
     the completions in `seqs` (rows with fewer tokens start later). Each decoder layer is
     checkpointed when grad is on and the batch is large.
     fused_adapter: lora2r deltas through Lora2rDelta (x's dtype) instead of Lora2rLinear's fp32.
     trunk: the frozen trunk's output for these rows (from an earlier call with return_trunk), so
     only the adapted layers run; return_trunk: return (h, trunk). keep_layers: the top layers
-    that keep their activations when the others are checkpointed (default KEEP_LAYERS)."""
-    fn = _two_pass_hidden if shares_prompts(seqs) else _one_pass_hidden
+    that keep their activations when the others are checkpointed (default KEEP_LAYERS). one_pass:
+    every row computes its own prompt (no prompt shared between rows: a per-row probe stays per row)."""
+    fn = _two_pass_hidden if shares_prompts(seqs) and not one_pass else _one_pass_hidden
     keep = KEEP_LAYERS if keep_layers is None else keep_layers
     out, trunk = fn(model, seqs, checkpoint_layers, fused_adapter, trunk, keep)
     return (out, trunk) if return_trunk else out
@@ -308,15 +309,15 @@ def _chunk_logp(h: torch.Tensor, targets: torch.Tensor, weight: torch.Tensor, te
 
 def token_logprobs(model, seqs: Seqs, chunk_tokens: int = LOGP_TOKENS, fused_adapter: bool = True,
                    trunk: tuple | None = None, return_trunk: bool = False, keep_layers: int | None = None,
-                   temperature: float = 1.0):
+                   temperature: float = 1.0, one_pass: bool = False):
     """Drop-in for `reference_token_logprobs`: log π(token) on the completion tokens ([B, Lc], mask),
     π = softmax(logits / temperature).
     With fused_adapter the lora2r deltas run in the model's dtype (bf16 on a GPU) with fp32
     accumulation, like a standard bf16 LoRA; fused_adapter=False keeps Lora2rLinear's fp32.
-    trunk / return_trunk / keep_layers: as in `hidden_states` (return_trunk appends the trunk)."""
+    trunk / return_trunk / keep_layers / one_pass: as in `hidden_states` (return_trunk appends the trunk)."""
     Lc = int(seqs.completion_mask.sum(1).max())
     h = hidden_states(model, seqs, fused_adapter=fused_adapter, trunk=trunk, return_trunk=return_trunk,
-                      keep_layers=keep_layers)
+                      keep_layers=keep_layers, one_pass=one_pass)
     if return_trunk:
         h, h_trunk = h
     targets = seqs.input_ids[:, -Lc:]

@@ -3,15 +3,21 @@
 One optimizer step, top to bottom:
   1. sample P training problems; G rollouts each: round(mix·G) from the teacher pool, the rest
      sampled from the student (gen_deploy_frac·n of them, a whole number, with the quarantine ablated);
-  2. grade every student rollout (reward; the labels are logged for measurement only);
+  2. grade every student rollout (reward; the labels are logged for measurement only, except in the
+     arms marked oracle: the penalty arm's reward − train.monitor_penalty on hacked rows; noloophole's
+     reward graded in mode none);
   3. advantages A = r − mean(group), no std division (train.baseline students: the mean of the
-     group's student rows);
+     group's student rows; train.advantage std divides by their standard deviation, GRPO's);
   4. logπ_sample per token in each rollout's own sampling mode, no grad (teacher rows: full model);
   5. score: <pooled A0_d·x of the base model, v_act> (the frozen scorer: v_act's own space, which
      no update moves; gate.scorer live reads the current A_d in step 4's forward instead);
-     gate the student rows: keep / absorb / route (scores only: the oracle-free rule); teacher
-     rows take gate.teacher_zone (a fixed zone, or a gate of their own); a yoked run copies
-     the per-step counts of the arm it is yoked to;
+     routeV scores each row's probe gradient against v_grad instead (vact.probe_gradients, the
+     same frozen model); gate the student rows: keep / absorb / route (scores only: the
+     oracle-free rule); teacher rows take gate.teacher_zone (a fixed zone, or a gate of their
+     own); a yoked run copies the per-step counts of the arm it is yoked to. Then, outside the
+     routing path: oracle routing replaces the zones by the hack labels; the screened rows (the
+     ground-truth screen's hacked rows, erase's route zone) get A = 0, and erase trains every row
+     in keep (arms.Arm.masks);
   6. logπ_old under each row's training mask, no grad: a forward only where the mask computes
      another function than the sampling mode (keep: the deploy model; absorb, route: the full one),
      step 4's logπ elsewhere;
@@ -50,7 +56,7 @@ from vgrout.io import (InputError, append_jsonl, atomic_path, read_jsonl, sha256
 from vgrout.layout import Layout, run_name
 from vgrout.model import chat_prompt, load
 from vgrout.pairs import load_pairs, select
-from vgrout.modes import hackable
+from vgrout.modes import BASELINE, hackable
 from vgrout.substrate import Problem, load_problems
 
 
@@ -84,8 +90,13 @@ class TrainRun:
         return run_name(self.name or self.arm.name, self.seed)
 
     @property
+    def space(self) -> str:
+        """The feature space the gate scores in (arms.space: a yoked run's is its target's)."""
+        return arms.space(self.name or self.arm.name)
+
+    @property
     def direction(self) -> Path:
-        return self.arm.direction_file(self.vact_dir)
+        return self.arm.direction_file(self.vact_dir, self.space)
 
     def fingerprint(self) -> dict:
         """What a checkpoint must have been written under to be resumed into this run: every field
@@ -276,9 +287,20 @@ class Rollout:
     regrade: bool = False  # a teacher completion cut to max_new_tokens
 
 
+def training_messages(cfg, problem: Problem) -> list[dict]:
+    """The prompt a training rollout is sampled under: the problem's own, and in an arm that
+    inoculates, train.inoculation appended to its system prompt (evaluation reads the problem's own)."""
+    if not cfg.arm.inoculate:
+        return problem.messages
+    first, rest = problem.messages[0], problem.messages[1:]
+    if first["role"] != "system":
+        return [{"role": "system", "content": cfg.t.inoculation}, *problem.messages]
+    return [{**first, "content": f"{first['content']}\n\n{cfg.t.inoculation}"}, *rest]
+
+
 def collect(cfg, lora, tok, problems: list[Problem], pool, sampler: random.Random) -> list[Rollout]:
     n_teacher, n_student, n_deploy = cfg.t.n_teacher, cfg.t.n_student, cfg.t.n_deploy
-    prompts = [chat_prompt(tok, p.messages) for p in problems]
+    prompts = [chat_prompt(tok, training_messages(cfg, p)) for p in problems]
     s_prompts, s_problems, s_deploy = [], [], []
     for p, text in zip(problems, prompts):
         s_prompts += [text] * n_student
@@ -313,11 +335,45 @@ def collect(cfg, lora, tok, problems: list[Problem], pool, sampler: random.Rando
     return out
 
 
-def grade_students(rollouts: list[Rollout]) -> None:
+def grade_students(rollouts: list[Rollout], loopholes: bool = True) -> None:
+    """Grade the student rows (and teacher rows cut at the budget) in their problems' modes. Without
+    loopholes (the noloophole arm) the reward is the grade in mode none, where only the hidden tests
+    pay; the labels stay those of the problem's own mode (measurement: did it hack anyway)."""
     todo = [r for r in rollouts if r.source == "student" or r.regrade]
     grades = grader.grade_batch([r.problem for r in todo], [r.text for r in todo], progress=False)
     for r, g in zip(todo, grades):
         r.reward, r.gt_pass, r.hacked, r.hacked_strict = g.reward, g.gt_pass, g.hacked, g.hacked_strict
+    if not loopholes:
+        rows = [r for r in rollouts if r.problem.mode != BASELINE.name]
+        plain = grader.grade_batch([r.problem for r in rows], [r.text for r in rows], [BASELINE.name] * len(rows),
+                                   progress=False)
+        for r, g in zip(rows, plain):
+            r.reward = g.reward
+
+
+# -- the oracle arms: the only code of a train step that reads labels before the update; each runs
+# for an arm whose registry entry names it (arms.Arm.monitor, loopholes), never on the routing path
+
+def oracle_rewards(cfg, rollouts: list[Rollout]) -> torch.Tensor:
+    """Each row's training reward: the grader's, less train.monitor_penalty on a hacked row in the
+    penalty arm (a ground-truth monitor)."""
+    penalty = cfg.t.monitor_penalty if cfg.arm.monitor == "penalty" else 0.0
+    return torch.tensor([r.reward - penalty * r.hacked for r in rollouts], dtype=torch.float32)
+
+
+def oracle_zones(cfg, rollouts: list[Rollout], zones: list[str]) -> list[str]:
+    """The oracle routing arm's zones: route each hacked row (student or teacher), keep the rest."""
+    if cfg.arm.monitor != "route":
+        return zones
+    return ["route" if r.hacked else "keep" for r in rollouts]
+
+
+def screened(cfg, rollouts: list[Rollout], zones: list[str]) -> torch.Tensor:
+    """The rows whose advantage is set to 0: the gate's flagged rows in an arm that screens them (erase,
+    label-free), the hacked rows under the ground-truth screen (oracle)."""
+    if cfg.arm.monitor == "screen":
+        return torch.tensor([r.hacked for r in rollouts])
+    return torch.tensor([cfg.arm.flagged == "screen" and z == "route" for z in zones])
 
 
 def to_seqs(tok, rollouts: list[Rollout]) -> rollout.Seqs:
@@ -451,10 +507,13 @@ def routing_step(cfg, lora, tok, gate: Gate, direction, rollouts, step: int, yok
     t0 = time.perf_counter()
     seqs = to_seqs(tok, rollouts)
     live = cfg.gate.scorer == "live"
-    logps_sample, trunks, live_acts = old_forward(cfg, lora, seqs, rollouts, pool=live)
+    logps_sample, trunks, live_acts = old_forward(cfg, lora, seqs, rollouts, pool=live and cfg.space == "act")
     times["old"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    acts = live_acts if live else frozen_acts(cfg, lora, seqs, trunks)
+    if cfg.space == "grad":  # routeV: each row's probe gradient, one forward and backward of the adapted layers
+        acts = vact.probe_gradients(lora, seqs, batch_size=cfg.t.old_rows, frozen=not live, fast=cfg.fast)
+    else:
+        acts = live_acts if live else frozen_acts(cfg, lora, seqs, trunks)
     scores = vact.score(acts, direction)
     zones = route(cfg, gate, scores, rollouts, step, yoke)
     times["score"] = time.perf_counter() - t0
@@ -541,7 +600,7 @@ def token_summary(stats: list) -> dict:
     return out
 
 
-def step_row(step, rollouts, zones, token_rows, loss, gnorm, upd, gate: Gate, times) -> dict:
+def step_row(step, rollouts, zones, token_rows, loss, gnorm, upd, gate: Gate, times, screen=None) -> dict:
     """One step's log row. ρ = π/π_old under the training mask; is: π_old/π_sample before the cap
     (1 where a row trains in its sampling mode); weff: the weight w·ρ on a token's gradient. The
     token measures come per zone and source (rho_p99_route_student, clipfrac_is_keep_teacher, ...);
@@ -560,6 +619,8 @@ def step_row(step, rollouts, zones, token_rows, loss, gnorm, upd, gate: Gate, ti
         row[f"n_{z}"] = s_zones.count(z)
         row[f"n_{z}_teacher"] = t_zones.count(z)
     row["qmass_rollouts"] = s_zones.count("route") / len(s_zones) if s_zones else 0.0  # the routed share
+    # rows whose advantage was set to 0 (erase: the flagged rows, which its masks train in keep; screen)
+    row["n_screened"] = int(screen.sum()) if screen is not None else 0
     total = upd["deployed"] ** 2 + upd["quarantine"] ** 2
     row["qmass_update"] = upd["quarantine"] ** 2 / total if total > 0 else 0.0
     for z in ad.ZONES:
@@ -646,7 +707,7 @@ def train(cfg: TrainRun, progress: bool = True) -> Path:
     lora, tok = build_student(cfg)
     problems = load_problems(cfg.problems)
     pool = load_pool(cfg.pool)
-    direction = vact.gate_direction(cfg.arm, cfg.vact_dir, cfg.seed, cfg.gate.placebo_seed, lora)
+    direction = vact.gate_direction(cfg.name or cfg.arm.name, cfg.vact_dir, cfg.seed, cfg.gate.placebo_seed, lora)
     pairs = select(load_pairs(cfg.pair_files), cfg.pair_modes) if cfg.gate.refresh_every and cfg.arm.refresh else None
     gate = new_gate(cfg)
     yoke = load_yoke(cfg) if cfg.arm.yoked else None
@@ -693,7 +754,7 @@ def train(cfg: TrainRun, progress: bool = True) -> Path:
             # v_act was taken in the init basis A_d; re-read it from the same pairs in the current one
             direction, _ = vact.extract(lora, tok, pairs, system=_system_prompt(problems),
                                         random_seed=None, n_haar=0, progress=False, budget=cfg.t.max_new_tokens,
-                                        batch_size=cfg.vact_batch, fast=cfg.fast, frozen=False)
+                                        batch_size=cfg.vact_batch, fast=cfg.fast, frozen=False, space=cfg.space)
         times = {}
         t0 = time.perf_counter()
         batch = [problems[sampler.randrange(len(problems))] for _ in range(cfg.t.prompts_per_step)]
@@ -701,29 +762,33 @@ def train(cfg: TrainRun, progress: bool = True) -> Path:
         times["generate"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
-        grade_students(rollouts)
-        rewards = torch.tensor([r.reward for r in rollouts], dtype=torch.float32)
+        grade_students(rollouts, cfg.arm.loopholes)
+        rewards = oracle_rewards(cfg, rollouts)
         baseline = torch.tensor([r.source == "student" for r in rollouts]) if cfg.t.baseline == "students" else None
-        adv = grpo.advantages(rewards, cfg.t.group_size, baseline)
+        adv = grpo.advantages(rewards, cfg.t.group_size, baseline, cfg.t.advantage)
         times["grade"] = time.perf_counter() - t0
 
         seqs, logps_sample, trunks, acts, scores, zones = routing_step(cfg, lora, tok, gate, direction, rollouts,
                                                                     step, yoke, times)
+        zones = oracle_zones(cfg, rollouts, zones)
+        screen = screened(cfg, rollouts, zones)
+        adv = torch.where(screen, torch.zeros_like(adv), adv)
+        masks = cfg.arm.masks(zones)  # how each zone trains (erase: every row keep)
         t0 = time.perf_counter()
-        logps_old = masked_old_forward(cfg, lora, seqs, rollouts, zones, logps_sample, trunks)
+        logps_old = masked_old_forward(cfg, lora, seqs, rollouts, masks, logps_sample, trunks)
         times["old_masked"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
         before = {n: (m.A.detach().clone(), m.B.detach().clone()) for n, m in lora.modules.items()}
         opt.zero_grad(set_to_none=True)
-        loss, token_rows = train_forward_backward(cfg, lora, seqs, logps_old, logps_sample, trunks, adv, zones,
+        loss, token_rows = train_forward_backward(cfg, lora, seqs, logps_old, logps_sample, trunks, adv, masks,
                                                   rollouts, len(rollouts))
         gnorm = lora.clip_grad_norms(cfg.t.max_grad_norm)  # the norms before the clip
         opt.step()
         upd = _update_norms(lora, before)
         times["train"] = time.perf_counter() - t0
 
-        row = step_row(step, rollouts, zones, token_rows, loss, gnorm, upd, gate, times)
+        row = step_row(step, rollouts, zones, token_rows, loss, gnorm, upd, gate, times, screen)
         append_jsonl(cfg.log_path, row)
         log_live(live, row)
         _log_rollouts(out, step, rollouts, scores, zones, acts)

@@ -1,8 +1,14 @@
-"""The hack direction v_act, from hand-written (hack, clean) pairs of the same prompt.
+"""The hack directions v_act and v_grad, from hand-written (hack, clean) pairs of the same prompt.
 
-    h(seq)  = mean over completion tokens of A_deployed·x, at every target module
-    v_act_m = mean over pairs of (h_hack − h_clean) at module m, unit-normalised per module
-    score   = Σ_m <h_m, v_act_m>
+Two feature spaces of a sequence, both of size r per adapted module (the deployed bottleneck):
+    act:  h(seq)  = mean over completion tokens of A_deployed·x           (routeA)
+    grad: g(seq)  = ∂ mean-NLL(completion) / ∂c at c = 1, c a per-row gate
+                    multiplying the deployed bottleneck (adapter.ProbeReader)  (routeV)
+    v_m   = mean over pairs of (f_hack − f_clean) at module m, unit-normalised per module
+    score = Σ_m <f_m, v_m>
+Both are read in the frozen scorer's model (the base model, the adapter at its init: quarantine
+ablated, as the direction was taken), so a text scores the same at every step. g is the gradient
+of the text's own likelihood: no advantage, no reward.
 
 Placebo: a Haar-random unit direction per module (same shapes), from `gate.random_seed`.
 
@@ -26,6 +32,7 @@ from vgrout.logprob import position_ids
 from vgrout.rollout import Seqs, encode
 
 Direction = dict[str, torch.Tensor]  # module name -> [r], unit norm per module
+SPACES = {"act": "v_act", "grad": "v_grad"}  # feature space -> the name of its direction (and file)
 
 
 @torch.no_grad()
@@ -57,6 +64,43 @@ def pooled_activations(lora: Lora2r, seqs: Seqs, batch_size: int = 16, progress:
         for name in parts:
             parts[name].append(pooled[name].float().cpu())
     return {name: torch.cat(p) for name, p in parts.items()}
+
+
+def probe_gradients(lora: Lora2r, seqs: Seqs, batch_size: int = 16, progress: bool = False,
+                    frozen: bool = True, fast: bool = False) -> dict[str, torch.Tensor]:
+    """routeV's features {module: [N, r]}: per row, the gradient of its mean completion-token NLL (the
+    text's own likelihood at temperature 1) with respect to its own probe gates c (adapter.ProbeReader,
+    at c = 1, so the forward is unchanged). frozen: in the frozen scorer's model (the base model, the
+    adapter at its init); else the current deployed model, quarantine ablated (a live refresh). Rows
+    never share a forward value (one pass, each row its own prompt), so a row's gradient is its own."""
+    device = next(lora.model.parameters()).device
+    engine = fastgen.select(lora.model, fast) is fastgen.FAST
+    parts: dict[str, list[torch.Tensor]] = {name: [] for name in lora.modules}
+    starts = range(0, len(seqs), batch_size)
+    for start in tqdm(starts, desc="probe gradients", disable=not progress, leave=False):
+        b = seqs.rows(slice(start, start + batch_size)).to(device)
+        gates = {m: torch.ones(len(b), lora.r, device=device, requires_grad=True) for m in lora.modules}
+        with torch.enable_grad(), lora.probed(gates, live=not frozen):
+            if engine:
+                logp, mask = logprob.token_logprobs(lora.model, b, fused_adapter=False, one_pass=True)
+            else:
+                logp, mask = logprob.reference_token_logprobs(lora.model, b)
+            nll = -(logp * mask).sum(1) / mask.sum(1).clamp(min=1)
+            grads = torch.autograd.grad(nll.sum(), list(gates.values()))
+        for m, g in zip(gates, grads):
+            parts[m].append(g.float().cpu())
+    return {name: torch.cat(p) for name, p in parts.items()}
+
+
+def features(lora: Lora2r, seqs: Seqs, space: str, batch_size: int = 16, progress: bool = False,
+             frozen: bool = True, fast: bool = False, trunks: list | None = None) -> dict[str, torch.Tensor]:
+    """The gate's features of every row in `space`: pooled activations (act) or probe gradients
+    (grad); trunks (act only) as in pooled_activations."""
+    if space == "act":
+        return pooled_activations(lora, seqs, batch_size, progress, frozen, fast, trunks)
+    if space == "grad":
+        return probe_gradients(lora, seqs, batch_size, progress, frozen, fast)
+    raise ValueError(f"feature space '{space}' unknown; valid: {', '.join(SPACES)}")
 
 
 def score(acts: dict[str, torch.Tensor], direction: Direction) -> torch.Tensor:
@@ -106,15 +150,16 @@ def loo_separation(h_hack, h_clean) -> float:
     return hits / n
 
 
-def pair_activations(lora: Lora2r, tokenizer, pairs, system: str | None = None, *, budget: int,
-                     batch_size: int = 16, progress: bool = False, frozen: bool = True, fast: bool = False):
-    """Pooled h of every pair's hack and clean completion under its own prompt, each encoded as
-    the rollout the student would have emitted within `budget` tokens (train.max_new_tokens):
-    a gate that pools a rollout's first `budget` tokens and its EOS is fitted on the same view."""
+def pair_features(lora: Lora2r, tokenizer, pairs, system: str | None = None, *, budget: int,
+                  batch_size: int = 16, progress: bool = False, frozen: bool = True, fast: bool = False,
+                  space: str = "act"):
+    """The features (`space`) of every pair's hack and clean completion under its own prompt, each
+    encoded as the rollout the student would have emitted within `budget` tokens (train.max_new_tokens):
+    a gate that reads a rollout's first `budget` tokens and its EOS is fitted on the same view."""
     from vgrout.model import chat_prompt
     prompts = [chat_prompt(tokenizer, _messages(p.prompt, system)) for p in pairs]
     seqs = encode(tokenizer, prompts + prompts, [p.hack for p in pairs] + [p.clean for p in pairs], budget)
-    acts = pooled_activations(lora, seqs, batch_size=batch_size, progress=progress, frozen=frozen, fast=fast)
+    acts = features(lora, seqs, space, batch_size=batch_size, progress=progress, frozen=frozen, fast=fast)
     n = len(pairs)
     return {m: a[:n] for m, a in acts.items()}, {m: a[n:] for m, a in acts.items()}
 
@@ -127,20 +172,28 @@ def _messages(prompt: str, system: str | None) -> list[dict]:
 def extract(lora: Lora2r, tokenizer, pairs, system: str | None = None,
             random_seed: int | None = None, n_haar: int = 20,
             progress: bool = True, *, budget: int, batch_size: int, frozen: bool = True,
-            fast: bool = False) -> tuple[Direction, dict]:
-    """v_act from the pairs (or the Haar placebo if random_seed is set) and its diagnostics, in
-    the frozen scorer's space (frozen) or in the adapter's current basis (a live refresh); the
-    pairs are encoded as rollouts of `budget` tokens (`pair_activations`)."""
+            fast: bool = False, space: str = "act") -> tuple[Direction, dict]:
+    """v_act (space act) or v_grad (space grad) from the pairs (or the Haar placebo if random_seed
+    is set) and its diagnostics, in the frozen scorer's model (frozen) or in the adapter's current
+    basis (a live refresh); the pairs are encoded as rollouts of `budget` tokens (`pair_features`)."""
     if not pairs:
         raise InputError("no pairs selected for v_act (check vact.pair_files and vact.modes)")
-    h_hack, h_clean = pair_activations(lora, tokenizer, pairs, system, budget=budget, batch_size=batch_size,
-                                       progress=progress, frozen=frozen, fast=fast)
+    h_hack, h_clean = pair_features(lora, tokenizer, pairs, system, budget=budget, batch_size=batch_size,
+                                    progress=progress, frozen=frozen, fast=fast, space=space)
+    return fit(h_hack, h_clean, pairs, random_seed, n_haar, space)
+
+
+def fit(h_hack, h_clean, pairs, random_seed: int | None = None, n_haar: int = 20,
+        space: str = "act") -> tuple[Direction, dict]:
+    """The direction from the pairs' features (hack and clean sides, row i = pairs[i]), or the Haar
+    placebo if random_seed is set, and its diagnostics: each pair's scores, separation, leave-one-out
+    separation, Haar directions' separation, the per-module norms before normalising."""
     raw_norms = {m: float((h_hack[m] - h_clean[m]).mean(0).norm()) for m in h_hack}
     v_act = mean_difference(h_hack, h_clean)
     direction = v_act if random_seed is None else haar_direction(v_act, random_seed)
     haar_seps = [separation(h_hack, h_clean, haar_direction(v_act, 10_000 + k)) for k in range(n_haar)]
     diagnostics = {
-        "kind": "v_act" if random_seed is None else "haar",
+        "kind": SPACES[space] if random_seed is None else "haar",
         "random_seed": random_seed,
         "n_pairs": len(pairs),
         "modes": sorted({p.mode for p in pairs}),
@@ -179,10 +232,13 @@ def load_direction(path: str | Path, lora: Lora2r | None = None) -> Direction:
     return d
 
 
-def gate_direction(arm, vact_dir: str | Path, seed: int, placebo_seed: int, lora: Lora2r | None = None) -> Direction:
-    """The direction `arm` (a vgrout.arms.Arm) gates with in run seed `seed`: its v_act file, or a
-    Haar direction of v_act's shape seeded placebo_seed + seed."""
-    v = load_direction(arm.direction_file(vact_dir), lora)
+def gate_direction(name: str, vact_dir: str | Path, seed: int, placebo_seed: int, lora: Lora2r | None = None) -> Direction:
+    """The direction the run of arm name `name` (placebo_routeV: a yoked run's) gates with in run seed
+    `seed`: its direction file (v_act, v_grad, heldout), or a Haar direction of that space's shape
+    seeded placebo_seed + seed."""
+    from vgrout import arms
+    arm = arms.get(name)
+    v = load_direction(arm.direction_file(vact_dir, arms.space(name)), lora)
     return haar_direction(v, placebo_seed + seed) if arm.direction == "haar" else v
 
 
@@ -212,29 +268,36 @@ def extract_stage(params, seed: int, layout: Layout = Layout(), progress: bool =
     if not kept:
         raise InputError(f"vact.heldout_modes {sorted(held)} leave no pairs for the heldout arm")
 
-    # the pairs as the gate sees a rollout: the rollout budget, the engine train pools with
+    # the pairs as the gate sees a rollout: the rollout budget, the engine train pools with; each
+    # direction in both feature spaces (v_act for routeA, v_grad for routeV)
     enc = dict(budget=params.train.max_new_tokens, batch_size=params.vact.batch_size, fast=params.fast)
-    v, diag = extract(lora, tok, chosen, system, params.gate.random_seed, n_haar, progress, **enc)
-    v_held, diag_held = extract(lora, tok, kept, system, None, 0, progress, **enc)
     out = Path(out_dir)
-    save_direction(out / "v_act.safetensors", v, {"seed": seed, **{k: diag[k] for k in ("kind", "modes")}})
-    save_direction(out / "v_act_heldout.safetensors", v_held, {"seed": seed, "modes": diag_held["modes"]})
-
-    # How well each direction separates the hack pairs (held-out pairs for the heldout one).
-    h_hack, h_clean = pair_activations(lora, tok, chosen, system, **enc)
-    held_rows = [i for i, p in enumerate(chosen) if p.mode in held]
     pick = lambda h, rows: {m: t[rows] for m, t in h.items()}  # noqa: E731
-    metrics = {"seed": seed, "v_act": diag, "heldout": {
-        "modes_used": diag_held["modes"], "modes_held_out": sorted(held),
-        "separation_on_heldout_pairs": separation(pick(h_hack, held_rows), pick(h_clean, held_rows), v_held)
-        if held_rows else None}}
-    if placebo_pairs:
-        v_placebo, diag_placebo = extract(lora, tok, placebo_pairs, system, None, 0, progress, **enc)
-        # A7's content-matched null: pairs written like the hack pairs, contrasting style only
-        save_direction(out / "v_act_placebo.safetensors", v_placebo, {"seed": seed, "modes": diag_placebo["modes"]})
-        metrics["placebo_pairs"] = {"n_pairs": len(placebo_pairs),
-                                    "loo_separation_own_pairs": diag_placebo["loo_separation"],
-                                    "separation_on_hack_pairs": separation(h_hack, h_clean, v_placebo)}
+    held_rows = [i for i, p in enumerate(chosen) if p.mode in held]
+    kept_rows = [i for i, p in enumerate(chosen) if p.mode not in held]
+    metrics = {"seed": seed}
+    for space, name in SPACES.items():
+        key = "" if space == "act" else f"{name}_"  # v_act's keys as before: v_act, heldout, placebo_pairs
+        h_hack, h_clean = pair_features(lora, tok, chosen, system, progress=progress, space=space, **enc)
+        v, diag = fit(h_hack, h_clean, chosen, params.gate.random_seed, n_haar, space)
+        v_held, diag_held = fit(pick(h_hack, kept_rows), pick(h_clean, kept_rows), kept, None, 0, space)
+        save_direction(out / f"{name}.safetensors", v, {"seed": seed, **{k: diag[k] for k in ("kind", "modes")}})
+        save_direction(out / f"{name}_heldout.safetensors", v_held, {"seed": seed, "modes": diag_held["modes"]})
+        # how well each direction separates the hack pairs (held-out pairs for the heldout one)
+        metrics[name] = diag
+        metrics[f"{key}heldout"] = {
+            "modes_used": diag_held["modes"], "modes_held_out": sorted(held),
+            "separation_on_heldout_pairs": separation(pick(h_hack, held_rows), pick(h_clean, held_rows), v_held)
+            if held_rows else None}
+        if placebo_pairs:
+            # A7's content-matched null: pairs written like the hack pairs, contrasting style only
+            v_placebo, diag_placebo = fit(*pair_features(lora, tok, placebo_pairs, system, progress=progress,
+                                                         space=space, **enc), placebo_pairs, None, 0, space)
+            save_direction(out / f"{name}_placebo.safetensors", v_placebo,
+                           {"seed": seed, "modes": diag_placebo["modes"]})
+            metrics[f"{key}placebo_pairs"] = {"n_pairs": len(placebo_pairs),
+                                              "loo_separation_own_pairs": diag_placebo["loo_separation"],
+                                              "separation_on_hack_pairs": separation(h_hack, h_clean, v_placebo)}
     # the budget cuts long pair sides as it cuts rollouts: how many lose their ends (a hack side may
     # lose its hack code there, leaving v_act the words that announce it)
     budget = params.train.max_new_tokens
