@@ -1,4 +1,5 @@
-"""DVC stage `pairs`: validate the authored pairs against the substrate and the student tokenizer."""
-from vgrout import pairs, stage
+"""DVC stage `pairs`: the hack pairs (authored, checked against the substrate and the student tokenizer,
+or self-generated) and the placebo pairs, for extract_vact."""
+from vgrout import pairsource, stage
 
-stage.main("pairs", pairs.pairs_stage)
+stage.main("pairs", pairsource.pairs_stage)

@@ -60,6 +60,11 @@ class Pairs(Block):
     placebo_files: list[str] = doc(["data/pairs/placebo_comments.md", "data/pairs/placebo_docstrings.md",
                                     "data/pairs/placebo_loops.md", "data/pairs/placebo_names.md"],
                                    "placebo pair files (style contrasts; separation diagnostic only)")
+    source: Literal["authored", "self"] = doc("authored", "authored: the pairs of pairs.files; self: the student at "
+                                              "its init writes both sides on fresh problems, the hack side under a "
+                                              "mode's hint and mechanism, the clean side without (vgrout.selfpairs)")
+    self_per_mode: int = doc(8, "self-generated pairs per hackable mode (pairs.source self)", ge=1)
+    self_seed: int = doc(0, "seed of the self-generated pairs' problems and sampling", ge=0)
 
 
 class Vact(Block):
@@ -342,6 +347,13 @@ class Params(Block):
                 if to not in self.train.arms:
                     raise ValueError(f"gate.yoke_to '{to}' is not in train.arms; the yoked arms "
                                      f"{self.train.yoked} copy its run")
+        return self
+
+    @model_validator(mode="after")
+    def _refresh_reads_the_files(self):
+        # a live refresh re-reads pairs.files; self-generated pairs live in the pairs stage's output
+        if self.pairs.source == "self" and self.gate.refresh_every:
+            raise ValueError("gate.refresh_every re-reads the pairs of pairs.files; with pairs.source self set it to 0")
         return self
 
     @property

@@ -316,24 +316,13 @@ def check_files(paths: Iterable[Path | str], problem_texts: Iterable[str] | None
 
 # ---------------------------------------------------------------- the DVC stage `pairs`
 
-def pairs_stage(params, layout=None) -> dict:
-    """DVC stage pairs."""
-    from vgrout.layout import Layout
-    layout = layout or Layout()
-    for key in ("files", "placebo_files"):
-        for f in getattr(params.pairs, key):
-            if not Path(f).is_file():
-                raise InputError(f"params pairs.{key}: {f}: pair file not found")
-    return check_stage(params.pairs.files, params.pairs.placebo_files, layout.model, layout.substrate,
-                       layout.pairs, layout.pairs_check)
-
-
 def check_stage(files: list[str], placebo_files: list[str], model_dir: str | Path, substrate_dir: str | Path,
-                out_path: str | Path, check_path: str | Path) -> dict:
+                out_path: str | Path, check_path: str | Path, generated: list[Pair] | None = None) -> dict:
     """Check the pair sets against the substrate's prompts with the student tokenizer's counts,
     write the report to check_path, and, only when nothing is wrong, the pairs to out_path
     (read by extract_vact) with the substrate's system prompt, so that pairs are encoded the
-    way rollouts are."""
+    way rollouts are. generated: self-generated hack pairs in place of the files' (label-free by
+    design: no content check applies to them, a hack side that did not hack stays)."""
     from transformers import AutoTokenizer
 
     from vgrout.io import write_json
@@ -345,8 +334,11 @@ def check_stage(files: list[str], placebo_files: list[str], model_dir: str | Pat
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
     count = lambda text: len(tokenizer(text, add_special_tokens=False).input_ids)  # noqa: E731
 
-    hack, placebo = load_pairs(files), load_pairs(placebo_files)
-    found = check(hack + placebo, user_texts, count)
+    authored, placebo = load_pairs(files), load_pairs(placebo_files)
+    hack = authored if generated is None else generated
+    found = check(authored + placebo, user_texts, count)
+    found += [f"self-generated pair '{p.id}': its prompt is a substrate problem's" for p in generated or []
+              if p.prompt in set(user_texts)]
     found += [f"{p.where}: pair '{p.id}': a placebo pair in a hack pair file (pairs.files)"
               for p in hack if p.mode == PLACEBO]
     found += [f"{p.where}: pair '{p.id}': mode '{p.mode}' in a placebo pair file (pairs.placebo_files)"
@@ -354,6 +346,7 @@ def check_stage(files: list[str], placebo_files: list[str], model_dir: str | Pat
     ratios = [length_ratio(p, count) for p in hack + placebo]
     report = {
         "ok": not found,
+        "source": "authored" if generated is None else "self",
         "n_pairs": len(hack),
         "n_placebo_pairs": len(placebo),
         "per_mode": dict(Counter(p.mode for p in hack)),
