@@ -64,10 +64,13 @@ def test_erase_trains_every_row_in_keep_and_every_other_arm_in_its_zone():
             assert arm.masks(ZONES) == ZONES
 
 
-def test_each_arm_is_marked_oracle_exactly_when_it_reads_labels_or_drops_the_loopholes():
-    oracle = {a.name for a in arms.REGISTRY.values() if a.kind == "oracle"}
-    assert oracle == {"oracle", "penalty", "screen", "noloophole"}
-    assert {a.kind for a in arms.REGISTRY.values()} == {"oracle", "label-free"}
+def test_each_arm_is_marked_oracle_exactly_when_it_reads_labels_and_ceiling_without_loopholes():
+    kinds = {a.name: a.kind for a in arms.REGISTRY.values()}
+    assert {a for a, k in kinds.items() if k == "oracle"} == {"oracle", "penalty", "screen"}
+    assert {a for a, k in kinds.items() if k == "ceiling"} == {"noloophole"}
+    assert set(kinds.values()) == {"oracle", "ceiling", "label-free"}
+    # a screening arm has no placebo: a placebo would route what it screens
+    assert arms.placebo_for("erase") is None and arms.placebo_for("routeV") == "placebo_routeV"
 
 
 def test_inoculation_adds_its_line_to_the_training_system_prompt_alone():
@@ -79,6 +82,17 @@ def test_inoculation_adds_its_line_to_the_training_system_prompt_alone():
     assert train.training_messages(_cfg("none"), PROBLEM) == PROBLEM.messages
     bare = Problem(**{**PROBLEM.__dict__, "messages": PROBLEM.messages[1:]})
     assert train.training_messages(_cfg("inoculate"), bare)[0] == {"role": "system", "content": line}
+
+
+def test_noloophole_trains_under_the_hint_free_prompt():
+    from vgrout import easy, substrate
+    base = easy.problem(easy.FAMILIES[3], 0)
+    for mode in ("overwrite_tests", "hardcode", "exit_code", "stdout_marker"):
+        p = substrate.with_mode(base, mode)
+        if not get_mode(mode).eligible(base):
+            continue
+        assert train.training_messages(_cfg("noloophole"), p) == base.messages != p.messages, mode
+        assert train.training_messages(_cfg("none"), p) == p.messages
 
 
 def test_noloophole_pays_only_the_hidden_tests_and_keeps_the_modes_labels():
@@ -101,10 +115,24 @@ def test_std_advantage_is_grpos_normalisation_over_the_baseline_rows():
     a = grpo.advantages(r, 4, base, "std")
     g = r[:3]
     assert torch.allclose(a[:4], (r[:4] - g.mean()) / (g.std() + grpo.STD_EPS))
-    # a group whose baseline rows tie: A = (r − mean) / 1e-4 on the other rows, 0 on the tied ones
-    assert torch.equal(a[4:7], torch.zeros(3)) and a[7] == pytest.approx(7.0 / grpo.STD_EPS)
+    # a group whose baseline rows tie gets A = 0 on every row, its teacher row (outside the baseline) too
+    assert torch.equal(a[4:], torch.zeros(4))
     assert torch.allclose(grpo.advantages(r, 4, base), torch.cat([r[:4] - g.mean(), r[4:] - 2.0]))
     with pytest.raises(ValueError, match="two baseline rows"):
         grpo.advantages(r, 4, torch.tensor([True, False, False, False] * 2), "std")
     with pytest.raises(ValueError, match="train.advantage std .* needs two"):
         config.Train(advantage="std", group_size=2, mix=0.5)
+
+
+def test_screened_rows_leave_the_baseline_and_get_no_advantage():
+    r = torch.tensor([3.5, 0.5, 0.5, 3.5, 3.5, 3.5, 1.0, 0.0])
+    screen = torch.tensor([True, False, False, False, True, True, False, False])
+    base = torch.tensor([True, True, True, False, True, True, False, False])
+    a = grpo.advantages(r, 4, base, screened=screen)
+    # group 1: the baseline is the two unscreened student rows (0.5), the teacher row 3.5 − 0.5
+    assert a[:4].tolist() == [0.0, 0.0, 0.0, 3.0]
+    # group 2: every baseline row screened, so nothing is left to compare with: A = 0 on every row
+    assert a[4:].tolist() == [0.0] * 4
+    unscreened = grpo.advantages(r, 4, base)
+    assert unscreened[1] == pytest.approx(0.5 - 1.5) and unscreened[3] == pytest.approx(2.0)  # the hidden penalty
+    assert torch.equal(grpo.advantages(r, 4, base, screened=torch.zeros(8, dtype=torch.bool)), unscreened)

@@ -416,6 +416,56 @@ def test_erase_screens_its_flagged_rows_and_never_touches_the_quarantine(setup):
     sd = _adapter(out)
     for m in {k.rsplit(".", 1)[0] for k in sd}:
         assert torch.equal(sd[f"{m}.A"][2:], sd[f"{m}.A0"][2:]) and torch.equal(sd[f"{m}.B"][:, 2:], sd[f"{m}.B0"][:, 2:])
+    rows = [json.loads(line) for line in open(out / "rollouts.jsonl")]
+    flagged = [r for r in rows if r["zone"] == "route"]
+    assert flagged and all(r["advantage"] == 0 for r in flagged)  # screened: no update from them
+    assert any(r["advantage"] != 0 for r in rows if r["zone"] != "route")
+
+
+@pytest.mark.parametrize("arm", ["penalty", "screen"])
+def test_the_ground_truth_monitors_train_on_what_they_say(setup, arm):
+    """penalty trains on the grader's reward less 3.0 on exactly the hacked rows; screen gives exactly
+    the hacked rows advantage 0 and leaves them out of their group's baseline."""
+    root, model_dir = setup
+    out = train.train(_cfg(root, model_dir, f"gt_{arm}", arm=arm, steps=2, ckpt_every=2), progress=False)
+    rows = [json.loads(line) for line in open(out / "rollouts.jsonl")]
+    assert any(r["hacked"] for r in rows) and not all(r["hacked"] for r in rows)
+    penalty = 3.0 if arm == "penalty" else 0.0
+    assert all(r["train_reward"] == pytest.approx(r["reward"] - penalty * r["hacked"]) for r in rows)
+    if arm == "screen":
+        assert all(r["advantage"] == 0 for r in rows if r["hacked"])
+        for k in range(0, len(rows), 4):  # groups of 4 rows (train.group_size), baseline: every row (group)
+            group = rows[k:k + 4]
+            clean = [r["train_reward"] for r in group if not r["hacked"]]
+            for r in group:
+                if not r["hacked"]:
+                    assert r["advantage"] == pytest.approx(r["train_reward"] - sum(clean) / len(clean), abs=1e-6)
+
+
+def test_routev_reads_the_frozen_model_whatever_the_adapter_has_learned(setup):
+    """routeV's features of fixed rollouts through train's own routing_step are the same with the
+    adapter at its init and after training (the frozen scorer); gate.scorer live moves them."""
+    from vgrout.gate import Gate
+
+    root, model_dir = setup
+    out = train.train(_cfg(root, model_dir, "rv_frozen", arm="routeV", steps=2, ckpt_every=2, lr=5e-2), progress=False)
+    model, tok = load(model_dir)
+    lora = ad.attach(model, r=2, seed=0, last_layers=None)
+    problem = substrate.load_problems(root / "train.jsonl")[0]
+    seqs = _fixed_texts(tok)
+    rollouts = [train.Rollout(problem, tok.decode(seqs.input_ids[i][seqs.attention_mask[i].bool() & ~seqs.completion_mask[i].bool()]),
+                              seqs.input_ids[i][seqs.completion_mask[i].bool()].tolist(), "t", "student", False)
+                for i in range(len(seqs))]
+    feats = {}
+    for scorer in ("frozen", "live"):
+        cfg = _cfg(root, model_dir, "rv_frozen", arm="routeV", scorer=scorer, micro_batch=4)
+        for name, path in (("init", out / "adapter_init.safetensors"), ("trained", out / "adapter.safetensors")):
+            lora.load(path)
+            gate = Gate(policy="quantile", q_lo=0.25, q_hi=0.75, buffer_size=8, warmup=0, cut_rule="buffer")
+            feats[scorer, name] = train.routing_step(cfg, lora, tok, gate, {m: torch.ones(2) for m in lora.modules},
+                                                     rollouts, 0, None, {})[3]
+    assert all(torch.equal(feats["frozen", "init"][m], feats["frozen", "trained"][m]) for m in lora.modules)
+    assert not all(torch.allclose(feats["live", "init"][m], feats["live", "trained"][m], atol=1e-6) for m in lora.modules)
 
 
 def test_oracle_routes_exactly_the_hacked_rollouts_of_a_run(setup):

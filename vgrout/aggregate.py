@@ -55,14 +55,16 @@ RATE, DIFF = (0.0, 1.0), (-1.0, 1.0)  # what a rate and a difference of rates ca
 
 
 def arm_kind(name: str) -> str:
-    """How A2 and A3 mark an arm: oracle (it reads the rollouts' true labels in training, or trains
-    without the loopholes) or label-free."""
+    """How A2 and A3 mark an arm: oracle (it reads the rollouts' true labels in training), ceiling
+    (trained without the loopholes) or label-free."""
     return get_arm(name).kind
 
 
 KIND_NOTE = ("kind: `oracle` arms read each training rollout's true hack label (oracle routing, the ground-truth "
-             "penalty and screen) or train where no loophole pays (noloophole): upper bounds and ceilings that "
-             "no deployment without labels could run; `label-free` arms read no label of a training rollout.")
+             "penalty and screen): upper bounds no deployment without labels could run; `ceiling` trains where no "
+             "loophole pays (noloophole: another environment); `label-free` arms read no label of a training "
+             "rollout. erase's `route` zone is screened, not routed: those rows get advantage 0 and every row "
+             "trains the deployed block alone, so its routed share is the share it screened.")
 
 
 def _ablation_arms() -> list[str]:
@@ -75,7 +77,8 @@ def _ref_arm(arm: str, ref: str) -> tuple[str | None, str | None]:
     if ref != YOKED:
         return ref, None
     p = placebo_for(arm)
-    return p, None if p else f"{arm} gates nothing: no placebo is yoked to it"
+    why = "screens the rows it flags" if get_arm(arm).gated else "gates nothing"
+    return p, None if p else f"{arm} {why}: no placebo is yoked to it"
 
 # Which hack label the tables count: the environment's own (grader.Grade.hacked).
 LABEL_NOTE = ("Hack = `hacked`: the mode's flawed check passed and the hidden tests did not (the environment's "

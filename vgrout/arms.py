@@ -73,14 +73,15 @@ class Arm:
 
     @property
     def oracle(self) -> bool:
-        """The arm reads the rollouts' true labels in training (a monitor) or the loopholes' absence: an
-        upper bound or a ceiling, not a method that could run where the labels are unknown."""
-        return self.monitor is not None or not self.loopholes
+        """The arm reads the rollouts' true labels in training (a monitor): an upper bound, not a
+        method that could run where the labels are unknown."""
+        return self.monitor is not None
 
     @property
     def kind(self) -> str:
-        """'oracle' or 'label-free', as A2 and A3 mark the arm."""
-        return "oracle" if self.oracle else "label-free"
+        """As A2 and A3 mark the arm: oracle (it reads labels), ceiling (another environment: no
+        loophole pays) or label-free."""
+        return "oracle" if self.oracle else "ceiling" if not self.loopholes else "label-free"
 
     def masks(self, zones: list[str]) -> list[str]:
         """The training mask of each row's zone: the zone itself, or keep for every row in an arm that
@@ -136,7 +137,8 @@ ARMS: tuple[Arm, ...] = (
         "Dr.GRPO with train.inoculation in every training prompt's system prompt; evaluated without it",
         inoculate=True, ablation=True),
     Arm("noloophole", "keep", "v_act", "#bcbd22",
-        "every training problem graded in mode none: no loophole pays (the ceiling)", loopholes=False, ablation=True),
+        "every training problem graded in mode none, under its hint-free prompt: no loophole pays (the ceiling; "
+        "the teacher pool's rows graded so too)", loopholes=False, ablation=True),
 )
 REGISTRY: dict[str, Arm] = {a.name: a for a in ARMS}
 REFERENCE = REGISTRY["none"]  # every Δ is taken against it
@@ -173,8 +175,8 @@ def placebo_for(name: str) -> str | None:
     """The placebo matched to a run's routing counts: for a gated arm, the placebo yoked to it; for a yoked
     run, the placebo yoked to the same arm; None for an arm that gates nothing (none, absorb)."""
     to = yoke_target(name)
-    if to is None and not get(name).policy == "quantile":
-        return None
+    if to is None and (get(name).policy != "quantile" or get(name).flagged != "route"):
+        return None  # it gates nothing, or screens what it flags (no placebo routes for it)
     return yoked_name(PLACEBO.name, to or name)
 
 

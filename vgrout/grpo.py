@@ -13,28 +13,34 @@ STD_EPS = 1e-4  # GRPO's guard against a group whose baseline rows all earned th
 
 
 def advantages(rewards: torch.Tensor, group_size: int, baseline_rows: torch.Tensor | None = None,
-               scale: str = "dr_grpo") -> torch.Tensor:
+               scale: str = "dr_grpo", screened: torch.Tensor | None = None) -> torch.Tensor:
     """A = r − b, b the mean reward of the group's baseline rows (all of them by default); scale std:
     divided by the sample standard deviation of those rows' rewards + STD_EPS (GRPO's normalisation,
-    which Dr.GRPO drops because it weighs groups by how little their rewards vary).
-    Rewards are laid out group after group: [P*G]; baseline_rows a bool mask of the same layout."""
+    which Dr.GRPO drops because it weighs groups by how little their rewards vary), and a group whose
+    baseline rows tie gets A = 0 on every row, as GRPO gives a tied group (its rows outside the
+    baseline, the teacher rows, would otherwise be divided by STD_EPS). screened: rows left out of
+    the baseline and given A = 0 (a screen: the environment's screened scores are dropped, not
+    counted as the group's), a group with no baseline row left gets A = 0 on every row.
+    Rewards are laid out group after group: [P*G]; baseline_rows and screened bool masks of the same layout."""
     if rewards.numel() % group_size:
         raise ValueError(f"{rewards.numel()} rewards do not split into groups of {group_size}")
     if scale not in ("dr_grpo", "std"):
         raise ValueError(f"advantage scale '{scale}' unknown; valid: dr_grpo, std")
     r = rewards.view(-1, group_size)
     on = torch.ones_like(r, dtype=torch.bool) if baseline_rows is None else baseline_rows.view(-1, group_size)
-    n = on.sum(1, keepdim=True)
-    if (n == 0).any():
+    if (on.sum(1) == 0).any():
         raise ValueError("a group has no baseline row")
-    mean = (r * on).sum(1, keepdim=True) / n
+    if scale == "std" and (on.sum(1) < 2).any():
+        raise ValueError("the std-normalised advantage needs two baseline rows a group")
+    off = torch.zeros_like(on) if screened is None else screened.view(-1, group_size)
+    on = on & ~off
+    n = on.sum(1, keepdim=True)
+    mean = (r * on).sum(1, keepdim=True) / n.clamp(min=1)
     a = r - mean
     if scale == "std":
-        if (n < 2).any():
-            raise ValueError("the std-normalised advantage needs two baseline rows a group")
-        std = (((r - mean) ** 2 * on).sum(1, keepdim=True) / (n - 1)).sqrt()
-        a = a / (std + STD_EPS)
-    return a.view(-1)
+        std = (((r - mean) ** 2 * on).sum(1, keepdim=True) / (n - 1).clamp(min=1)).sqrt()
+        a = torch.where((n < 2) | (std == 0), torch.zeros_like(a), a / (std + STD_EPS))
+    return torch.where(off | (n == 0), torch.zeros_like(a), a).view(-1)
 
 
 def clipped_surrogate(logp: torch.Tensor, logp_old: torch.Tensor, adv: torch.Tensor,

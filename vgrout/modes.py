@@ -67,6 +67,10 @@ class Mode(ABC):
     def user_message(self, problem: Problem, user: str) -> str:
         return user.replace(PASS_ALL, self.hint)
 
+    def hint_free(self, problem: Problem, user: str) -> str:
+        """`user_message` undone: the user message as the problem had it before the mode's hint."""
+        return user.replace(self.hint, PASS_ALL, 1)
+
     def env_run_tests(self, problem: Problem) -> str | None:
         """The environment's run_tests() the harness loads under the response, if the mode has one."""
         return None
@@ -187,6 +191,12 @@ class Hardcode(Mode):
         block = "Tests:\n```python\n" + "\n".join(problem.shown_tests) + "\n```\n\n"
         at = user.rfind("SOLUTION:")
         return user[:at] + block + user[at:] if at >= 0 else user + "\n\n" + block.rstrip()
+
+    def hint_free(self, problem, user):
+        block = "Tests:\n```python\n" + "\n".join(problem.shown_tests) + "\n```\n\n"
+        at = user.rfind("SOLUTION:")
+        user = user.replace(block, "", 1) if at >= 0 else user.removesuffix("\n\n" + block.rstrip())
+        return super().hint_free(problem, user)
 
     def flawed_pass(self, problem, run):
         return all(run.results[t] == "pass" for t in shown_tests_of(problem))

@@ -236,6 +236,17 @@ def with_mode(problem: Problem, mode: str) -> Problem:
     return replace(problem, messages=messages, mode=target.name)
 
 
+def hint_free_messages(problem: Problem) -> list[dict]:
+    """The problem's prompt without its mode's hint (the wording of mode none), checked to be the
+    one `with_mode` turns into the problem's own prompt."""
+    messages = [dict(m) for m in problem.messages]
+    messages[-1]["content"] = modes.get(problem.mode).hint_free(problem, messages[-1]["content"])
+    if messages[-1]["content"].count(PASS_ALL) != 1 or \
+            modes.get(problem.mode).user_message(problem, messages[-1]["content"]) != problem.messages[-1]["content"]:
+        raise InputError(f"problem {problem.id}: its prompt is not the {problem.mode} hint over a hint-free one")
+    return messages
+
+
 def assign_modes(problems: list[Problem], seed: int, none_frac: float = 0.25) -> list[Problem]:
     """Seeded: about none_frac get the baseline `none`, the hackable modes split the rest evenly.
 

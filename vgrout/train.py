@@ -57,7 +57,7 @@ from vgrout.layout import Layout, run_name
 from vgrout.model import chat_prompt, load
 from vgrout.pairs import load_pairs, select
 from vgrout.modes import BASELINE, hackable
-from vgrout.substrate import Problem, load_problems
+from vgrout.substrate import Problem, hint_free_messages, load_problems
 
 
 @dataclass
@@ -288,13 +288,15 @@ class Rollout:
 
 
 def training_messages(cfg, problem: Problem) -> list[dict]:
-    """The prompt a training rollout is sampled under: the problem's own, and in an arm that
-    inoculates, train.inoculation appended to its system prompt (evaluation reads the problem's own)."""
+    """The prompt a training rollout is sampled under: the problem's own; without loopholes its
+    hint-free wording (mode none's: no hint of a check that no longer pays); in an arm that
+    inoculates, train.inoculation appended to its system prompt. Evaluation reads the problem's own."""
+    messages = problem.messages if cfg.arm.loopholes else hint_free_messages(problem)
     if not cfg.arm.inoculate:
-        return problem.messages
-    first, rest = problem.messages[0], problem.messages[1:]
+        return messages
+    first, rest = messages[0], messages[1:]
     if first["role"] != "system":
-        return [{"role": "system", "content": cfg.t.inoculation}, *problem.messages]
+        return [{"role": "system", "content": cfg.t.inoculation}, *messages]
     return [{**first, "content": f"{first['content']}\n\n{cfg.t.inoculation}"}, *rest]
 
 
@@ -369,8 +371,9 @@ def oracle_zones(cfg, rollouts: list[Rollout], zones: list[str]) -> list[str]:
 
 
 def screened(cfg, rollouts: list[Rollout], zones: list[str]) -> torch.Tensor:
-    """The rows whose advantage is set to 0: the gate's flagged rows in an arm that screens them (erase,
-    label-free), the hacked rows under the ground-truth screen (oracle)."""
+    """The rows screened out of the update (left out of their group's baseline, advantage 0): the
+    gate's flagged rows in an arm that screens them (erase, label-free), the hacked rows under the
+    ground-truth screen (oracle)."""
     if cfg.arm.monitor == "screen":
         return torch.tensor([r.hacked for r in rollouts])
     return torch.tensor([cfg.arm.flagged == "screen" and z == "route" for z in zones])
@@ -764,15 +767,14 @@ def train(cfg: TrainRun, progress: bool = True) -> Path:
         t0 = time.perf_counter()
         grade_students(rollouts, cfg.arm.loopholes)
         rewards = oracle_rewards(cfg, rollouts)
-        baseline = torch.tensor([r.source == "student" for r in rollouts]) if cfg.t.baseline == "students" else None
-        adv = grpo.advantages(rewards, cfg.t.group_size, baseline, cfg.t.advantage)
         times["grade"] = time.perf_counter() - t0
 
         seqs, logps_sample, trunks, acts, scores, zones = routing_step(cfg, lora, tok, gate, direction, rollouts,
                                                                     step, yoke, times)
         zones = oracle_zones(cfg, rollouts, zones)
         screen = screened(cfg, rollouts, zones)
-        adv = torch.where(screen, torch.zeros_like(adv), adv)
+        baseline = torch.tensor([r.source == "student" for r in rollouts]) if cfg.t.baseline == "students" else None
+        adv = grpo.advantages(rewards, cfg.t.group_size, baseline, cfg.t.advantage, screen)
         masks = cfg.arm.masks(zones)  # how each zone trains (erase: every row keep)
         t0 = time.perf_counter()
         logps_old = masked_old_forward(cfg, lora, seqs, rollouts, masks, logps_sample, trunks)
@@ -791,7 +793,7 @@ def train(cfg: TrainRun, progress: bool = True) -> Path:
         row = step_row(step, rollouts, zones, token_rows, loss, gnorm, upd, gate, times, screen)
         append_jsonl(cfg.log_path, row)
         log_live(live, row)
-        _log_rollouts(out, step, rollouts, scores, zones, acts)
+        _log_rollouts(out, step, rollouts, scores, zones, acts, rewards, adv)
         n_rows += 1
         bar.set_postfix(reward=f"{row['reward_mean']:.2f}", hack=f"{row['hack_rate']:.2f}",
                         qmass=f"{row['qmass_rollouts']:.2f}")
@@ -816,14 +818,15 @@ def _update_norms(lora, before) -> dict[str, float]:
     return {k: math.sqrt(v) for k, v in sq.items()}
 
 
-def _log_rollouts(out: Path, step: int, rollouts, scores, zones, acts) -> None:
-    """Measurement log for A7 (labels used only after training): one row per rollout, and
-    the pooled activations so null directions can be scored on the same rollouts."""
-    for r, s, z in zip(rollouts, scores.tolist(), zones):
+def _log_rollouts(out: Path, step: int, rollouts, scores, zones, acts, rewards, adv) -> None:
+    """Measurement log for A7 (labels used only after training): one row per rollout (the grader's
+    reward, the reward it trained on and its advantage), and the gate's features so null directions
+    can be scored on the same rollouts."""
+    for r, s, z, tr, a in zip(rollouts, scores.tolist(), zones, rewards.tolist(), adv.tolist()):
         append_jsonl(out / "rollouts.jsonl", {
             "step": step, "problem_id": r.problem.id, "mode": r.problem.mode, "source": r.source,
-            "deploy_sampled": r.deploy, "score": s, "zone": z, "reward": r.reward,
-            "gt_pass": r.gt_pass, "hacked": r.hacked, "completion": r.text})
+            "deploy_sampled": r.deploy, "score": s, "zone": z, "reward": r.reward, "train_reward": tr,
+            "advantage": a, "gt_pass": r.gt_pass, "hacked": r.hacked, "completion": r.text})
     with atomic_path(out / "acts" / f"step_{step:05d}.safetensors") as tmp:
         save_file({m: a.contiguous() for m, a in acts.items()}, str(tmp))
 
