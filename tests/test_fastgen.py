@@ -275,22 +275,27 @@ def test_frozen_trunk_reused_by_the_train_forward_gives_the_same_logprobs_and_gr
         assert torch.equal(a, b)
 
 
-@pytest.mark.parametrize("fused_adapter,share", [(True, True), (False, True), (True, False)])
-def test_rows_sharing_a_prompt_compute_it_once_and_match_the_plain_forward(fused_adapter, share, monkeypatch):
+@pytest.mark.parametrize("fused_adapter,share,ragged", [(True, True, True), (False, True, True), (True, False, True),
+                                                         (True, True, False), (False, True, False)])
+def test_rows_sharing_a_prompt_compute_it_once_and_match_the_plain_forward(fused_adapter, share, ragged, monkeypatch):
     """Groups of rollouts share their prompt: the two-pass forward (each distinct prompt once per
-    routing mask, completions attending to its K/V) gives the plain forward's log-probs, gradients
-    and pooled gate activations, with keep / absorb / route rows mixed inside a group. (share False:
-    the one-pass forward a GPU uses for small micro-batches, on the same rows.)"""
+    routing mask, completions packed and attending to its K/V) gives the plain forward's log-probs,
+    gradients and pooled gate activations, with keep / absorb / route rows mixed inside a group and
+    completions of several lengths. ragged False: prompts of one length, so no key is padding and
+    attention is causal from the lower right without a mask. (share False: the one-pass forward a
+    GPU uses for small micro-batches, on the same rows.)"""
     monkeypatch.setattr(logprob, "shares_prompts", lambda seqs: share)
     model = spread(make_tiny_llama(vocab=V))
     tok = synthetic_tokenizer(V)
     lora = perturbed_lora(model)
-    ps = [p for p in prompts(3) for _ in range(4)]  # 3 groups of G = 4
+    even = [" ".join(f"t{20 + (7 * i + j) % 70}" for j in range(9)) for i in range(3)]  # 9 tokens each
+    ps = [p for p in (prompts(3) if ragged else even) for _ in range(4)]  # 3 groups of G = 4
     comps = rollout.generate(model, tok, ps, 10, 1.0, batch_size=12, lora=lora)
-    comps[1] = comps[1][:3]  # ragged completions inside a group
+    comps[1], comps[6] = comps[1][:3], comps[6][:1]  # ragged completions inside a group
     seqs = rollout.pack([tok(p, add_special_tokens=False)["input_ids"] for p in ps], comps, 0)
     sp = logprob.split(seqs)
     assert sp.prompt_ids.shape[0] == 3 and sp.owner.tolist() == [0] * 4 + [1] * 4 + [2] * 4
+    assert bool(sp.prompt_mask.all()) != ragged
     zones = ["keep", "route", "absorb", "route", "keep", "keep", "keep", "keep", "route", "absorb", "absorb", "keep"]
 
     def run(fn):
@@ -467,3 +472,58 @@ def test_bench_step_times_trains_own_step_functions(monkeypatch):
     assert calls == ["old_forward", "frozen_acts", "masked_old_forward", "train_forward_backward"]
     assert comp.shape == (8, 6) and t["step"] > 0 and t["old_masked"] > 0
     assert any(not torch.equal(a, b) for a, b in zip(before, lora.parameters()))
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_compaction_samples_the_tokens_of_the_uncompacted_engine(temperature):
+    """Finished rows leave the decode batch (prompt slots and lanes shrink in turn) and each row
+    keeps its own noise, so the tokens equal the engine's that never compacts, at temperature 0
+    and at 1; rows end at their own length, or at an EOS."""
+    model, tok = spread(tiny_qwen3()), synthetic_tokenizer(V)
+    lora = perturbed_lora(model)
+    ps = [tok(p, add_special_tokens=False)["input_ids"] for p in prompts(6) for _ in range(4)]
+    deploy = [i % 8 < 4 for i in range(24)]
+    lengths = torch.randint(1, 150, (24,), generator=torch.Generator().manual_seed(3)).tolist()
+    kw = dict(batch_size=24, lora=lora, deploy_rows=deploy, pad=0)
+
+    def run(compact_every, **more):
+        torch.manual_seed(0)
+        shapes = []
+        ids = decode.generate_ids(model, ps, 150, temperature, compact_every=compact_every, timings=shapes, **kw, **more)
+        return ids, [s for t in shapes for s in t["shapes"]]
+
+    full, shapes = run(None, eos_id=1, ignore_eos=True, lengths=lengths)
+    assert shapes == [(6, 4)]
+    packed, shapes = run(16, eos_id=1, ignore_eos=True, lengths=lengths)
+    assert len(shapes) > 3 and shapes[-1][0] < 6 and shapes[-1][1] < 4  # slots and lanes both shrank
+    assert torch.equal(packed, full)
+    n = (full != 0).sum(1)
+    assert (n <= torch.tensor(lengths)).all() and (n >= torch.tensor(lengths) - 3).all()  # token 0 is pad
+    # an EOS ends a row: take the commonest token of the first half as the EOS
+    eos = int(full[:, :70][full[:, :70] > 1].mode().values)
+    full, _ = run(None, eos_id=eos)
+    packed, shapes = run(16, eos_id=eos)
+    assert torch.equal(packed, full) and len(shapes) > 1
+
+
+def test_shape_sizes_waste_at_most_a_third():
+    for n in (1, 2, 7, 16, 64):
+        sizes = decode.shape_sizes(n)
+        assert sizes[0] == 1 and sizes[-1] == n
+        assert all(decode._at_least(k, n) < 1.5 * k + 1 for k in range(1, n + 1))
+
+
+def test_the_completion_pass_projects_the_real_tokens_only():
+    """Packed completions: the projections of the two-pass forward see the distinct prompts and
+    then exactly the completions' real tokens, however long the longest row is."""
+    model = spread(make_tiny_llama(vocab=V))
+    tok = synthetic_tokenizer(V)
+    ps = [p for p in prompts(2) for _ in range(3)]
+    comps = [list(range(2, 2 + n)) for n in (9, 1, 4, 2, 7, 3)]
+    seqs = rollout.pack([tok(p, add_special_tokens=False)["input_ids"] for p in ps], comps, 0)
+    seen = []
+    hook = model.model.layers[0].mlp.down_proj.register_forward_hook(lambda m, i, o: seen.append(i[0].shape[:-1].numel()))
+    logprob.token_logprobs(model, seqs)
+    hook.remove()
+    sp = logprob.split(seqs)
+    assert seen == [sp.prompt_ids.numel(), sum(map(len, comps))]

@@ -17,6 +17,13 @@ quarantine term exactly zero), computed in bf16 with fp32 accumulation on a GPU 
 Lora2rLinear's fp32. Sampling carries no gradient and the ratio ρ reads logπ_old from the
 teacher-forced forward, so this rounding only perturbs the sampler, never the loss.
 
+Finished rows leave the decode batch. Every COMPACT_EVERY steps the engine counts each prompt
+slot's running rows and, when they fit a smaller shape, moves them (their caches, tokens and
+positions) to the front: U' slots of R' rows, each from a short list of sizes (`shape_sizes`), each
+shape with its own captured graphs. A step then costs what its running rows cost, not the batch's.
+The sampling noise is drawn for the full batch and read by each row's original index, so a row
+samples the same token compacted or not (at temperature 0 trivially; tested both ways).
+
 Runs the layout of `vgrout.arch` (Llama / Qwen3, full attention in every layer).
 """
 from __future__ import annotations
@@ -38,6 +45,7 @@ from vgrout.rollout import pad_id
 CACHE_ALIGN = 64       # cache lengths rounded up: aligned attention masks, fewer graph shapes
 SPAN = 128             # a decode step attends the first k·SPAN completion slots, not all of them
 PREFILL_TOKENS = 16384  # prompt tokens per prefill chunk (bounds the fp32 lora2r activations)
+COMPACT_EVERY = 64     # decode steps between compactions of the running rows (each one syncs the host)
 
 
 # -- one decoder layer over static KV caches ----------------------------------------------------
@@ -196,9 +204,12 @@ class Projections:
         return torch.addmm(y.flatten(0, -2), h.flatten(0, -2), B.t()).view_as(y)
 
 
-def sample_next(logits: torch.Tensor, temperature: float, top_p: float = 1.0) -> torch.Tensor:
+def sample_next(logits: torch.Tensor, temperature: float, top_p: float = 1.0,
+                noise_rows: tuple[int, torch.Tensor] | None = None) -> torch.Tensor:
     """Next token per row [B] from logits [B, V], on the device with no host sync (capturable):
-    greedy at temperature 0, else softmax(logits / temperature) restricted to the top-p nucleus."""
+    greedy at temperature 0, else softmax(logits / temperature) restricted to the top-p nucleus.
+    noise_rows (n, idx): draw the noise for n rows and give row b draw idx[b], so a row's draw
+    does not depend on which other rows are in the batch (the engine's compaction)."""
     if temperature == 0:
         return logits.argmax(-1)
     logits = logits.float() / temperature
@@ -210,15 +221,38 @@ def sample_next(logits: torch.Tensor, temperature: float, top_p: float = 1.0) ->
         logits = torch.full_like(logits, float("-inf")).scatter(-1, idx, srt)
     probs = logits.softmax(-1)
     # argmax_i p_i / E_i with E_i ~ Exp(1) i.i.d. picks token i with probability p_i
-    return (probs / torch.empty_like(probs).exponential_()).argmax(-1)
+    if noise_rows is None:
+        return (probs / torch.empty_like(probs).exponential_()).argmax(-1)
+    n, idx = noise_rows
+    noise = probs.new_empty(n, probs.shape[1]).exponential_()
+    return (probs / noise.index_select(0, idx)).argmax(-1)
 
 
 # -- the engine: static buffers and the captured decode step ------------------------------------
 
+def shape_sizes(n: int) -> list[int]:
+    """The sizes a compacted dimension of n may take: n, 3n/4, n/2, 3n/8, … 1 (rounded up), so a
+    shape wastes at most a third of its rows and an engine captures few graphs."""
+    sizes, x = {n}, n
+    while x > 1:
+        sizes.add(math.ceil(3 * x / 4))
+        x = math.ceil(x / 2)
+        sizes.add(x)
+    return sorted(sizes)
+
+
+def _at_least(k: int, n: int) -> int:
+    return next(s for s in shape_sizes(n) if s >= k)
+
+
 class Engine:
     """Static buffers and the decode step for one shape: B rows in U = B / R prompt slots of R
     rows each, prompts of up to Tp tokens, up to Tc + 1 new tokens; one_mode: all rows sample in
-    the same mode (see Projections)."""
+    the same mode (see Projections).
+
+    A running engine uses the first U'·R' rows (lanes) of its buffers, U' slots of R' lanes, lane
+    b in slot b // R'; `lane_row` is each lane's row in the run (−1: an empty lane, counted done).
+    Compaction (`compact`) moves the running rows to the front and shrinks (U', R')."""
 
     def __init__(self, model, lora: Lora2r | None, batch: int, group: int, prompt_len: int,
                  comp_len: int, temperature: float, top_p: float, eos_id: int | None, pad: int,
@@ -244,18 +278,30 @@ class Engine:
         self.slot = torch.zeros(1, **z)             # completion slot written at this step
         self.col = torch.zeros(1, **z)              # output column written at this step
         self.done = torch.zeros(batch, dtype=torch.bool, device=dev)
-        self.out = torch.zeros(batch, comp_len + 1, **z)
+        self.limit = torch.zeros(batch, **z)        # a row is done once it has this many tokens
+        self.lane_row = torch.arange(batch, **z)
+        self.out = torch.zeros(batch, comp_len + 1, **z)     # per lane
+        self.result = torch.zeros(batch, comp_len + 1, **z)  # per row, filled as lanes are dropped
         self.ar = torch.arange(comp_len, device=dev)
         self.proj = Projections(self.a.layers, lora, batch, dt, one_mode)
-        self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
+        self.shape = (self.U, self.R)
+        self.graphs: dict[tuple, torch.cuda.CUDAGraph] = {}  # (U', R', span) -> the captured step
+        self.pool = None
+        self.capture_s = 0.0  # seconds spent capturing graphs in the current run
         # one decode graph per attended span: early steps do not read the empty tail of the cache
         self.spans = sorted({min(comp_len, SPAN * k) for k in range(1, math.ceil(comp_len / SPAN) + 1)})
 
     def sample(self, logits: torch.Tensor) -> torch.Tensor:
-        nxt = sample_next(logits, self.temperature, self.top_p)
+        """The lanes' next tokens; a lane already done gets pad, and is done after an EOS (unless
+        ignore_eos) or once it holds its `limit` tokens."""
+        n = logits.shape[0]
+        lanes = self.lane_row[:n].clamp(min=0)
+        nxt = sample_next(logits, self.temperature, self.top_p, noise_rows=(self.B, lanes))
+        done = self.done[:n]
+        nxt = torch.where(done, torch.full_like(nxt, self.pad_id), nxt)
         if not self.ignore_eos and self.eos_id is not None:
-            nxt = torch.where(self.done, torch.full_like(nxt, self.pad_id), nxt)
-            self.done |= nxt == self.eos_id
+            done |= nxt == self.eos_id
+        done |= self.col + 1 >= self.limit[:n]
         return nxt
 
     def span_for(self, slot: int) -> int:
@@ -263,26 +309,28 @@ class Engine:
 
     def decode_step(self, span: int) -> None:
         a = self.a
-        h = a.embed(self.tok)
-        cos, sin = a.rotary(h, self.pos)
-        own = (self.ar[:span] <= self.slot)[None, :].expand(self.B, -1)
-        blocked = ~torch.cat([self.prompt_ok, own], 1)[:, None, None, :]
-        lin = self.proj
+        U, R = self.shape
+        B = U * R
+        h = a.embed(self.tok[:B])
+        cos, sin = a.rotary(h, self.pos[:B])
+        own = (self.ar[:span] <= self.slot)[None, :].expand(B, -1)
+        blocked = ~torch.cat([self.prompt_ok[:B], own], 1)[:, None, None, :]
+        lin = partial(self.proj, rows=slice(0, B))
         for i, layer in enumerate(a.layers):
-            h = _decode_layer(a, layer, h, cos, sin, self.kp[i], self.vp[i], self.kc[i], self.vc[i],
-                              self.slot, blocked, span, lin)
+            h = _decode_layer(a, layer, h, cos, sin, self.kp[i, :U], self.vp[i, :U], self.kc[i, :B],
+                              self.vc[i, :B], self.slot, blocked, span, lin)
         nxt = self.sample(a.lm_head(rms_norm(a.norm, h[:, -1])))
-        self.out.index_copy_(1, self.col, nxt[:, None])
-        self.tok.copy_(nxt[:, None])
-        self.pos += 1
+        self.out[:B].index_copy_(1, self.col, nxt[:, None])
+        self.tok[:B].copy_(nxt[:, None])
+        self.pos[:B] += 1
         self.slot += 1
         self.col += 1
 
-    def capture(self) -> None:
-        """Record the decode step of every span as a CUDA graph; the graphs share one memory
-        pool, as they never run at once. One eager warm-up step on a side stream first does the
-        libraries' lazy set-up (a training run captures every step, so warm-ups are paid often)."""
-        pool = torch.cuda.graph_pool_handle()
+    def warm_up(self) -> None:
+        """One eager step on a side stream before the first capture: the libraries' lazy set-up
+        (a training run builds an engine every step, so warm-ups are paid often). It writes the
+        step's buffers, so it runs before the prefill."""
+        self.pool = torch.cuda.graph_pool_handle()
         s = torch.cuda.Stream()
         s.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(s):
@@ -290,13 +338,69 @@ class Engine:
             self.col.fill_(0)
             self.decode_step(self.spans[-1])
         torch.cuda.current_stream().wait_stream(s)
-        for span in self.spans:
-            self.slot.fill_(span - 1)
-            self.col.fill_(0)
+
+    def replay(self, span: int) -> None:
+        """The decode step at the current shape, through its CUDA graph, captured at first use
+        (a capture records without running, so the buffers it reads keep their values). The
+        graphs share one memory pool: they never run at once."""
+        key = (*self.shape, span)
+        if key not in self.graphs:
+            t0 = time.perf_counter()
             g = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(g, pool=pool):
+            with torch.cuda.graph(g, pool=self.pool):  # synchronises before and after
                 self.decode_step(span)
-            self.graphs[span] = g
+            self.graphs[key] = g
+            self.capture_s += time.perf_counter() - t0
+        self.graphs[key].replay()
+
+    def flush(self) -> None:
+        """Copy every lane's tokens to its row of `result`."""
+        U, R = self.shape
+        rows = self.lane_row[:U * R]
+        real = (rows >= 0).nonzero().squeeze(1)
+        self.result.index_copy_(0, rows[real], self.out[real])
+
+    @torch.no_grad()
+    def compact(self, written: int) -> bool:
+        """Move the running lanes to the front in the smallest shape (U', R') that holds them,
+        each prompt slot's running lanes kept together (they read its prompt K/V). written: the
+        completion slots filled so far (the cache columns to move). False when every lane is done."""
+        U, R = self.shape
+        live = (~self.done[:U * R]).view(U, R).tolist()
+        counts = [sum(r) for r in live]
+        slots = [u for u in range(U) if counts[u]]
+        if not slots:
+            return False
+        U2, R2 = _at_least(len(slots), self.U), _at_least(max(counts), self.R)
+        if (U2, R2) == (U, R):
+            return True
+        self.flush()
+        src, empty, slot_src = [], [], []
+        for j in range(U2):
+            u = slots[j] if j < len(slots) else slots[0]  # a spare slot copies a real one: finite K/V
+            lanes = [u * R + i for i in range(R) if live[u][i]] if j < len(slots) else []
+            fill = u * R + live[u].index(True)
+            empty += range(len(src) + len(lanes), len(src) + R2)
+            src += lanes + [fill] * (R2 - len(lanes))
+            slot_src.append(u)
+        B2, dev = U2 * R2, self.tok.device
+        idx, sidx = torch.tensor(src, device=dev), torch.tensor(slot_src, device=dev)
+        for i in range(len(self.a.layers)):
+            for c in (self.kc, self.vc):
+                c[i, :B2, :, :written] = c[i, :U * R, :, :written].index_select(0, idx)
+            if slot_src != list(range(U2)):
+                for c in (self.kp, self.vp):
+                    c[i, :U2] = c[i, :U].index_select(0, sidx)
+        bufs = [self.tok, self.pos, self.prompt_ok, self.done, self.limit, self.lane_row, self.out,
+                *self.proj.s.values()]
+        for t in bufs:
+            t[:B2] = t[:U * R].index_select(0, idx)
+        if empty:
+            e = torch.tensor(empty, device=dev)
+            self.done[e] = True
+            self.lane_row[e] = -1
+        self.shape = (U2, R2)
+        return True
 
     @torch.no_grad()
     def prefill(self, prompts: list[list[int]], m_rows: torch.Tensor) -> None:
@@ -342,8 +446,12 @@ class Engine:
         dup = (src_t != torch.arange(self.U, device=dev)).nonzero().squeeze(1)
         self.kp[:, dup], self.vp[:, dup] = self.kp[:, src_t[dup]], self.vp[:, src_t[dup]]
         logits = a.lm_head(rms_norm(a.norm, last[src_t]))                        # [U, V]
+        self.shape = (self.U, self.R)
+        self.lane_row.copy_(torch.arange(self.B, device=dev))
         self.done.zero_()
         self.out.fill_(self.pad_id)
+        self.result.fill_(self.pad_id)
+        self.col.fill_(0)
         self.tok[:, 0] = self.sample(logits.repeat_interleave(R, 0))
         self.pos.copy_((Tp - first).repeat_interleave(R, 0)[:, None])
         self.slot.fill_(0)
@@ -352,11 +460,14 @@ class Engine:
 
     @torch.no_grad()
     def run(self, prompts: list[list[int]], n_new: int, deploy: list[bool],
-            timings: list | None = None) -> torch.Tensor:
-        """Completions [B, n_new] (pad after an EOS unless ignore_eos) for B prompts laid out in
-        prompt slots: rows [u·R, (u+1)·R) share their prompt and sampling mode. With `timings`,
-        appends {"capture_s", "prefill_s", "decode_s"} (synchronising the device around each;
-        capture_s is 0 once the engine holds its graphs)."""
+            timings: list | None = None, lengths: list[int] | None = None,
+            compact_every: int | None = COMPACT_EVERY) -> torch.Tensor:
+        """Completions [B, n_new] (pad after an EOS unless ignore_eos, and after a row's `lengths`
+        tokens) for B prompts laid out in prompt slots: rows [u·R, (u+1)·R) share their prompt and
+        sampling mode. compact_every: decode steps between compactions (None: never). With
+        `timings`, appends {"capture_s", "prefill_s", "decode_s", "shapes"} (synchronising the
+        device around each; capture_s: the warm-up and the graphs captured in this run, none once
+        the engine holds them; shapes: the (U', R') it decoded in, in turn)."""
         if len(prompts) != self.B:
             raise ValueError(f"engine batch is {self.B}, got {len(prompts)} prompts")
         for b in range(self.B):
@@ -368,29 +479,44 @@ class Engine:
         if P > self.Tp or n_new - 1 > self.Tc:
             raise ValueError(f"prompt {P} and {n_new} new tokens exceed the engine's cache "
                              f"({self.Tp} prompt, {self.Tc + 1} new)")
+        lengths = lengths if lengths is not None else [n_new] * self.B
+        if len(lengths) != self.B or min(lengths) < 1:
+            raise ValueError(f"engine: lengths must give each of the {self.B} rows at least one token")
         m_rows = torch.tensor([0.0 if d else 1.0 for d in deploy], device=self.tok.device)
         self.proj.refresh(m_rows.to(self.a.embed.weight.dtype))
+        self.limit.copy_(torch.tensor([min(n, n_new) for n in lengths]))
+        cuda = self.tok.is_cuda
         tc = _clock(timings is not None)
-        if not self.graphs and self.tok.is_cuda:
-            # before the prefill (the warm-up runs write the step's buffers), after the refresh (so
-            # the K/V they leave in unwritten cache slots is finite: 0 · NaN would poison the step)
-            self.capture()
+        if cuda and self.pool is None:
+            # before the prefill (the warm-up writes the step's buffers), after the refresh (so
+            # the K/V it leaves in unwritten cache slots is finite: 0 · NaN would poison the step)
+            self.warm_up()
         t0 = _clock(timings is not None)
         self.prefill(prompts, m_rows)
         t1 = _clock(timings is not None)
+        self.capture_s = 0.0
+        shapes = [self.shape]
         # a GPU step is queued ahead of the host, so asking "all done?" stalls it; a CPU one is not
-        check_every = 64 if self.tok.is_cuda else 1
+        check_every = 64 if cuda else 1
         for step in range(1, n_new):
+            if compact_every and step % compact_every == 0:
+                if not self.compact(written=step):
+                    break
+                if self.shape != shapes[-1]:
+                    shapes.append(self.shape)
             span = self.span_for(step - 1)  # the completion slot this step writes
-            if self.graphs:
-                self.graphs[span].replay()
+            if cuda:
+                self.replay(span)
             else:
                 self.decode_step(span)
-            if not self.ignore_eos and step % check_every == 0 and bool(self.done.all()):
+            if step % check_every == 0 and bool(self.done[:math.prod(self.shape)].all()):
                 break
+        self.flush()
         if timings is not None:
-            timings.append({"capture_s": t0 - tc, "prefill_s": t1 - t0, "decode_s": _clock(True) - t1})
-        return self.out[:, :n_new].clone()
+            cap = self.capture_s
+            timings.append({"capture_s": t0 - tc + cap, "prefill_s": t1 - t0,
+                            "decode_s": _clock(True) - t1 - cap, "shapes": shapes})
+        return self.result[:, :n_new].clone()
 
 
 def _clock(sync: bool) -> float:
@@ -442,11 +568,13 @@ def generate_ids(model, prompts: list[list[int]], max_new_tokens: int, temperatu
                  top_p: float = 1.0, batch_size: int = 64, lora: Lora2r | None = None,
                  deploy_rows: list[bool] | None = None, eos_id: int | None = None, pad: int = 0,
                  ignore_eos: bool = False, cache_new_tokens: int | None = None,
-                 progress: bool = False, timings: list | None = None) -> torch.Tensor:
+                 progress: bool = False, timings: list | None = None, lengths: list[int] | None = None,
+                 compact_every: int | None = COMPACT_EVERY) -> torch.Tensor:
     """Completion token ids [N, max_new_tokens] (on the CPU) for token-id prompts, in chunks of
     batch_size rows (a short last chunk is filled with copies of its last prompt). Rows past their
-    EOS hold `pad`; ignore_eos forces every row to max_new_tokens (benchmarks). cache_new_tokens:
-    size the cache for this many new tokens (one engine for a short warm-up and the real run)."""
+    EOS hold `pad`; ignore_eos forces every row to max_new_tokens, or with `lengths` row i to
+    lengths[i] tokens (benchmarks). cache_new_tokens: size the cache for this many new tokens (one
+    engine for a short warm-up and the real run). compact_every: see Engine.run."""
     if max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
     deploy_rows = deploy_rows if deploy_rows is not None else [False] * len(prompts)
@@ -459,13 +587,16 @@ def generate_ids(model, prompts: list[list[int]], max_new_tokens: int, temperatu
     starts = range(0, len(prompts), B)
     for s in tqdm(starts, desc="fastgen", disable=not progress, leave=False):
         chunk, dep = prompts[s:s + B], deploy_rows[s:s + B]
+        lens = list(lengths[s:s + B]) if lengths is not None else [max_new_tokens] * len(chunk)
         n = len(chunk)
         chunk = chunk + [chunk[-1]] * (B - n)
         dep = dep + [dep[-1]] * (B - n)
+        lens = lens + [1] * (B - n)  # the filler rows stop at once
         order, R = prompt_slots(chunk, dep)
         eng = engine(model, lora, B, R, Tp, Tc, temperature, top_p, eos_id, pad, ignore_eos,
                      one_mode=len(set(dep)) == 1)
-        ids = eng.run([chunk[i] for i in order], max_new_tokens, [dep[i] for i in order], timings)
+        ids = eng.run([chunk[i] for i in order], max_new_tokens, [dep[i] for i in order], timings,
+                      [lens[i] for i in order], compact_every)
         back = torch.empty_like(ids)
         back[torch.tensor(order, device=ids.device)] = ids  # the caller's row order
         out.append(back[:n].cpu())

@@ -19,7 +19,9 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+from torch.nn.attention.bias import causal_lower_right
 from torch.utils.checkpoint import checkpoint
+from transformers.models.llama.modeling_llama import rotate_half
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from vgrout.adapter import ExactDelta, FrozenReader, FusedDelta, Lora2rLinear, routing_state
@@ -100,11 +102,14 @@ def trunk_depth(model) -> int:
     return len(arch(model).layers)
 
 
-# -- teacher-forced forwards with each prompt computed once -------------------------------------
+# -- teacher-forced forwards with each prompt computed once, completions packed ------------------
 # The G rollouts of a group share their prompt, and a prompt is most of a row's tokens. The
 # forward therefore runs in two passes per layer: the distinct prompts (with the K/V they leave
 # behind), then every row's completion attending to its prompt's K/V. A prompt is computed once
 # per distinct routing mask (m, d) among its rows, since the adapter's forward depends on the mask.
+# The completion pass runs its projections and MLP on the real tokens alone, packed one after
+# another ([N, 1, D]: a token is a row of its own, with its row's masks), so a step's cost follows
+# the rows' real lengths, not the longest; only its attention lays them out per row.
 
 @dataclass
 class Split:
@@ -138,37 +143,80 @@ def split(seqs: Seqs) -> Split:
     return Split(p_ids, p_mask, owner_t, c_ids, c_mask, p_mask.sum(1)[owner_t])
 
 
-class PromptKV:
-    """The `past_key_values` a transformers attention layer calls `update` on: records each
-    layer's prompt K/V (prompt pass) or prepends the owner's prompt K/V (completion pass)."""
+@dataclass
+class Packing:
+    """Where each packed completion token sits: its row and its position in the row's completion."""
+    row: torch.Tensor    # [N]
+    col: torch.Tensor    # [N]
+    rows: int            # B
+    width: int           # Tc
 
-    def __init__(self, owner: torch.Tensor | None = None, kv: dict | None = None):
-        self.owner, self.kv = owner, kv if kv is not None else {}
+    def pad(self, x: torch.Tensor) -> torch.Tensor:
+        """[N, ...] -> [B, Tc, ...], zeros where a row has no token."""
+        out = x.new_zeros(self.rows, self.width, *x.shape[1:])
+        return out.index_put((self.row, self.col), x)
 
-    def update(self, k, v, layer_idx, *args, **kwargs):
-        if self.owner is None:
-            self.kv[layer_idx] = (k, v)
-            return k, v
-        pk, pv = self.kv[layer_idx]
-        return torch.cat([pk[self.owner], k], 2), torch.cat([pv[self.owner], v], 2)
+    def pack(self, x: torch.Tensor) -> torch.Tensor:
+        return x[self.row, self.col]
+
+
+def _attend(q, k, v, allowed, scale):
+    """Attention of q [b, H, Lq, Dh] over k, v [b, Hkv, Lk, Dh]. allowed None: every key is real and
+    query i sees keys up to Lk − Lq + i (causal from the lower right: the flash kernel on a GPU);
+    else the boolean mask [b, Lq, Lk]."""
+    if allowed is None:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=causal_lower_right(q.shape[2], k.shape[2]),
+                                              scale=scale, enable_gqa=True)
+    G = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(G, 1), v.repeat_interleave(G, 1)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=allowed[:, None], scale=scale)
+
+
+def _project_qkv(layer, x, cos, sin, norm):
+    """q, k, v [b, L, heads, Dh] of the normed input x [b, L, D], q and k rotated (transformers' rotation)."""
+    attn = layer.self_attn
+    shape = (*x.shape[:-1], -1, attn.head_dim)
+    q, k, v = attn.q_proj(x).view(shape), attn.k_proj(x).view(shape), attn.v_proj(x).view(shape)
+    if hasattr(attn, "q_norm"):  # Qwen3: RMSNorm per head before the rotation
+        q, k = norm(attn.q_norm, q), norm(attn.k_norm, k)
+    cos, sin = cos[:, :, None], sin[:, :, None]
+    return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin, v
+
+
+def _after_attention(layer, h, o, norm):
+    h = h + layer.self_attn.o_proj(o)
+    return h + layer.mlp(norm(layer.post_attention_layernorm, h))
+
+
+def _two_pass_layer(layer, hp, hc, st, prompt_rows, comp_rows, key_of_row, p_kw, c_kw, fused_adapter):
+    """One decoder layer over the prompts hp [K, Tp, D], then over the packed completion tokens hc
+    [N, 1, D] attending to their prompt's K/V. The masks are explicit arguments ({m, d,
+    pool_weights} of each pass's rows, per key and per token; {}: leave the routing state as it
+    is), so a checkpoint recompute in the backward sees the forward's masks."""
+    attn = layer.self_attn
+    norm = rms_norm if fused_adapter else (lambda mod, x: mod(x))
+    variant = st.variant if issubclass(st.variant, FrozenReader) else FusedDelta if fused_adapter else ExactDelta
+    K, Tp = hp.shape[:2]
+    with st.scope(variant=variant, **prompt_rows):
+        q, k, v = _project_qkv(layer, norm(layer.input_layernorm, hp), *p_kw["rotary"], norm)
+        q, k, v = (t.transpose(1, 2) for t in (q, k, v))
+        o = _attend(q, k, v, p_kw["allowed"], attn.scaling).transpose(1, 2).reshape(K, Tp, -1)
+        hp = _after_attention(layer, hp, o, norm)
+    pk = c_kw["packing"]
+    with st.scope(variant=variant, **comp_rows):
+        qc, kc, vc = _project_qkv(layer, norm(layer.input_layernorm, hc), *c_kw["rotary"], norm)
+        qc, kc, vc = (pk.pad(t[:, 0]).transpose(1, 2) for t in (qc, kc, vc))  # [B, heads, Tc, Dh]
+        keys = torch.cat([k[key_of_row], kc], 2)
+        values = torch.cat([v[key_of_row], vc], 2)
+        o = _attend(qc, keys, values, c_kw["allowed"], attn.scaling).transpose(1, 2)  # [B, Tc, H, Dh]
+        hc = _after_attention(layer, hc, pk.pack(o).flatten(1)[:, None], norm)
+    return hp, hc
 
 
 def _additive(allowed: torch.Tensor, dtype) -> torch.Tensor:
     """A boolean [B, Tq, Tk] mask as the additive [B, 1, Tq, Tk] form transformers' attention takes."""
     mask = torch.zeros(allowed.shape[0], 1, *allowed.shape[1:], dtype=dtype, device=allowed.device)
     return mask.masked_fill_(~allowed[:, None], torch.finfo(dtype).min)
-
-
-def _two_pass_layer(layer, hp, hc, st, prompt_rows, comp_rows, owner, p_kw, c_kw, fused_adapter):
-    """One decoder layer over the prompts, then over the completions attending to them. The masks
-    are explicit arguments ({m, d, pool_weights} of each pass's rows; {}: leave the routing state
-    as it is), so a checkpoint recompute in the backward sees the forward's masks."""
-    kv = PromptKV()
-    with st.scope(**prompt_rows):
-        hp = _layer_forward(layer, hp, st, fused_adapter, past_key_values=kv, **p_kw)
-    with st.scope(**comp_rows):
-        hc = _layer_forward(layer, hc, st, fused_adapter, past_key_values=PromptKV(owner, kv.kv), **c_kw)
-    return hp, hc
 
 
 def _keys(owner: torch.Tensor, st) -> tuple[torch.Tensor, torch.Tensor]:
@@ -200,10 +248,20 @@ def hidden_states(model, seqs: Seqs, checkpoint_layers: bool = True, fused_adapt
     only the adapted layers run; return_trunk: return (h, trunk). keep_layers: the top layers
     that keep their activations when the others are checkpointed (default KEEP_LAYERS). one_pass:
     every row computes its own prompt (no prompt shared between rows: a per-row probe stays per row)."""
-    fn = _two_pass_hidden if shares_prompts(seqs) and not one_pass else _one_pass_hidden
+    h, packing, trunk = _hidden(model, seqs, checkpoint_layers, fused_adapter, trunk, keep_layers, one_pass)
+    if packing is not None:
+        h = packing.pad(h)
+    return (h, trunk) if return_trunk else h
+
+
+def _hidden(model, seqs, checkpoint_layers, fused_adapter, trunk, keep_layers, one_pass):
+    """(h, packing, trunk): packed h [N, D] and its Packing from the two-pass forward, or
+    [B, Lc, D] and None from the one-pass forward."""
     keep = KEEP_LAYERS if keep_layers is None else keep_layers
-    out, trunk = fn(model, seqs, checkpoint_layers, fused_adapter, trunk, keep)
-    return (out, trunk) if return_trunk else out
+    if shares_prompts(seqs) and not one_pass:
+        return _two_pass_hidden(model, seqs, checkpoint_layers, fused_adapter, trunk, keep)
+    h, trunk = _one_pass_hidden(model, seqs, checkpoint_layers, fused_adapter, trunk, keep)
+    return h, None, trunk
 
 
 def _one_pass_hidden(model, seqs: Seqs, checkpoint_layers: bool, fused_adapter: bool, trunk, keep: int):
@@ -239,67 +297,82 @@ def _one_pass_hidden(model, seqs: Seqs, checkpoint_layers: bool, fused_adapter: 
 
 
 def _two_pass_hidden(model, seqs: Seqs, checkpoint_layers: bool, fused_adapter: bool, trunk, keep: int):
-    """Distinct prompts, then completions attending to them. trunk: (prompts, completions) at the
-    first adapted layer."""
+    """Distinct prompts, then the packed completion tokens attending to them. Returns the hidden
+    states that predict each completion token, packed [N, D], their Packing in the right-aligned
+    [B, Lc] layout of `seqs`, and the trunk: (prompts, packed completions) at the first adapted layer."""
     a = arch(model)
     sp = split(seqs)
     st = routing_state(model)
-    m_rows, d_rows, pool_rows = st.m, st.d, None
+    if st.probe is not None:
+        raise ValueError("logprob: a per-row probe needs one_pass=True (packed tokens are rows of their own)")
+    B, Tp, Tc = len(sp.owner), sp.prompt_ids.shape[1], sp.comp_ids.shape[1]
+    row, col = sp.comp_mask.nonzero(as_tuple=True)  # row-major: a row's tokens in order
+    pk = Packing(row, col, B, Tc)
+    key_prompt, key_of_row = _keys(sp.owner, st)
+    m_rows, d_rows = st.m, st.d
+    m_keys = None if m_rows is None else torch.zeros_like(m_rows[:len(key_prompt)]).index_copy_(0, key_of_row, m_rows)
+    d_keys = None if d_rows is None else torch.zeros_like(d_rows[:len(key_prompt)]).index_copy_(0, key_of_row, d_rows)
+    pool_tok = None
     if st.pool_weights is not None:
         # the caller's weights [B, T] over the left-padded rows, read at each completion token
         # (the gate pools completion tokens only; the prompt pass pools nothing)
-        T, n = seqs.input_ids.shape[1], sp.comp_mask.sum(1, keepdim=True)
-        cols = (T - n + torch.arange(sp.comp_ids.shape[1], device=n.device)[None]).clamp(max=T - 1)
-        pool_rows = st.pool_weights.gather(1, cols) * sp.comp_mask
-    key_prompt, key_of_row = _keys(sp.owner, st)
-    m_keys = None if m_rows is None else torch.zeros_like(m_rows[:len(key_prompt)]).index_copy_(0, key_of_row, m_rows)
-    d_keys = None if d_rows is None else torch.zeros_like(d_rows[:len(key_prompt)]).index_copy_(0, key_of_row, d_rows)
+        T, n = seqs.input_ids.shape[1], sp.comp_mask.sum(1)
+        pool_tok = st.pool_weights[row, T - n[row] + col][:, None]
 
-    Tp, Tc = sp.prompt_ids.shape[1], sp.comp_ids.shape[1]
-    ar_p, ar_c = torch.arange(Tp, device=sp.owner.device), torch.arange(Tc, device=sp.owner.device)
+    dev = sp.owner.device
+    ar_p, ar_c = torch.arange(Tp, device=dev), torch.arange(Tc, device=dev)
     pos_p = position_ids(sp.prompt_mask)
-    pos_c = sp.lengths[:, None] + ar_c[None]
-    allowed_p = (ar_p[None, :] <= ar_p[:, None])[None] & sp.prompt_mask.bool()[:, None, :]
-    allowed_p |= torch.eye(Tp, dtype=torch.bool, device=allowed_p.device)[None]  # pad queries: themselves
-    # a completion token sees its own prompt and the completion tokens up to itself
-    allowed_c = torch.cat([sp.prompt_mask.bool()[sp.owner][:, None, :].expand(-1, Tc, -1),
-                           (ar_c[None, :] <= ar_c[:, None])[None].expand(len(sp.owner), -1, -1)], 2)
+    pos_c = (sp.lengths[row] + col)[:, None]
+    if bool(sp.prompt_mask.all()):  # no prompt is padded: causal from the lower right in both passes
+        allowed_p = allowed_c = None
+    else:
+        allowed_p = (ar_p[None, :] <= ar_p[:, None])[None] & sp.prompt_mask.bool()[:, None, :]
+        allowed_p |= torch.eye(Tp, dtype=torch.bool, device=dev)[None]  # pad queries: themselves
+        # a completion token sees its own prompt and the completion tokens up to itself
+        allowed_c = torch.cat([sp.prompt_mask.bool()[sp.owner][:, None, :].expand(-1, Tc, -1),
+                               (ar_c[None, :] <= ar_c[:, None])[None].expand(B, -1, -1)], 2)
 
-    def kw(pos, allowed, h):
-        return dict(attention_mask=_additive(allowed, h.dtype), position_ids=pos,
-                    position_embeddings=a.rotary(h, pos))
+    def rotary(h, pos):
+        return a.rotary(h, pos)
 
     depth = trunk_depth(model)
     if trunk is None:  # the frozen trunk, once per distinct prompt, without grad
         with torch.no_grad():
-            hp, hc = a.embed(sp.prompt_ids), a.embed(sp.comp_ids)
-            p_kw, c_kw = kw(pos_p, allowed_p, hp), kw(pos_c, allowed_c, hc)
+            hp, hc = a.embed(sp.prompt_ids), a.embed(pk.pack(sp.comp_ids))[:, None]
+            p_kw = dict(rotary=rotary(hp, pos_p), allowed=allowed_p)
+            c_kw = dict(rotary=rotary(hc, pos_c), allowed=allowed_c, packing=pk)
             for layer in a.layers[:depth]:
                 hp, hc = _two_pass_layer(layer, hp, hc, st, {}, {}, sp.owner, p_kw, c_kw, fused_adapter)
         trunk = (hp, hc)
     hp, hc = trunk
     # the adapted layers: each prompt once per distinct routing mask among its rows
     hp = hp[key_prompt]
-    p_kw, c_kw = kw(pos_p[key_prompt], allowed_p[key_prompt], hp), kw(pos_c, allowed_c, hc)
-    grad = torch.is_grad_enabled() and checkpoint_layers and \
-        sp.prompt_ids.numel() + sp.comp_ids.numel() > CHECKPOINT_ABOVE_TOKENS
+    p_kw = dict(rotary=rotary(hp, pos_p[key_prompt]), allowed=None if allowed_p is None else allowed_p[key_prompt])
+    c_kw = dict(rotary=rotary(hc, pos_c), allowed=allowed_c, packing=pk)
+    grad = torch.is_grad_enabled() and checkpoint_layers and hp.shape[0] * Tp + len(row) > CHECKPOINT_ABOVE_TOKENS
     prompt_rows = dict(m=m_keys, d=d_keys, pool_weights=None)
-    comp_rows = dict(m=m_rows, d=d_rows, pool_weights=pool_rows)
+    comp_rows = dict(m=None if m_rows is None else m_rows[row], d=None if d_rows is None else d_rows[row],
+                     pool_weights=pool_tok)
+    pooled_before = dict(st.pooled)
     for i, layer in enumerate(a.layers[depth:]):
         args = (layer, hp, hc, st, prompt_rows, comp_rows, key_of_row, p_kw, c_kw, fused_adapter)
         if grad and i < len(a.layers) - depth - keep:
             hp, hc = checkpoint(_two_pass_layer, *args, use_reentrant=False)
         else:
             hp, hc = _two_pass_layer(*args)
+    if pool_tok is not None:  # per token -> per row
+        for name, v in st.pooled.items():
+            if v is not pooled_before.get(name):
+                st.pooled[name] = v.new_zeros(B, v.shape[1]).index_add_(0, row, v)
     norm = (lambda x: rms_norm(a.norm, x)) if fused_adapter else a.norm
     # the token at completion position j is predicted by position j − 1; j = 0 by the prompt's last
-    last = norm(hp[:, -1:])[key_of_row]
-    pred = torch.cat([last, norm(hc[:, :-1])], 1)
+    pred = torch.cat([norm(hp[:, -1])[key_of_row], norm(hc[:, 0])])
+    t = torch.arange(len(row), device=dev)
+    pred = pred[torch.where(col == 0, row, B + t - 1)]
     # right-align each row's completion, like the left-padded `seqs`
     n = sp.comp_mask.sum(1)
     Lc = int(seqs.completion_mask.sum(1).max())
-    cols = (ar_c[None, :Lc] - (Lc - n)[:, None]).clamp(min=0)
-    return pred.gather(1, cols[..., None].expand(-1, -1, pred.shape[-1])), trunk
+    return pred, Packing(row, col + Lc - n[row], B, Lc), trunk
 
 
 def _chunk_logp(h: torch.Tensor, targets: torch.Tensor, weight: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -316,21 +389,21 @@ def token_logprobs(model, seqs: Seqs, chunk_tokens: int = LOGP_TOKENS, fused_ada
     accumulation, like a standard bf16 LoRA; fused_adapter=False keeps Lora2rLinear's fp32.
     trunk / return_trunk / keep_layers / one_pass: as in `hidden_states` (return_trunk appends the trunk)."""
     Lc = int(seqs.completion_mask.sum(1).max())
-    h = hidden_states(model, seqs, fused_adapter=fused_adapter, trunk=trunk, return_trunk=return_trunk,
-                      keep_layers=keep_layers, one_pass=one_pass)
-    if return_trunk:
-        h, h_trunk = h
+    h, packing, h_trunk = _hidden(model, seqs, True, fused_adapter, trunk, keep_layers, one_pass)
     targets = seqs.input_ids[:, -Lc:]
+    if packing is not None:  # one row of tokens: [N, D] -> [1, N, D]
+        h, targets = h[None], packing.pack(targets)[None]
     weight = arch(model).lm_head.weight
-    B = h.shape[0]
-    step = max(1, chunk_tokens // B)
+    step = max(1, chunk_tokens // h.shape[0])
     parts = []
-    for t0 in range(0, Lc, step):
+    for t0 in range(0, h.shape[1], step):
         hc, tc = h[:, t0:t0 + step], targets[:, t0:t0 + step]
         if torch.is_grad_enabled():  # recompute the chunk's logits in the backward
             parts.append(checkpoint(_chunk_logp, hc, tc, weight, temperature, use_reentrant=False))
         else:
             parts.append(_chunk_logp(hc, tc, weight, temperature))
     logp = torch.cat(parts, 1)
+    if packing is not None:
+        logp = packing.pad(logp[0])
     mask = seqs.completion_mask[:, -Lc:].to(logp.dtype)
     return (logp * mask, mask, h_trunk) if return_trunk else (logp * mask, mask)
