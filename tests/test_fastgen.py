@@ -9,6 +9,7 @@ from tests.conftest import make_tiny_llama
 from vgrout import adapter as ad
 from vgrout import arch, decode, fastgen, logprob, rollout
 from vgrout.bench import synthetic_tokenizer
+from vgrout.io import InputError
 
 V = 97
 
@@ -234,10 +235,22 @@ def test_sampler_draws_softmax_within_top_p():
 def test_decode_floor_counts_weights_and_growing_cache():
     from vgrout.bench import decode_floor
     # 3 new tokens -> 2 decode steps attending 10+1 and 10+2 positions
-    assert decode_floor(100, 4, batch=2, prompt_len=10, new_tokens=3, copy_bps=1.0) == 2 * 100 + 2 * 4 * (11 + 12)
+    assert decode_floor(100, 4, [3, 3], prompt_len=10, copy_bps=1.0) == 2 * 100 + 2 * 4 * (11 + 12)
     # a group of 2 shares its prompt's K/V: the 10 prompt positions are read once per step, not twice
-    assert decode_floor(100, 4, batch=2, prompt_len=10, new_tokens=3, copy_bps=1.0, group=2) == \
+    assert decode_floor(100, 4, [3, 3], prompt_len=10, copy_bps=1.0, group=2) == \
         2 * 100 + 4 * (2 * 10 + 2 * (1 + 2))
+    # a row of one token is done at the prefill: the steps read only the other row's cache
+    assert decode_floor(100, 4, [3, 1], prompt_len=10, copy_bps=1.0) == 2 * 100 + 4 * (11 + 12)
+    assert decode_floor(100, 4, [3, 1], prompt_len=10, copy_bps=1.0, group=2) == 2 * 100 + 4 * (2 * 10 + 1 + 2)
+
+
+def test_natural_lengths_are_seeded_capped_and_have_their_mean():
+    from vgrout.bench import natural_lengths
+    n = natural_lengths(20000, mean=500, cap=100000, sigma=0.7, seed=0)
+    assert n == natural_lengths(20000, mean=500, cap=100000, sigma=0.7, seed=0) != natural_lengths(20000, 500, 100000, 0.7, 1)
+    assert abs(sum(n) / len(n) - 500) < 10
+    capped = natural_lengths(256, mean=500, cap=1536, sigma=0.7, seed=0)
+    assert max(capped) <= 1536 and min(capped) >= 1
 
 
 @pytest.mark.parametrize("share", [True, False])
@@ -339,6 +352,28 @@ def test_bench_command_runs_a_preset_with_overrides_on_the_cpu(tmp_path):
     assert res["step"]["steps_run"] == 1 and res["step"]["step"] > 0
     with pytest.raises(SystemExit, match="keep_layerz"):
         bench.main(["paper", str(out), "keep_layerz=3"])
+
+
+def test_bench_natural_lengths_end_rows_at_their_length_and_shrink_the_batch(tmp_path):
+    """paper_natural shrunk to the tiny model: rows end at their drawn lengths, the engine
+    decodes in smaller shapes as they finish, and the floor counts only the running rows."""
+    import json
+
+    from vgrout import bench
+    out = tmp_path / "natural.json"
+    common = ["model='qwen3-tiny-random'", "batch=16", "group=4", "prompt_len=20", "new_tokens=200",
+              "micro_batch=4", "r=2", "keep_layers=1", "length_mean=60"]
+    bench.main(["paper_natural", str(out), *common])
+    res = json.loads(out.read_text())
+    lengths = bench.natural_lengths(16, 60, 200, 0.7, 0)
+    assert res["lengths"]["tokens"] == sum(lengths) and res["lengths"]["max"] == max(lengths) > 128
+    assert len(res["generation"]["shapes"][0]) > 1  # compacted at least once
+    bench.main(["paper", str(tmp_path / "forced.json"), *common[:-1], "steps=0"])
+    forced = json.loads((tmp_path / "forced.json").read_text())
+    assert res["generation"]["decode_floor_s"] < forced["generation"]["decode_floor_s"]
+    with pytest.raises(InputError, match="length_mean"):
+        bench.bench(model="qwen3-tiny-random", batch=4, group=2, new_tokens=8, length_mean=4, trl=True,
+                    hf_tokens=None, out_json=None)
 
 
 def test_rows_of_a_prompt_slot_sample_their_own_tokens():

@@ -21,6 +21,7 @@ from __future__ import annotations
 import datetime
 import gc
 import importlib.util
+import math
 import os
 import sys
 import time
@@ -140,16 +141,31 @@ def adapter_bytes(lora: ad.Lora2r) -> int:
     return sum(t.numel() * t.element_size() for m in lora.modules.values() for t in (m.A, m.B, m.A0, m.B0))
 
 
-def decode_floor(w_bytes: int, kv_per_token: int, batch: int, prompt_len: int, new_tokens: int,
+def decode_floor(w_bytes: int, kv_per_token: int, lengths: list[int], prompt_len: int,
                  copy_bps: float, group: int = 1) -> float:
     """Seconds to read, at each decode step, every weight once plus the KV cache of every row
-    (its prompt and its tokens so far), at the measured copy bandwidth. Step s (1..n-1) feeds the
-    s-th new token and attends prompt_len + s positions. group > 1: the rows of a group share one
-    copy of their prompt's K/V, read once per step for all of them (the engine's layout)."""
-    steps = new_tokens - 1
-    prompt_reads = steps * prompt_len * batch // group
-    own_reads = batch * steps * (steps + 1) // 2
+    still running (its prompt and its tokens so far), at the measured copy bandwidth. Row i writes
+    lengths[i] tokens: the prefill gives the first, decode step s (1..) the (s+1)-th, attending
+    prompt_len + s positions, and runs while some row needs it. group > 1: the rows [g·k, g·(k+1))
+    share one copy of their prompt's K/V, read once per step while any of them runs (the engine's
+    layout). Forced lengths are lengths = [n] * batch."""
+    n = torch.tensor(lengths)
+    steps = int(n.max()) - 1
+    s = torch.arange(1, steps + 1)
+    live = (n[None, :] > s[:, None])                                     # [steps, rows]
+    slots = live.view(steps, -1, group).any(2).sum(1) if group > 1 else live.sum(1)
+    own_reads = int((live.sum(1) * s).sum())
+    prompt_reads = int(slots.sum()) * prompt_len
     return (steps * w_bytes + (prompt_reads + own_reads) * kv_per_token) / copy_bps
+
+
+def natural_lengths(n: int, mean: float, cap: int, sigma: float, seed: int) -> list[int]:
+    """n completion lengths from a lognormal of the given mean and log-sd sigma (real GRPO lengths
+    are skewed: most rows stop early, a few run to the budget), rounded, at least 1 and at most cap."""
+    g = torch.Generator().manual_seed(seed)
+    mu = math.log(mean) - sigma ** 2 / 2  # E[exp(N(mu, sigma²))] = mean
+    x = torch.exp(mu + sigma * torch.randn(n, generator=g, dtype=torch.float64))
+    return x.round().clamp(1, cap).long().tolist()
 
 
 # -- timed pieces -----------------------------------------------------------------------------
@@ -170,9 +186,11 @@ def hf_generate_time(model, lora, prompts: list[list[int]], n_new: int, device) 
 
 def grpo_step(lora, opt, prompts: list[list[int]], group: int, new_tokens: int, micro_batch: int,
               gen_batch: int, device, seed: int, keep_layers: int = 0,
-              peaks: dict | None = None, old_micro_batch: int | None = None) -> tuple[dict, torch.Tensor]:
+              peaks: dict | None = None, old_micro_batch: int | None = None,
+              lengths: list[int] | None = None) -> tuple[dict, torch.Tensor]:
     """One Dr.GRPO step of the fast path in train.py's order, through train's own step functions:
-    generate (synthetic rollouts: random prompts, completions forced to full length), (grade:
+    generate (synthetic rollouts: random prompts, completions forced to full length, or row i to
+    lengths[i] tokens), (grade:
     random rewards), train.old_forward (logπ in the sampling modes), train.frozen_acts (the gate's
     scores), masks, train.masked_old_forward (logπ_old under the masks, for the rows whose mask
     differs from their sampling mode: here the keep rows), train.train_forward_backward, per-block
@@ -195,7 +213,7 @@ def grpo_step(lora, opt, prompts: list[list[int]], group: int, new_tokens: int, 
     t, t0, chunks = {}, time.perf_counter(), []
     comp = decode.generate_ids(model, prompts, new_tokens, temperature=cfg.t.temperature, batch_size=gen_batch,
                                lora=lora, deploy_rows=[False] * n, eos_id=EOS, pad=PAD,
-                               ignore_eos=True, timings=chunks)
+                               ignore_eos=True, timings=chunks, lengths=lengths)
     decode.release()  # as train.py does: the train forward gets the cache's memory
     _sync(device)
     t["generate"] = time.perf_counter() - t0
@@ -205,7 +223,8 @@ def grpo_step(lora, opt, prompts: list[list[int]], group: int, new_tokens: int, 
     g = torch.Generator().manual_seed(seed)
     rewards = torch.randn(n, generator=g)
     adv = grpo.advantages(rewards, group)
-    seqs = rollout.pack(prompts, comp.tolist(), PAD)
+    lengths = lengths or [new_tokens] * n
+    seqs = rollout.pack(prompts, [row[:k] for row, k in zip(comp.tolist(), lengths)], PAD)
     zones = [ad.ZONES[i % 3] for i in torch.randperm(n, generator=g).tolist()]
     rollouts = [SimpleNamespace(deploy=False, source="student")] * n  # every row sampled with the quarantine on
     direction = vact.haar_direction({name: torch.empty(m.r) for name, m in lora.modules.items()}, seed)
@@ -269,8 +288,20 @@ def self_check(device) -> dict:
     fast = decode.generate(model, tok, texts, n_new, 0.0, batch_size=8, lora=lora, deploy_rows=deploy)
     decode.release()
     out = {"greedy_rows_equal": sum(a == b for a, b in zip(ref, fast)), "rows": len(ref)}
+    # finished rows leave the batch: the same tokens as the engine that never compacts
+    ids = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
+    lengths = natural_lengths(len(ids), 120, 300, 0.8, seed=5)
+    kw = dict(batch_size=len(ids), lora=lora, deploy_rows=deploy, eos_id=EOS, pad=PAD, ignore_eos=True, lengths=lengths)
+    shapes: list = []
+    full = decode.generate_ids(model, ids, 300, 0.0, compact_every=None, **kw)
+    decode.release()
+    packed = decode.generate_ids(model, ids, 300, 0.0, timings=shapes, **kw)
+    decode.release()
+    out["compacted_rows_equal"] = int((full == packed).all(1).sum())
+    out["compacted_shapes"] = [list(s) for s in shapes[0]["shapes"]]
     if torch.device(device).type == "cuda":
         out["fused_adapter_bf16"] = fused_adapter_check(device)
+        out["packed_logprobs_bf16"] = {k: packed_logprob_check(device, k) for k in ("one_prompt_length", "ragged_prompts")}
     return out
 
 
@@ -294,6 +325,37 @@ def fused_adapter_check(device) -> dict:
         with lora.masked(zones):
             logp, _ = logprob.token_logprobs(model, seqs, fused_adapter=fused)
         logp.sum().backward()
+        res.append((logp.detach().float(), torch.cat([p.grad.flatten() for p in lora.parameters()])))
+    (l0, g0), (l1, g1) = res
+    return {"logp_max_abs_diff": float((l1 - l0).abs().max()),
+            "grad_rel_err": float((g1 - g0).norm() / g0.norm())}
+
+
+def packed_logprob_check(device, prompts: str) -> dict:
+    """bf16 log-probs and adapter gradients of the two-pass forward (completions packed by their
+    real lengths; with prompts of one length, attention causal from the lower right, the flash
+    kernel) against the one-pass forward, same rows: groups of 4 sharing a prompt, ragged
+    completions, keep/absorb/route rows. Above SHARE_ABOVE_TOKENS, as a GPU takes it."""
+    model, _ = build_model("qwen3-tiny-random", device, torch.bfloat16, seed=3)
+    lora = ad.attach(model, r=4, seed=0)
+    with torch.no_grad():
+        for m in lora.modules.values():
+            m.B.add_(0.05 * torch.randn_like(m.B))
+    g = torch.Generator().manual_seed(6)
+    plens = [600] * 4 if prompts == "one_prompt_length" else [600, 420, 517, 333]
+    ps = [torch.randint(2, 512, (n,), generator=g).tolist() for n in plens for _ in range(4)]
+    ps = [ps[i - i % 4] for i in range(16)]
+    comps = [torch.randint(2, 512, (int(n),), generator=g).tolist() for n in torch.randint(20, 600, (16,), generator=g)]
+    seqs = rollout.pack(ps, comps, PAD).to(device)
+    assert seqs.input_ids.numel() > logprob.SHARE_ABOVE_TOKENS
+    zones = [ad.ZONES[i % 3] for i in range(16)]
+    res = []
+    for one_pass in (True, False):
+        for p in lora.parameters():
+            p.grad = None
+        with lora.masked(zones):
+            logp, mask = logprob.token_logprobs(model, seqs, one_pass=one_pass)
+        (logp * mask).sum().backward()
         res.append((logp.detach().float(), torch.cat([p.grad.flatten() for p in lora.parameters()])))
     (l0, g0), (l1, g1) = res
     return {"logp_max_abs_diff": float((l1 - l0).abs().max()),
@@ -324,15 +386,22 @@ def bench(model: str = "qwen3-4b-random", batch: int = 64, prompt_len: int = 300
           gen_batch: int | None = None, keep_layers: int = 0, old_micro_batch: int | None = None,
           steps: int = 2, hf_tokens: tuple[int, int] | None = (8, 40),
           trl: bool = False, check: bool = True, out_json: str | os.PathLike | None = "bench.json",
-          device: str | None = None, seed: int = 0) -> dict:
+          device: str | None = None, seed: int = 0, length_mean: float | None = None,
+          length_sigma: float = 0.7) -> dict:
     """Time the fast path's rollouts and GRPO step at this shape; print a table, write json.
     batch = prompts × group rollouts; r = lora2r block rank (adapter rank 2r); gen_batch rows per
     generation chunk (default: all); keep_layers: the top decoder layers whose activations a
     checkpointed train micro-batch keeps (train.keep_layers); old_micro_batch rows per no-grad
     logπ_old forward (default: micro_batch; train.old_micro_batch); steps GRPO steps (the first warms up when steps > 1);
-    hf_tokens: the two lengths the HF generate baseline is timed at (None: skip)."""
+    hf_tokens: the two lengths the HF generate baseline is timed at (None: skip). length_mean:
+    row i ends after lengths[i] tokens, drawn once per run (`natural_lengths`: lognormal of this
+    mean and log-sd length_sigma, capped at new_tokens, seeded by seed); None: every row runs to
+    new_tokens."""
     if batch % group:
         raise InputError(f"bench: batch {batch} is not a multiple of group {group}")
+    if length_mean is not None and (trl or hf_tokens):
+        raise InputError("bench: length_mean times our engine alone (TRL and HF generate cannot end "
+                         "rows at given lengths); pass trl=False hf_tokens=None")
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     cuda = device.type == "cuda"
     gen_batch = gen_batch or batch
@@ -342,7 +411,13 @@ def bench(model: str = "qwen3-4b-random", batch: int = 64, prompt_len: int = 300
                  "shape": dict(model=model, batch=batch, prompts=batch // group, group=group,
                                prompt_len=prompt_len, new_tokens=new_tokens, micro_batch=micro_batch,
                                lora2r_r=r, adapter_rank=2 * r, gen_batch=gen_batch,
-                               keep_layers=keep_layers, old_micro_batch=old_micro_batch or micro_batch)}
+                               keep_layers=keep_layers, old_micro_batch=old_micro_batch or micro_batch,
+                               length_mean=length_mean, length_sigma=length_sigma if length_mean else None)}
+    lengths = natural_lengths(batch, length_mean, new_tokens, length_sigma, seed) if length_mean else None
+    if lengths:
+        n = torch.tensor(lengths, dtype=torch.float64)
+        res["lengths"] = {"mean": float(n.mean()), "median": float(n.median()), "p90": float(n.quantile(0.9)),
+                          "max": int(n.max()), "at_cap": int((n == new_tokens).sum()), "tokens": int(n.sum())}
     if check:
         res["check"] = self_check(device)
     res["ceilings"] = ceilings(device)
@@ -365,21 +440,27 @@ def bench(model: str = "qwen3-4b-random", batch: int = 64, prompt_len: int = 300
     _sync(device)
     t0 = time.perf_counter()
     chunks: list[dict] = []
-    decode.generate_ids(mdl, prompts, new_tokens, cache_new_tokens=new_tokens, timings=chunks, **kw)
+    decode.generate_ids(mdl, prompts, new_tokens, cache_new_tokens=new_tokens, timings=chunks,
+                        lengths=lengths, **kw)
     _sync(device)
-    gen_s = time.perf_counter() - t0
+    # graphs are captured at first use: the warm-up's, and those of later spans and shapes in this run
+    capture_s = sum(c["capture_s"] for c in warm + chunks)
+    gen_s = time.perf_counter() - t0 - sum(c["capture_s"] for c in chunks)
     prefill_s = sum(c["prefill_s"] for c in chunks)
     decode_s = sum(c["decode_s"] for c in chunks)
     kv = a.kv_bytes_per_token
     w = weight_bytes(mdl)
     bps = res["ceilings"]["copy_TBps"] * 1e12
-    rows = [min(gen_batch, batch - s) for s in range(0, batch, gen_batch)]
-    floor = sum(decode_floor(w, kv, n, prompt_len, new_tokens, bps) for n in rows)
-    floor_shared = sum(decode_floor(w, kv, n, prompt_len, new_tokens, bps, group) for n in rows)
+    lens = lengths or [new_tokens] * batch
+    parts = [lens[s:s + gen_batch] for s in range(0, batch, gen_batch)]
+    floor = sum(decode_floor(w, kv, p, prompt_len, bps) for p in parts)
+    floor_shared = sum(decode_floor(w, kv, p, prompt_len, bps, group) for p in parts)
+    steps_run = sum(max(p) - 1 for p in parts)
     gen = {"fastgen_s": gen_s, "prefill_s": prefill_s, "decode_s": decode_s,
-           "capture_s": sum(c["capture_s"] for c in warm),  # once per engine: the warm-up's
-           "tokens_per_s": batch * new_tokens / gen_s,
-           "decode_ms_per_step": 1e3 * decode_s / (new_tokens - 1) / len(chunks),
+           "capture_s": capture_s,  # once per engine, not in the figures around it
+           "shapes": [list(map(list, c["shapes"])) for c in chunks],
+           "tokens_per_s": sum(lens) / gen_s,
+           "decode_ms_per_step": 1e3 * decode_s / steps_run,
            "decode_floor_s": floor, "decode_vs_floor": decode_s / floor, "total_vs_floor": gen_s / floor,
            "decode_floor_shared_prompt_s": floor_shared, "total_vs_shared_floor": gen_s / floor_shared,
            "weight_GB": w / 1e9, "adapter_GB": adapter_bytes(lora) / 1e9, "kv_cache_GB": kv_gb}
@@ -396,7 +477,7 @@ def bench(model: str = "qwen3-4b-random", batch: int = 64, prompt_len: int = 300
 
     if steps > 0:
         res["step"] = _steps(lora, prompts, group, new_tokens, micro_batch, gen_batch, steps,
-                             device, seed, keep_layers, old_micro_batch)
+                             device, seed, keep_layers, old_micro_batch, lengths)
     del a, lora, mdl
     decode.release()
     gc.collect()
@@ -417,7 +498,7 @@ def bench(model: str = "qwen3-4b-random", batch: int = 64, prompt_len: int = 300
 
 
 def _steps(lora, prompts, group, new_tokens, micro_batch, gen_batch, steps, device, seed,
-           keep_layers, old_micro_batch=None) -> dict:
+           keep_layers, old_micro_batch=None, lengths=None) -> dict:
     """Whole GRPO steps; per phase, the median over the steps after the first (which warms up;
     a single step is reported as it is). As in train.py, each generation builds its engine
     (cache and CUDA graphs) and frees it before the logπ forwards."""
@@ -427,7 +508,7 @@ def _steps(lora, prompts, group, new_tokens, micro_batch, gen_batch, steps, devi
     peaks: dict = {}
     decode.release()  # each step builds its engine and captures its graphs, as in training
     times = [grpo_step(lora, opt, prompts, group, new_tokens, micro_batch, gen_batch, device,
-                       seed + i, keep_layers, peaks, old_micro_batch)[0] for i in range(steps)]
+                       seed + i, keep_layers, peaks, old_micro_batch, lengths)[0] for i in range(steps)]
     later = times[1:] or times
     out = {k: sorted(t[k] for t in later)[len(later) // 2] for k in times[0]}  # medians
     out["steps_run"] = steps
@@ -466,7 +547,7 @@ def _print(res: dict) -> None:
     table.add_column("section")
     table.add_column("metric")
     table.add_column("value", justify="right")
-    for section in ("shape", "check", "ceilings", "generation", "step", "trl", "trl_no_checkpointing"):
+    for section in ("shape", "lengths", "check", "ceilings", "generation", "step", "trl", "trl_no_checkpointing"):
         for k, v in res.get(section, {}).items():
             table.add_row(section, k, _fmt(v))
     if "ratio_vs_trl" in res:
@@ -492,6 +573,9 @@ PRESETS = {
     "gen256": dict(batch=256, prompt_len=512, new_tokens=256, group=8, r=16, steps=0, check=False),
     "paper": dict(batch=256, prompt_len=512, new_tokens=1536, group=16, micro_batch=16, r=32,
                   keep_layers=10, steps=1, hf_tokens=None, check=False),
+    # the paper preset with rows ending at their own lengths: lognormal, mean 500, capped at 1,536
+    "paper_natural": dict(batch=256, prompt_len=512, new_tokens=1536, group=16, micro_batch=16, r=32,
+                          keep_layers=10, steps=1, hf_tokens=None, check=False, length_mean=500),
 }
 
 

@@ -44,7 +44,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from dvclive import Live
 from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 
@@ -671,14 +670,16 @@ def live_name(field: str) -> str | None:
     raise KeyError(f"step row field {field!r} is in no group of train.LIVE_GROUPS")
 
 
-def open_live(cfg: TrainRun, resume: bool) -> Live:
+def open_live(cfg: TrainRun, resume: bool):
     """The run's DVCLive logger; not resuming, it clears the files the dir holds. No dvc.yaml and
     no experiment of its own: dvc.yaml's train stages declare its files, `dvc exp run` makes the
-    experiment."""
+    experiment. Imported here: the step functions (and `vgrout bench`, on a GPU machine without
+    DVC) need none of it."""
+    from dvclive import Live
     return Live(dir=cfg.live_dir, resume=resume, save_dvc_exp=False, dvcyaml=None)
 
 
-def log_live(live: Live, row: dict) -> None:
+def log_live(live, row: dict) -> None:
     """One step row into DVCLive: a tsv row per metric, and metrics.json rewritten (make_summary,
     not next_step: DVCLive's other per-step work, a report, Studio, VS Code's signal file, is none
     of ours). A None (no rows of that kind this step) is no value: that curve skips the step."""
