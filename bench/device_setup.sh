@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# On a GPU machine of the device pool: the Python packages `vgrout bench` and bench/trl_grpo.py
+# need beyond its image (pydantic, trl, datasets, dill, multiprocess), carried as a tar of wheels
+# in pieces that earlier calls copied to $STASH (whpart.0 ...). Source it from the repository root:
+#   STASH=/tmp/stash . bench/device_setup.sh
+STASH=${STASH:-/tmp/stash}
+WHEELS_MD5=d0218b2a0a10a5cfab87f75e5756a5b9
+got=$(cat "$STASH"/whpart.* | md5sum | cut -d' ' -f1)
+if [ "$got" != "$WHEELS_MD5" ]; then echo "FAILED: wheel pieces md5 $got, want $WHEELS_MD5"; return 1; fi
+mkdir -p /tmp/wheels && cat "$STASH"/whpart.* | tar -C /tmp/wheels -xf -
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site /tmp/wheels/*.whl || return 1
+export PYTHONPATH=/tmp/site:$(pwd) PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
