@@ -1,7 +1,11 @@
-"""Where the train forward+backward's time goes: torch.profiler over one micro-batch of
-logprob.token_logprobs (checkpointed layers, chunked log-probs, fused lora2r deltas) + backward.
+"""Where the log-prob forwards' time goes: torch.profiler over one micro-batch of
+logprob.token_logprobs (two-pass with packed completions when the micro-batch is large, chunked
+log-probs, fused lora2r deltas), without grad (logπ_old) and with its backward (the train step).
 
-    python bench/profile_train.py --rows 8 --prompt-len 300 --new-tokens 256 --r 16
+    python bench/profile_train.py --rows 16 --prompt-len 512 --new-tokens 1536 --r 32 --shared --length-mean 500
+
+--shared: the rows are one group (one prompt), as the paper preset's micro-batch; --length-mean:
+completion lengths from vgrout.bench.natural_lengths (else every row at --new-tokens).
 """
 from __future__ import annotations
 
@@ -13,7 +17,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from vgrout import adapter as ad
 from vgrout import logprob, rollout
-from vgrout.bench import PAD, build_model, random_prompts
+from vgrout.bench import PAD, build_model, natural_lengths, random_prompts
 
 
 def main() -> None:
@@ -22,35 +26,41 @@ def main() -> None:
     ap.add_argument("--prompt-len", type=int, default=300)
     ap.add_argument("--new-tokens", type=int, default=256)
     ap.add_argument("--r", type=int, default=16)
+    ap.add_argument("--keep-layers", type=int, default=10)
+    ap.add_argument("--shared", action="store_true")
+    ap.add_argument("--length-mean", type=float, default=None)
     ap.add_argument("--top", type=int, default=30)
     args = ap.parse_args()
     model, _ = build_model("qwen3-4b-random", "cuda")
     lora = ad.attach(model, r=args.r)
     v = model.config.vocab_size
-    prompts = random_prompts(args.rows, args.prompt_len, v)
-    comps = random_prompts(args.rows, args.new_tokens, v, seed=1)
+    prompts = random_prompts(1 if args.shared else args.rows, args.prompt_len, v)
+    prompts = prompts * args.rows if args.shared else prompts
+    lens = (natural_lengths(args.rows, args.length_mean, args.new_tokens, 0.7, 0) if args.length_mean
+            else [args.new_tokens] * args.rows)
+    comps = [c[:n] for c, n in zip(random_prompts(args.rows, args.new_tokens, v, seed=1), lens)]
     seqs = rollout.pack(prompts, comps, PAD).to("cuda")
     zones = [("keep", "absorb", "route")[i % 3] for i in range(args.rows)]
+    print(f"{args.rows} rows, {sum(lens)} completion tokens (longest {max(lens)}), two-pass: {logprob.shares_prompts(seqs)}")
 
-    def step(fused, grad=True):
+    def step(grad):
         with torch.set_grad_enabled(grad), lora.masked(zones):
-            logp, _ = logprob.token_logprobs(model, seqs, fused_adapter=fused)
+            logp, _ = logprob.token_logprobs(model, seqs, keep_layers=args.keep_layers)
         if grad:
             logp.sum().backward()
 
-    for fused in (False, True):
-        for grad in (False, True):
-            step(fused, grad)
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            for _ in range(3):
-                step(fused, grad)
-            torch.cuda.synchronize()
-            print(f"fused_adapter={fused} grad={grad}: {(time.perf_counter() - t0) / 3:.3f} s per micro-batch")
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        step(True)
+    for grad in (False, True):
+        step(grad)
         torch.cuda.synchronize()
-    print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=args.top, max_name_column_width=60))
+        t0 = time.perf_counter()
+        for _ in range(3):
+            step(grad)
+        torch.cuda.synchronize()
+        print(f"grad={grad}: {(time.perf_counter() - t0) / 3:.3f} s per micro-batch")
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            step(grad)
+            torch.cuda.synchronize()
+        print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=args.top, max_name_column_width=70))
 
 
 if __name__ == "__main__":

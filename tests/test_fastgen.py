@@ -562,3 +562,19 @@ def test_the_completion_pass_projects_the_real_tokens_only():
     hook.remove()
     sp = logprob.split(seqs)
     assert seen == [sp.prompt_ids.numel(), sum(map(len, comps))]
+
+
+def test_attention_buckets_partition_the_rows_by_length():
+    """The completion pass attends in groups of rows of like length: every token in exactly one
+    group, each group padded to its own longest row; rows of one length make one group."""
+    lengths = [9, 1, 4, 2, 7, 3, 0, 5]
+    row = torch.tensor([i for i, n in enumerate(lengths) for _ in range(n)])
+    col = torch.tensor([j for n in lengths for j in range(n)])
+    groups = logprob.Packing(row, col, len(lengths), 9).buckets(4)
+    assert len(groups) == 4
+    assert sorted(torch.cat([tok for _, tok, _ in groups]).tolist()) == list(range(len(row)))
+    for rows, tok, pk in groups:
+        assert pk.width == max(lengths[r] for r in rows.tolist()) and torch.equal(rows[pk.row], row[tok])
+    assert [pk.width for _, _, pk in groups] == [1, 3, 5, 9]
+    same = logprob.Packing(torch.arange(6).repeat_interleave(4), torch.arange(4).repeat(6), 6, 4).buckets(4)
+    assert len(same) == 1 and same[0][2].rows == 6

@@ -14,6 +14,7 @@ The fast forward runs the layout of `vgrout.arch` (Llama / Qwen3, full attention
 """
 from __future__ import annotations
 
+import math
 import sys
 from dataclasses import dataclass
 
@@ -143,6 +144,9 @@ def split(seqs: Seqs) -> Split:
     return Split(p_ids, p_mask, owner_t, c_ids, c_mask, p_mask.sum(1)[owner_t])
 
 
+ATTENTION_BUCKETS = 4  # the completion pass attends in up to this many groups of rows of like length
+
+
 @dataclass
 class Packing:
     """Where each packed completion token sits: its row and its position in the row's completion."""
@@ -158,6 +162,28 @@ class Packing:
 
     def pack(self, x: torch.Tensor) -> torch.Tensor:
         return x[self.row, self.col]
+
+    def buckets(self, n: int = ATTENTION_BUCKETS) -> list[tuple[torch.Tensor, torch.Tensor, "Packing"]]:
+        """The rows in up to n groups of like length (sorted, cut into equal counts; groups of one
+        width merged): per group, its rows, the packed indices of its tokens, and their Packing
+        inside the group, padded to the group's longest row only."""
+        lengths = torch.bincount(self.row, minlength=self.rows)
+        order = lengths.argsort(stable=True)
+        cuts = [order[i:i + math.ceil(self.rows / n)] for i in range(0, self.rows, math.ceil(self.rows / n))]
+        groups: list[torch.Tensor] = []
+        for c in cuts:
+            if groups and int(lengths[groups[-1]].min()) == int(lengths[c].max()):
+                groups[-1] = torch.cat([groups[-1], c])  # one width: one group
+            else:
+                groups.append(c)
+        local = torch.empty_like(order)
+        out = []
+        for rows in groups:
+            rows = rows.sort().values
+            local[rows] = torch.arange(len(rows), device=rows.device)
+            tok = torch.isin(self.row, rows).nonzero().squeeze(1)
+            out.append((rows, tok, Packing(local[self.row[tok]], self.col[tok], len(rows), max(1, int(lengths[rows].max())))))
+        return out
 
 
 def _attend(q, k, v, allowed, scale):
@@ -202,14 +228,18 @@ def _two_pass_layer(layer, hp, hc, st, prompt_rows, comp_rows, key_of_row, p_kw,
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))
         o = _attend(q, k, v, p_kw["allowed"], attn.scaling).transpose(1, 2).reshape(K, Tp, -1)
         hp = _after_attention(layer, hp, o, norm)
-    pk = c_kw["packing"]
     with st.scope(variant=variant, **comp_rows):
         qc, kc, vc = _project_qkv(layer, norm(layer.input_layernorm, hc), *c_kw["rotary"], norm)
-        qc, kc, vc = (pk.pad(t[:, 0]).transpose(1, 2) for t in (qc, kc, vc))  # [B, heads, Tc, Dh]
-        keys = torch.cat([k[key_of_row], kc], 2)
-        values = torch.cat([v[key_of_row], vc], 2)
-        o = _attend(qc, keys, values, c_kw["allowed"], attn.scaling).transpose(1, 2)  # [B, Tc, H, Dh]
-        hc = _after_attention(layer, hc, pk.pack(o).flatten(1)[:, None], norm)
+        o = qc.new_empty(qc.shape[0], *qc.shape[2:])  # [N, H, Dh]
+        for rows, tok, pk in c_kw["buckets"]:  # rows of like length: little padding in attention
+            qb, kb, vb = (pk.pad(t[tok, 0]).transpose(1, 2) for t in (qc, kc, vc))  # [b, heads, Tb, Dh]
+            keys, values = torch.cat([k[key_of_row[rows]], kb], 2), torch.cat([v[key_of_row[rows]], vb], 2)
+            allowed = c_kw["allowed"]
+            if allowed is not None:  # its prompt's real keys, then its own tokens up to itself
+                Tb = qb.shape[2]
+                allowed = torch.cat([allowed[rows, :Tb, :Tp], allowed[rows, :Tb, Tp:Tp + Tb]], 2)
+            o[tok] = pk.pack(_attend(qb, keys, values, allowed, attn.scaling).transpose(1, 2))
+        hc = _after_attention(layer, hc, o.flatten(1)[:, None], norm)
     return hp, hc
 
 
@@ -307,7 +337,7 @@ def _two_pass_hidden(model, seqs: Seqs, checkpoint_layers: bool, fused_adapter: 
         raise ValueError("logprob: a per-row probe needs one_pass=True (packed tokens are rows of their own)")
     B, Tp, Tc = len(sp.owner), sp.prompt_ids.shape[1], sp.comp_ids.shape[1]
     row, col = sp.comp_mask.nonzero(as_tuple=True)  # row-major: a row's tokens in order
-    pk = Packing(row, col, B, Tc)
+    buckets = Packing(row, col, B, Tc).buckets()
     key_prompt, key_of_row = _keys(sp.owner, st)
     m_rows, d_rows = st.m, st.d
     m_keys = None if m_rows is None else torch.zeros_like(m_rows[:len(key_prompt)]).index_copy_(0, key_of_row, m_rows)
@@ -338,9 +368,9 @@ def _two_pass_hidden(model, seqs: Seqs, checkpoint_layers: bool, fused_adapter: 
     depth = trunk_depth(model)
     if trunk is None:  # the frozen trunk, once per distinct prompt, without grad
         with torch.no_grad():
-            hp, hc = a.embed(sp.prompt_ids), a.embed(pk.pack(sp.comp_ids))[:, None]
+            hp, hc = a.embed(sp.prompt_ids), a.embed(sp.comp_ids[row, col])[:, None]
             p_kw = dict(rotary=rotary(hp, pos_p), allowed=allowed_p)
-            c_kw = dict(rotary=rotary(hc, pos_c), allowed=allowed_c, packing=pk)
+            c_kw = dict(rotary=rotary(hc, pos_c), allowed=allowed_c, buckets=buckets)
             for layer in a.layers[:depth]:
                 hp, hc = _two_pass_layer(layer, hp, hc, st, {}, {}, sp.owner, p_kw, c_kw, fused_adapter)
         trunk = (hp, hc)
@@ -348,7 +378,7 @@ def _two_pass_hidden(model, seqs: Seqs, checkpoint_layers: bool, fused_adapter: 
     # the adapted layers: each prompt once per distinct routing mask among its rows
     hp = hp[key_prompt]
     p_kw = dict(rotary=rotary(hp, pos_p[key_prompt]), allowed=None if allowed_p is None else allowed_p[key_prompt])
-    c_kw = dict(rotary=rotary(hc, pos_c), allowed=allowed_c, packing=pk)
+    c_kw = dict(rotary=rotary(hc, pos_c), allowed=allowed_c, buckets=buckets)
     grad = torch.is_grad_enabled() and checkpoint_layers and hp.shape[0] * Tp + len(row) > CHECKPOINT_ABOVE_TOKENS
     prompt_rows = dict(m=m_keys, d=d_keys, pool_weights=None)
     comp_rows = dict(m=None if m_rows is None else m_rows[row], d=None if d_rows is None else d_rows[row],

@@ -533,20 +533,24 @@ def trains_another_function(rollout, zone: str) -> bool:
 def masked_old_forward(cfg, lora, seqs, rollouts, zones, logps_sample, trunks):
     """logπ_old under each row's training mask, per old_forward micro-batch (its layout). A row
     whose mask computes the function it was sampled in reads logπ_sample (the same function, so
-    no forward); a micro-batch holding another row runs one masked forward, from old_forward's
-    trunk where it kept one."""
+    no forward); the other rows of a micro-batch run one masked forward of their own (from
+    old_forward's trunk when every row of it needs one)."""
     device = next(lora.model.parameters()).device
     rows, out = cfg.t.old_rows, []
     for k, s in enumerate(range(0, len(seqs), rows)):
-        other = torch.tensor([trains_another_function(r, z) for r, z in zip(rollouts[s:s + rows], zones[s:s + rows])],
-                             device=device)
-        if not other.any():
+        other = [s + i for i, (r, z) in enumerate(zip(rollouts[s:s + rows], zones[s:s + rows]))
+                 if trains_another_function(r, z)]
+        if not other:
             out.append(logps_sample[k])
             continue
-        mb = seqs.rows(slice(s, s + rows)).to(device)
-        with lora.masked(zones[s:s + rows]):
-            logp, _ = _logprobs(cfg)(lora.model, mb, **({"trunk": trunks[k]} if trunks else {}))
-        out.append(torch.where(other[:, None], logp, logps_sample[k]))
+        whole = len(other) == len(logps_sample[k])
+        mb = seqs.rows(other).to(device)
+        with lora.masked([zones[i] for i in other]):
+            logp, _ = _logprobs(cfg)(lora.model, mb, **({"trunk": trunks[k]} if trunks and whole else {}))
+        old = logps_sample[k].clone()
+        # completions are right-aligned: these rows' last columns
+        old[torch.tensor(other, device=old.device) - s, old.shape[1] - logp.shape[1]:] = logp
+        out.append(old)
     return out
 
 
