@@ -250,3 +250,37 @@ def test_each_block_is_clipped_on_its_own():
     next(iter(lora.modules.values())).B.grad[0, -1] = float("nan")
     with pytest.raises(FloatingPointError, match="quarantine"):
         lora.clip_grad_norms(1.0)
+
+
+@pytest.mark.parametrize("how", ["adamw", "load", "ablate"])
+def test_the_fused_deltas_stacked_weights_follow_every_change_of_the_adapter(how, tmp_path):
+    """Lora2rDelta's stacked copies of A and B are kept between calls; an optimizer step, a load
+    or an ablation must show in the next forward (a stale copy would train against old weights)."""
+    model = make_tiny_llama()
+    lora = ad.attach(model, r=2, seed=0)
+    x = torch.randint(0, 64, (2, 7))
+    with lora.fused():
+        model(x)  # stacks every module's weights
+    mod = next(iter(lora.modules.values()))
+    if how == "adamw":
+        opt = torch.optim.AdamW(lora.parameters(), lr=0.1)
+        for p in lora.parameters():
+            p.grad = torch.ones_like(p)
+        opt.step()
+    elif how == "load":  # a saved state unlike the init, loaded over another
+        with torch.no_grad():
+            mod.B.add_(1.0)
+        lora.save(tmp_path / "a.safetensors")
+        with torch.no_grad():
+            mod.B.sub_(3.0)
+        mod.stacked(torch.float32)
+        lora.load(tmp_path / "a.safetensors")
+    else:  # both blocks moved, then the quarantine reset: unlike the init and unlike the moved state
+        with torch.no_grad():
+            mod.B.add_(1.0)
+        mod.stacked(torch.float32)
+        lora.ablate_quarantine()
+    Ac, Bc = mod.stacked(torch.float32)
+    r, A, B, A0, B0 = mod.r, mod.A, mod.B, mod.A0, mod.B0
+    torch.testing.assert_close(Ac, torch.cat([A[:r], (A - A0)[:r], A[r:], (A - A0)[r:]]).detach(), rtol=0, atol=0)
+    torch.testing.assert_close(Bc, torch.cat([(B - B0)[:, :r], B0[:, :r], (B - B0)[:, r:], B0[:, r:]], 1).detach(), rtol=0, atol=0)

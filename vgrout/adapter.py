@@ -87,7 +87,7 @@ class FusedDelta(Lora2rVariant):
             st.pooled[mod.name] = F.linear(xp, mod.A[:mod.r].detach())
         m = st.m if st.m is not None else x.new_ones(n, dtype=torch.float32)
         keep_d = (~st.d).float() if st.d is not None else x.new_ones(n, dtype=torch.float32)
-        return Lora2rDelta.apply(x, mod.base(x), mod.A, mod.B, mod.A0, mod.B0, m, keep_d)
+        return Lora2rDelta.apply(x, mod.base(x), mod.A, mod.B, *mod.stacked(x.dtype), m, keep_d)
 
 
 class FrozenReader(Lora2rVariant):
@@ -134,22 +134,19 @@ class Lora2rDelta(torch.autograd.Function):
     output y: two matmuls in x's dtype (fp32 accumulation; the second adds y in its epilogue, so
     the [tokens, d_out] delta is never written and re-read) and a hand-written backward. B·A − B0·A0 is a difference of
     nearly equal terms, so it is regrouped before rounding to bf16 (the differences are formed
-    in fp32, exactly zero at init and after ablation):
+    in fp32, exactly zero at init and after ablation; `Lora2rLinear.stacked`):
 
         B·A·x − B0·A0·x = (B − B0)·(A·x) + B0·((A − A0)·x)       per block
-        H = x·[A_d; A_d−A0_d; A_q; A_q−A0_q]ᵀ,  delta = (H ⊙ S)·[B_d−B0_d, B0_d, B_q−B0_q, B0_q]ᵀ,
+        H = x·Acᵀ, Ac = [A_d; A_d−A0_d; A_q; A_q−A0_q],  delta = (H ⊙ S)·Bcᵀ, Bc = [B_d−B0_d, B0_d, B_q−B0_q, B0_q],
         S = (1, 1, m, m)
 
     Backward: the deployed columns see the gradient only on rows whose deployed output is not
     detached (keep_d = 1 − d), the quarantine columns see it scaled by m; A0, B0 get none."""
 
     @staticmethod
-    def forward(ctx, x, y, A, B, A0, B0, m, keep_d):
+    def forward(ctx, x, y, A, B, Ac, Bc, m, keep_d):
         r = A.shape[0] // 2
         dt = x.dtype
-        dA, dB = A - A0, B - B0
-        Ac = torch.cat([A[:r], dA[:r], A[r:], dA[r:]]).to(dt)                # [4r, d_in]
-        Bc = torch.cat([dB[:, :r], B0[:, :r], dB[:, r:], B0[:, r:]], 1).to(dt)  # [d_out, 4r]
         rows = (-1,) + (1,) * (x.dim() - 1)
         S = torch.cat([torch.ones_like(m).view(rows).expand(*rows[:-1], 2 * r),
                        m.view(rows).expand(*rows[:-1], 2 * r)], -1).to(dt)   # [B, 1.., 4r]
@@ -245,6 +242,20 @@ class Lora2rLinear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.state.variant.forward(self, x)
+
+    @torch.no_grad()
+    def stacked(self, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """Lora2rDelta's Ac [4r, d_in] and Bc [d_out, 4r] in dtype, kept until A, B, A0 or B0
+        changes (an optimizer step, a load, an ablation bump their version): a step's forwards,
+        its recomputes and its micro-batches share one copy instead of rebuilding it per call."""
+        key = (dtype, *((t._version, t.data_ptr()) for t in (self.A, self.B, self.A0, self.B0)))
+        if getattr(self, "_stacked_key", None) != key:
+            r, (A, B, A0, B0) = self.r, (self.A, self.B, self.A0, self.B0)
+            dA, dB = A - A0, B - B0
+            self._stacked = (torch.cat([A[:r], dA[:r], A[r:], dA[r:]]).to(dtype),
+                             torch.cat([dB[:, :r], B0[:, :r], dB[:, r:], B0[:, r:]], 1).to(dtype))
+            self._stacked_key = key
+        return self._stacked
 
     @torch.no_grad()
     def ablate_quarantine(self) -> None:
