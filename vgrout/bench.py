@@ -387,7 +387,7 @@ def bench(model: str = "qwen3-4b-random", batch: int = 64, prompt_len: int = 300
           steps: int = 2, hf_tokens: tuple[int, int] | None = (8, 40),
           trl: bool = False, check: bool = True, out_json: str | os.PathLike | None = "bench.json",
           device: str | None = None, seed: int = 0, length_mean: float | None = None,
-          length_sigma: float = 0.7) -> dict:
+          length_sigma: float = 0.7, compact_every: int | None = decode.COMPACT_EVERY) -> dict:
     """Time the fast path's rollouts and GRPO step at this shape; print a table, write json.
     batch = prompts × group rollouts; r = lora2r block rank (adapter rank 2r); gen_batch rows per
     generation chunk (default: all); keep_layers: the top decoder layers whose activations a
@@ -396,7 +396,8 @@ def bench(model: str = "qwen3-4b-random", batch: int = 64, prompt_len: int = 300
     hf_tokens: the two lengths the HF generate baseline is timed at (None: skip). length_mean:
     row i ends after lengths[i] tokens, drawn once per run (`natural_lengths`: lognormal of this
     mean and log-sd length_sigma, capped at new_tokens, seeded by seed); None: every row runs to
-    new_tokens."""
+    new_tokens. compact_every: decode steps between compactions of the running rows (None: the
+    engine never compacts; for comparison)."""
     if batch % group:
         raise InputError(f"bench: batch {batch} is not a multiple of group {group}")
     if length_mean is not None and (trl or hf_tokens):
@@ -412,7 +413,8 @@ def bench(model: str = "qwen3-4b-random", batch: int = 64, prompt_len: int = 300
                                prompt_len=prompt_len, new_tokens=new_tokens, micro_batch=micro_batch,
                                lora2r_r=r, adapter_rank=2 * r, gen_batch=gen_batch,
                                keep_layers=keep_layers, old_micro_batch=old_micro_batch or micro_batch,
-                               length_mean=length_mean, length_sigma=length_sigma if length_mean else None)}
+                               length_mean=length_mean, length_sigma=length_sigma if length_mean else None,
+                               compact_every=compact_every)}
     lengths = natural_lengths(batch, length_mean, new_tokens, length_sigma, seed) if length_mean else None
     if lengths:
         n = torch.tensor(lengths, dtype=torch.float64)
@@ -431,7 +433,8 @@ def bench(model: str = "qwen3-4b-random", batch: int = 64, prompt_len: int = 300
         res["check"]["bf16_greedy_vs_hf"] = bf16_agreement(mdl, lora, prompts[::group][:8], 32, device)
 
     # rollouts: fast path (a short warm-up run captures the graphs at the full cache length)
-    kw = dict(temperature=1.0, batch_size=gen_batch, lora=lora, eos_id=EOS, pad=PAD, ignore_eos=True)
+    kw = dict(temperature=1.0, batch_size=gen_batch, lora=lora, eos_id=EOS, pad=PAD, ignore_eos=True,
+              compact_every=compact_every)
     warm: list[dict] = []
     decode.generate_ids(mdl, prompts, 4, cache_new_tokens=new_tokens, timings=warm, **kw)
     eng = next(iter(decode._ENGINE.values()))
