@@ -221,7 +221,7 @@ def preset(name: str, params_file: Path = PARAMS):
 
 
 @app.command()
-def bench(preset: str = typer.Option("issue", help="issue | gen256 | paper (vgrout.bench.PRESETS)"),
+def bench(preset: str = typer.Option("issue", help="issue | gen256 | paper | paper_natural (vgrout.bench.PRESETS)"),
           model: Optional[str] = typer.Option(None, help="e.g. qwen3-4b-random, qwen3-tiny-random"),
           batch: Optional[int] = None, new_tokens: Optional[int] = None, prompt_len: Optional[int] = None,
           trl: bool = typer.Option(False, help="also time TRL's GRPOTrainer on the same shape"),
