@@ -151,9 +151,13 @@ def decode_floor(w_bytes: int, kv_per_token: int, lengths: list[int], prompt_len
     layout). Forced lengths are lengths = [n] * batch."""
     n = torch.tensor(lengths)
     steps = int(n.max()) - 1
+    if steps < 1:  # the prefill wrote every token
+        return 0.0
     s = torch.arange(1, steps + 1)
     live = (n[None, :] > s[:, None])                                     # [steps, rows]
-    slots = live.view(steps, -1, group).any(2).sum(1) if group > 1 else live.sum(1)
+    if len(lengths) % group:  # a last slot of fewer rows
+        live = torch.cat([live, live.new_zeros(steps, group - len(lengths) % group)], 1)
+    slots = live.view(steps, -1, group).any(2).sum(1)
     own_reads = int((live.sum(1) * s).sum())
     prompt_reads = int(slots.sum()) * prompt_len
     return (steps * w_bytes + (prompt_reads + own_reads) * kv_per_token) / copy_bps
