@@ -11,7 +11,7 @@
 #     trl==1.16.0 datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19
 #   tar -C W -cf wheels.tar . && split -b 1300000 -d -a 1 wheels.tar whpart.
 STASH=${STASH:-/tmp/stash}
-WHEELS_MD5=d0218b2a0a10a5cfab87f75e5756a5b9
+WHEELS_MD5=d0218b2a0a10a5cfab87f75e5756a5b9  # of the pieces made on 2026-11-26; a rebuilt tar differs: set its md5 here
 got=$(cat "$STASH"/whpart.* | md5sum | cut -d' ' -f1)
 if [ "$got" != "$WHEELS_MD5" ]; then echo "FAILED: wheel pieces md5 $got, want $WHEELS_MD5"; return 1; fi
 mkdir -p /tmp/wheels && cat "$STASH"/whpart.* | tar -C /tmp/wheels -xf -
