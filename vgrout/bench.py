@@ -309,25 +309,26 @@ def self_check(device) -> dict:
     return out
 
 
-def fused_adapter_check(device) -> dict:
-    """bf16 log-probs and adapter gradients of logprob.token_logprobs (Lora2rDelta) against the
-    Lora2rLinear forward, same bf16 model, mixed keep/absorb/route rows."""
+def _bf16_tiny_lora(device):
+    """The tiny Qwen3 in bf16 with a lora2r adapter moved off its init (both blocks)."""
     model, _ = build_model("qwen3-tiny-random", device, torch.bfloat16, seed=3)
     lora = ad.attach(model, r=4, seed=0)
     with torch.no_grad():
         for m in lora.modules.values():
             m.B.add_(0.05 * torch.randn_like(m.B))
-    g = torch.Generator().manual_seed(4)
-    ids = torch.randint(2, 512, (6, 96), generator=g)
-    comp = torch.cat([torch.zeros(6, 32), torch.ones(6, 64)], 1).long()
-    seqs = rollout.Seqs(ids, torch.ones_like(ids), comp).to(device)
-    zones = ["keep", "absorb", "route"] * 2
+    return model, lora
+
+
+def _forward_pair(model, lora, seqs, zones, ref: dict, other: dict) -> dict:
+    """Log-probs and adapter gradients of logprob.token_logprobs with keywords `other` against
+    `ref`, same rows under the same masks: their largest log-prob difference and the gradient's
+    relative error."""
     res = []
-    for fused in (False, True):
+    for kw in (ref, other):
         for p in lora.parameters():
             p.grad = None
         with lora.masked(zones):
-            logp, _ = logprob.token_logprobs(model, seqs, fused_adapter=fused)
+            logp, _ = logprob.token_logprobs(model, seqs, **kw)
         logp.sum().backward()
         res.append((logp.detach().float(), torch.cat([p.grad.flatten() for p in lora.parameters()])))
     (l0, g0), (l1, g1) = res
@@ -335,16 +336,24 @@ def fused_adapter_check(device) -> dict:
             "grad_rel_err": float((g1 - g0).norm() / g0.norm())}
 
 
+def fused_adapter_check(device) -> dict:
+    """bf16 log-probs and adapter gradients of logprob.token_logprobs (Lora2rDelta) against the
+    Lora2rLinear forward, same bf16 model, mixed keep/absorb/route rows."""
+    model, lora = _bf16_tiny_lora(device)
+    g = torch.Generator().manual_seed(4)
+    ids = torch.randint(2, 512, (6, 96), generator=g)
+    comp = torch.cat([torch.zeros(6, 32), torch.ones(6, 64)], 1).long()
+    seqs = rollout.Seqs(ids, torch.ones_like(ids), comp).to(device)
+    return _forward_pair(model, lora, seqs, ["keep", "absorb", "route"] * 2,
+                         dict(fused_adapter=False), dict(fused_adapter=True))
+
+
 def packed_logprob_check(device, prompts: str) -> dict:
     """bf16 log-probs and adapter gradients of the two-pass forward (completions packed by their
     real lengths; with prompts of one length, attention causal from the lower right, the flash
     kernel) against the one-pass forward, same rows: groups of 4 sharing a prompt, ragged
     completions, keep/absorb/route rows. Above SHARE_ABOVE_TOKENS, as a GPU takes it."""
-    model, _ = build_model("qwen3-tiny-random", device, torch.bfloat16, seed=3)
-    lora = ad.attach(model, r=4, seed=0)
-    with torch.no_grad():
-        for m in lora.modules.values():
-            m.B.add_(0.05 * torch.randn_like(m.B))
+    model, lora = _bf16_tiny_lora(device)
     g = torch.Generator().manual_seed(6)
     plens = [600] * 4 if prompts == "one_prompt_length" else [600, 420, 517, 333]
     ps = [torch.randint(2, 512, (n,), generator=g).tolist() for n in plens for _ in range(4)]
@@ -352,18 +361,8 @@ def packed_logprob_check(device, prompts: str) -> dict:
     comps = [torch.randint(2, 512, (int(n),), generator=g).tolist() for n in torch.randint(20, 600, (16,), generator=g)]
     seqs = rollout.pack(ps, comps, PAD).to(device)
     assert seqs.input_ids.numel() > logprob.SHARE_ABOVE_TOKENS
-    zones = [ad.ZONES[i % 3] for i in range(16)]
-    res = []
-    for one_pass in (True, False):
-        for p in lora.parameters():
-            p.grad = None
-        with lora.masked(zones):
-            logp, mask = logprob.token_logprobs(model, seqs, one_pass=one_pass)
-        (logp * mask).sum().backward()
-        res.append((logp.detach().float(), torch.cat([p.grad.flatten() for p in lora.parameters()])))
-    (l0, g0), (l1, g1) = res
-    return {"logp_max_abs_diff": float((l1 - l0).abs().max()),
-            "grad_rel_err": float((g1 - g0).norm() / g0.norm())}
+    return _forward_pair(model, lora, seqs, [ad.ZONES[i % 3] for i in range(16)],
+                         dict(one_pass=True), dict(one_pass=False))
 
 
 def bf16_agreement(model, lora, prompts, n_new, device) -> dict:
