@@ -252,18 +252,19 @@ def test_each_block_is_clipped_on_its_own():
         lora.clip_grad_norms(1.0)
 
 
-@pytest.mark.parametrize("how", ["adamw", "load", "ablate"])
+@pytest.mark.parametrize("how", ["adamw", "adamw_fused", "load", "ablate"])
 def test_the_fused_deltas_stacked_weights_follow_every_change_of_the_adapter(how, tmp_path):
     """Lora2rDelta's stacked copies of A and B are kept between calls; an optimizer step, a load
-    or an ablation must show in the next forward (a stale copy would train against old weights)."""
+    or an ablation must show in the next forward (a stale copy would train against old weights).
+    The fused AdamW writes the parameters without bumping their version."""
     model = make_tiny_llama()
     lora = ad.attach(model, r=2, seed=0)
     x = torch.randint(0, 64, (2, 7))
     with lora.fused():
         model(x)  # stacks every module's weights
     mod = next(iter(lora.modules.values()))
-    if how == "adamw":
-        opt = torch.optim.AdamW(lora.parameters(), lr=0.1)
+    if how.startswith("adamw"):
+        opt = torch.optim.AdamW(lora.parameters(), lr=0.1, fused=how == "adamw_fused")
         for p in lora.parameters():
             p.grad = torch.ones_like(p)
         opt.step()

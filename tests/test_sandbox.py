@@ -176,19 +176,18 @@ def processes_with(tag: str) -> list[str]:
 
 @pytest.mark.parametrize("isolation", PATHS)
 def test_escaped_processes_do_not_outlive_the_run(isolation):
+    """A program's child that leaves its session (setsid) and outlives the program is gone when
+    `run` returns, not a moment later: under bwrap the namespace's init exits after the run's
+    bwrap does (about one run in ten left its sleep behind for a moment before `run` waited for
+    it), so the property is checked over many runs."""
     skip_if_unprotected(isolation)
-    tag = f"{uuid.uuid4().int % 10**6}.{os.getpid()}"
-    program = ("import os\nif os.fork() == 0:\n    os.setsid()\n"
-               f"    os.execv('/bin/sleep', ['sleep', '{tag}'])\n")
-    res = sandbox.run({"m.py": program}, "m.py", limits=sandbox.Limits(isolation=isolation, wall_s=2))
-    assert res.returncode == 0
-
-    leftovers = lambda: processes_with(tag)  # noqa: E731
-    # The kernel tears a pid namespace down (and init reaps) asynchronously: allow a moment.
-    deadline = time.monotonic() + 5
-    while leftovers() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert leftovers() == []
+    for _ in range(30):
+        tag = f"{uuid.uuid4().int % 10**6}.{os.getpid()}"
+        program = ("import os\nif os.fork() == 0:\n    os.setsid()\n"
+                   f"    os.execv('/bin/sleep', ['sleep', '{tag}'])\n")
+        res = sandbox.run({"m.py": program}, "m.py", limits=sandbox.Limits(isolation=isolation, wall_s=2))
+        assert res.returncode == 0
+        assert processes_with(tag) == []
 
 
 @pytest.mark.parametrize("isolation", PATHS)

@@ -36,6 +36,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
+from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from vgrout.io import InputError, atomic_path
 
@@ -43,6 +44,18 @@ DEFAULT_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj
 ZONES = ("keep", "absorb", "route")
 # zone -> (m: quarantine in the forward, d: deployed output detached)
 ZONE_MASKS = {"keep": (0.0, False), "absorb": (1.0, False), "route": (1.0, True)}
+
+# Every optimizer step anywhere, counted: a fused optimizer (AdamW(fused=True)) writes the
+# parameters without bumping their version, so `Lora2rLinear.stacked` keys on this too.
+_optimizer_steps = 0
+
+
+def _count_optimizer_step(optimizer, args, kwargs) -> None:
+    global _optimizer_steps
+    _optimizer_steps += 1
+
+
+register_optimizer_step_post_hook(_count_optimizer_step)
 
 
 class Lora2rVariant:
@@ -246,9 +259,10 @@ class Lora2rLinear(nn.Module):
     @torch.no_grad()
     def stacked(self, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """Lora2rDelta's Ac [4r, d_in] and Bc [d_out, 4r] in dtype, kept until A, B, A0 or B0
-        changes (an optimizer step, a load, an ablation bump their version): a step's forwards,
-        its recomputes and its micro-batches share one copy instead of rebuilding it per call."""
-        key = (dtype, *((t._version, t.data_ptr()) for t in (self.A, self.B, self.A0, self.B0)))
+        changes (an optimizer step, counted by `_optimizer_steps`; a load or an ablation, which
+        bump their version): a step's forwards, its recomputes and its micro-batches share one
+        copy instead of rebuilding it per call."""
+        key = (dtype, _optimizer_steps, *((t._version, t.data_ptr()) for t in (self.A, self.B, self.A0, self.B0)))
         if getattr(self, "_stacked_key", None) != key:
             r, (A, B, A0, B0) = self.r, (self.A, self.B, self.A0, self.B0)
             dA, dB = A - A0, B - B0

@@ -22,7 +22,9 @@ slot's running rows and, when they fit a smaller shape, moves them (their caches
 positions) to the front: U' slots of R' rows, each from a short list of sizes (`shape_sizes`), each
 shape with its own captured graphs. A step then costs what its running rows cost, not the batch's.
 The sampling noise is drawn for the full batch and read by each row's original index, so a row
-samples the same token compacted or not (at temperature 0 trivially; tested both ways).
+meets the same noise compacted or not: in fp32 on the CPU it samples the same tokens at
+temperature 0 and 1 (tested); on a GPU a smaller shape may pick other kernels, whose rounding
+can tip a near-tie of two tokens (the GPU check is greedy tokens of a tiny fp32 model).
 
 Runs the layout of `vgrout.arch` (Llama / Qwen3, full attention in every layer).
 """
@@ -221,11 +223,9 @@ def sample_next(logits: torch.Tensor, temperature: float, top_p: float = 1.0,
         logits = torch.full_like(logits, float("-inf")).scatter(-1, idx, srt)
     probs = logits.softmax(-1)
     # argmax_i p_i / E_i with E_i ~ Exp(1) i.i.d. picks token i with probability p_i
-    if noise_rows is None:
-        return (probs / torch.empty_like(probs).exponential_()).argmax(-1)
-    n, idx = noise_rows
+    n, idx = noise_rows or (len(probs), None)
     noise = probs.new_empty(n, probs.shape[1]).exponential_()
-    return (probs / noise.index_select(0, idx)).argmax(-1)
+    return (probs / (noise if idx is None else noise.index_select(0, idx))).argmax(-1)
 
 
 # -- the engine: static buffers and the captured decode step ------------------------------------
@@ -345,6 +345,7 @@ class Engine:
         graphs share one memory pool: they never run at once."""
         key = (*self.shape, span)
         if key not in self.graphs:
+            torch.cuda.synchronize()  # the capture's time, not the queued steps'
             t0 = time.perf_counter()
             g = torch.cuda.CUDAGraph()
             with torch.cuda.graph(g, pool=self.pool):  # synchronises before and after

@@ -71,27 +71,19 @@ def _layer_forward(layer, h, st, fused_adapter, **kw):
     return out[0] if isinstance(out, tuple) else out
 
 
-def _fused_layer(layer, h, attention_mask, position_ids, position_embeddings, past_key_values=None):
-    """transformers' Llama / Qwen3 decoder layer op for op (its own rotation and attention
-    functions), except that its RMSNorms, q_norm and k_norm included, run through `rms_norm`."""
+def _fused_layer(layer, h, attention_mask, position_ids, position_embeddings):
+    """transformers' Llama / Qwen3 decoder layer op for op (its attention function), except that
+    its RMSNorms, q_norm and k_norm included, run through `rms_norm`. position_ids: unused (the
+    rotation comes in position_embeddings), taken as transformers' layer takes it."""
     attn = layer.self_attn
-    family = sys.modules[type(attn).__module__]  # modeling_llama, modeling_qwen3
-    x = rms_norm(layer.input_layernorm, h)
-    shape = (*x.shape[:-1], -1, attn.head_dim)
-    q, k = attn.q_proj(x).view(shape), attn.k_proj(x).view(shape)
-    if hasattr(attn, "q_norm"):  # Qwen3: RMSNorm per head before the rotation
-        q, k = rms_norm(attn.q_norm, q), rms_norm(attn.k_norm, k)
-    q, k, v = q.transpose(1, 2), k.transpose(1, 2), attn.v_proj(x).view(shape).transpose(1, 2)
-    cos, sin = position_embeddings
-    q, k = family.apply_rotary_pos_emb(q, k, cos, sin)
-    if past_key_values is not None:
-        k, v = past_key_values.update(k, v, attn.layer_idx)
+    q, k, v = (t.transpose(1, 2) for t in _project_qkv(layer, rms_norm(layer.input_layernorm, h),
+                                                         *position_embeddings, rms_norm))
     impl = attn.config._attn_implementation
+    family = sys.modules[type(attn).__module__]  # modeling_llama, modeling_qwen3
     attend = family.eager_attention_forward if impl == "eager" else ALL_ATTENTION_FUNCTIONS[impl]
     o, _ = attend(attn, q, k, v, attention_mask, dropout=attn.attention_dropout if attn.training else 0.0,
                   scaling=attn.scaling)
-    h = h + attn.o_proj(o.reshape(*x.shape[:-1], -1).contiguous())
-    return h + layer.mlp(rms_norm(layer.post_attention_layernorm, h))
+    return _after_attention(layer, h, o.reshape(*h.shape[:-1], -1).contiguous(), rms_norm)
 
 
 def trunk_depth(model) -> int:
@@ -362,23 +354,20 @@ def _two_pass_hidden(model, seqs: Seqs, checkpoint_layers: bool, fused_adapter: 
         allowed_c = torch.cat([sp.prompt_mask.bool()[sp.owner][:, None, :].expand(-1, Tc, -1),
                                (ar_c[None, :] <= ar_c[:, None])[None].expand(B, -1, -1)], 2)
 
-    def rotary(h, pos):
-        return a.rotary(h, pos)
-
     depth = trunk_depth(model)
     if trunk is None:  # the frozen trunk, once per distinct prompt, without grad
         with torch.no_grad():
             hp, hc = a.embed(sp.prompt_ids), a.embed(sp.comp_ids[row, col])[:, None]
-            p_kw = dict(rotary=rotary(hp, pos_p), allowed=allowed_p)
-            c_kw = dict(rotary=rotary(hc, pos_c), allowed=allowed_c, buckets=buckets)
+            p_kw = dict(rotary=a.rotary(hp, pos_p), allowed=allowed_p)
+            c_kw = dict(rotary=a.rotary(hc, pos_c), allowed=allowed_c, buckets=buckets)
             for layer in a.layers[:depth]:
                 hp, hc = _two_pass_layer(layer, hp, hc, st, {}, {}, sp.owner, p_kw, c_kw, fused_adapter)
         trunk = (hp, hc)
     hp, hc = trunk
     # the adapted layers: each prompt once per distinct routing mask among its rows
     hp = hp[key_prompt]
-    p_kw = dict(rotary=rotary(hp, pos_p[key_prompt]), allowed=None if allowed_p is None else allowed_p[key_prompt])
-    c_kw = dict(rotary=rotary(hc, pos_c), allowed=allowed_c, buckets=buckets)
+    p_kw = dict(rotary=a.rotary(hp, pos_p[key_prompt]), allowed=None if allowed_p is None else allowed_p[key_prompt])
+    c_kw = dict(rotary=a.rotary(hc, pos_c), allowed=allowed_c, buckets=buckets)
     grad = torch.is_grad_enabled() and checkpoint_layers and hp.shape[0] * Tp + len(row) > CHECKPOINT_ABOVE_TOKENS
     prompt_rows = dict(m=m_keys, d=d_keys, pool_weights=None)
     comp_rows = dict(m=None if m_rows is None else m_rows[row], d=None if d_rows is None else d_rows[row],

@@ -8,10 +8,10 @@ RLIMIT_FSIZE, gone with the last descriptor); its files handed over on a descrip
 by a trusted prelude into its own working directory; a scrubbed environment.
 
 Under bubblewrap (`bwrap`, the default) the program also gets no network, a private pid
-namespace (--die-with-parent: nothing outlives the run, or the grader), only the system's
-read-only /usr (and the interpreter's own prefix) as its root, and a private size-limited /tmp
-that holds its working directory: no project file, job file or host temporary directory is
-reachable or created. Without bubblewrap, `isolation="rlimit"` must be asked for by name: the
+namespace (--die-with-parent: nothing outlives the run, or the grader; a run returns once the
+namespace is gone), only the system's read-only /usr (and the interpreter's own prefix) as its
+root, and a private size-limited /tmp that holds its working directory: no project file, job
+file or host temporary directory is reachable or created. Without bubblewrap, `isolation="rlimit"` must be asked for by name: the
 rlimits alone and a host temporary directory. It is weaker: the graded code can read every file
 the world may read (a problem file with its hidden tests included, so ground truth is not safe
 there). A grader killed with kill -9 leaves nothing behind on either path: bwrap's sandboxes die
@@ -233,8 +233,9 @@ def _world_executable(path: str) -> bool:
     return all(os.stat(p).st_mode & stat.S_IXOTH for p in [real, *real.parents])
 
 
-def _bwrap_argv(limits: Limits) -> list[str]:
+def _bwrap_argv(limits: Limits, info_fd: int | None = None) -> list[str]:
     argv = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session"]
+    argv += ["--info-fd", str(info_fd)] if info_fd is not None else []
     for d in SYSTEM_DIRS:
         if os.path.islink(d):
             argv += ["--symlink", os.readlink(d), d]
@@ -407,7 +408,7 @@ def run(files: dict[str, str], main: str, stdin: str = "", limits: Limits = Limi
     end is the descriptors in sys.argv[1:3]: write, read); when it returns the channel closes."""
     iso = isolation(limits.isolation)
     uid = (NOBODY if iso == "bwrap" else _fresh_uid()) if _is_root() else None
-    fds, work, proc = [], None, None
+    fds, work, proc, ns_init = [], None, None, None
     try:
         files_fd = _memfd("files", json.dumps(files).encode())
         in_fd, out_fd, err_fd = _memfd("stdin", stdin.encode()), _memfd("stdout"), _memfd("stderr")
@@ -423,8 +424,12 @@ def run(files: dict[str, str], main: str, stdin: str = "", limits: Limits = Limi
         cpu = max(1, math.ceil(limits.cpu_s))
         python = [sandbox_python(), "-I", "-S", "-c", PRELUDE, str(cpu), str(limits.memory_bytes),
                   str(nproc), str(limits.output_bytes), str(files_fd), main, str(up_w), str(down_r)]
+        passed = [files_fd, up_w, down_r]
         if iso == "bwrap":
-            argv, cwd, home = _bwrap_argv(limits) + python, "/", SANDBOX_CWD
+            info_r, info_w = os.pipe()  # bwrap names the namespace's init on it (--info-fd)
+            fds += [info_r, info_w]
+            passed.append(info_w)
+            argv, cwd, home = _bwrap_argv(limits, info_fd=info_w) + python, "/", SANDBOX_CWD
         else:
             work = Path(tempfile.mkdtemp(prefix="vgrout-sandbox-"))
             _announce("+", uid, work)
@@ -435,10 +440,12 @@ def run(files: dict[str, str], main: str, stdin: str = "", limits: Limits = Limi
                "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
         deadline = time.monotonic() + limits.wall
         proc = subprocess.Popen(argv, stdin=in_fd, stdout=out_fd, stderr=err_fd, cwd=cwd, env=env,
-                                pass_fds=(files_fd, up_w, down_r), start_new_session=True, **_user_kwargs(uid))
-        for fd in (files_fd, up_w, down_r):  # the program's ends: closed here, so EOF means it is gone
+                                pass_fds=passed, start_new_session=True, **_user_kwargs(uid))
+        for fd in passed:  # the program's ends: closed here, so EOF means it is gone
             os.close(fd)
             fds.remove(fd)
+        if iso == "bwrap":
+            ns_init = _namespace_init(info_r, deadline)
         timed_out = False
         if talk is not None:
             try:
@@ -462,6 +469,8 @@ def run(files: dict[str, str], main: str, stdin: str = "", limits: Limits = Limi
         if proc is not None and proc.returncode is None:
             killpg(proc.pid)
             proc.wait()
+        if ns_init is not None:
+            _end_namespace(ns_init)
         if uid is not None and iso == "rlimit":
             _kill_uid(uid)  # stragglers that left the process group (setsid) die here
             _sweeper.sweep(uid)
@@ -470,6 +479,41 @@ def run(files: dict[str, str], main: str, stdin: str = "", limits: Limits = Limi
         if work is not None:
             _rmtree(work)
             _announce("-", uid, work)
+
+
+def _namespace_init(info_fd: int, deadline: float) -> int | None:
+    """A pidfd of the sandbox's pid-namespace init, read from bwrap's --info-fd (None if bwrap
+    exited before it wrote one). bwrap returns when the program exits, while the namespace (every
+    process the program left, setsid or not) dies with this init a moment later."""
+    data = b""
+    while chunk := _read_before(info_fd, deadline):
+        data += chunk
+    if not data:
+        return None
+    try:
+        return os.pidfd_open(json.loads(data)["child-pid"])
+    except ProcessLookupError:  # gone already, and the namespace with it
+        return None
+
+
+def _read_before(fd: int, deadline: float) -> bytes:
+    ready, _, _ = select.select([fd], [], [], max(deadline - time.monotonic(), 0))
+    return os.read(fd, 4096) if ready else b""
+
+
+NAMESPACE_GRACE_S = 10.0  # how long the namespace's init may take to exit before it is killed
+
+
+def _end_namespace(pidfd: int) -> None:
+    """Return once the pid namespace is gone: its init exits after every process in it (Linux
+    kills and reaps them first), so the init's exit is the namespace's end."""
+    try:
+        ready, _, _ = select.select([pidfd], [], [], NAMESPACE_GRACE_S)
+        if not ready:
+            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+            select.select([pidfd], [], [])
+    finally:
+        os.close(pidfd)
 
 
 def _wait_exit(pid: int, timeout: float) -> bool:

@@ -533,23 +533,27 @@ def trains_another_function(rollout, zone: str) -> bool:
 def masked_old_forward(cfg, lora, seqs, rollouts, zones, logps_sample, trunks):
     """logπ_old under each row's training mask, per old_forward micro-batch (its layout). A row
     whose mask computes the function it was sampled in reads logπ_sample (the same function, so
-    no forward); the other rows of a micro-batch run one masked forward of their own (from
-    old_forward's trunk when every row of it needs one)."""
+    no forward). Where old_forward kept the trunk (its micro-batches are the train forward's), a
+    micro-batch holding another row runs one masked forward of all its rows from the trunk: the
+    layers above it only, in the train forward's layout, so those rows start the update at ρ = 1
+    exactly. Without a trunk (old_micro_batch above micro_batch: the layouts differ
+    anyway) only the rows whose mask differs run, from the embedding up."""
     device = next(lora.model.parameters()).device
     rows, out = cfg.t.old_rows, []
     for k, s in enumerate(range(0, len(seqs), rows)):
-        other = [s + i for i, (r, z) in enumerate(zip(rollouts[s:s + rows], zones[s:s + rows]))
+        other = [i for i, (r, z) in enumerate(zip(rollouts[s:s + rows], zones[s:s + rows]))
                  if trains_another_function(r, z)]
         if not other:
             out.append(logps_sample[k])
             continue
-        whole = len(other) == len(logps_sample[k])
-        mb = seqs.rows(other).to(device)
-        with lora.masked([zones[i] for i in other]):
-            logp, _ = _logprobs(cfg)(lora.model, mb, **({"trunk": trunks[k]} if trunks and whole else {}))
+        run = list(range(len(logps_sample[k]))) if trunks else other
+        mb = seqs.rows([s + i for i in run]).to(device)
+        with lora.masked([zones[s + i] for i in run]):
+            logp, _ = _logprobs(cfg)(lora.model, mb, **({"trunk": trunks[k]} if trunks else {}))
+        logp = logp[[run.index(i) for i in other]]
         old = logps_sample[k].clone()
         # completions are right-aligned: these rows' last columns
-        old[torch.tensor(other, device=old.device) - s, old.shape[1] - logp.shape[1]:] = logp
+        old[torch.tensor(other, device=old.device), old.shape[1] - logp.shape[1]:] = logp
         out.append(old)
     return out
 
