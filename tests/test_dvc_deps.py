@@ -412,9 +412,13 @@ def test_git_tracked_metrics_persist():
 
 @pytest.mark.slow
 def test_a_failed_stage_keeps_its_tracked_metrics(tmp_path):
-    """The CI preset's substrate, then a substrate source that does not exist: the repro fails
-    and the committed self-check is still there, byte for byte."""
+    """The CI preset's substrate (of 12 problems: the property is the stage's, not the size's),
+    then a substrate source that does not exist: the repro fails and the committed self-check is
+    still there, byte for byte."""
     work = ci_copy(tmp_path / "vgrout")
+    params = yaml.safe_load((work / "params.yaml").read_text())
+    params["substrate"]["limit"] = 12
+    (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     sh("dvc repro substrate", work)
     check = work / "metrics/substrate_check.json"
     before = check.read_bytes()

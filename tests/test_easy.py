@@ -6,6 +6,7 @@ from transformers import AutoTokenizer
 
 from vgrout import config, easy, grader, modes, selfcheck, substrate
 from vgrout import model as M
+from vgrout.io import InputError
 from vgrout.stats import pass_at_k
 from vgrout.modes import PASS_ALL
 
@@ -47,19 +48,24 @@ def test_canonicals_and_every_hack_template_fit_the_budget(problems, tokenizer):
     assert max(worst.values()) <= BUDGET, worst
 
 
-def test_every_family_passes_the_substrate_self_check():
-    """Real grading, every mode: canonicals pass everywhere, each template hacks its own mode only."""
-    sample = easy.easy_problems(per_family=1)
-    report = selfcheck.self_check(substrate.assign_modes(sample, seed=0), progress=False)
+def test_every_family_builds_and_passes_the_substrate_self_check():
+    """Real grading, every mode: the first problem of every family (a `limit` takes every family
+    before a second problem of any), built as a preset builds it: canonicals pass under every
+    mode, each template hacks its own mode only, every mode is assigned and the split is disjoint."""
+    train, test, report = selfcheck.build("easy", seed=0, limit=len(easy.FAMILIES), progress=False)
     assert report["ok"], selfcheck.format_check(report)
-    assert report["canonical_pass"] == len(sample) and not report["excluded"]
-
-
-def test_build_easy_splits_and_assigns_every_mode():
-    train, test, report = selfcheck.build("easy", seed=0, limit=40, progress=False)
-    assert report["ok"] and report["source"] == "easy" and len(train) + len(test) == 40
+    assert report["source"] == "easy" and len(train) + len(test) == len(easy.FAMILIES)
+    assert report["canonical_pass"] == len(easy.FAMILIES) and not report["excluded"]
+    assert {p.entry_point for p in train + test} == {f.name for f in easy.FAMILIES}
     assert {p.id for p in train}.isdisjoint(p.id for p in test)
     assert set(Counter(p.mode for p in train + test)) == set(modes.names())
+
+
+def test_a_substrate_too_small_for_a_test_split_is_an_error_naming_the_key():
+    """8 problems over 5 modes, a quarter for test: no stratum gives the test split a problem.
+    The build says so and names the key, instead of failing later on an empty batch."""
+    with pytest.raises(InputError, match="test split is empty.*substrate.limit"):
+        selfcheck.build("easy", seed=0, limit=8, progress=False)
 
 
 def test_a_wrong_reference_is_caught_by_the_self_check():

@@ -295,6 +295,41 @@ def test_frozen_trunk_reused_by_the_train_forward_gives_the_same_logprobs_and_gr
         assert torch.equal(a, b)
 
 
+@pytest.mark.parametrize("share", [True, False])
+def test_the_trunk_of_some_rows_is_cut_from_the_batchs_trunk(share, monkeypatch):
+    """train.masked_old_forward runs a few rows of a micro-batch from old_forward's trunk: the
+    trunk cut to those rows (logprob.trunk_rows) gives the log-probs of a forward of those rows
+    from the embeddings. The rows leave out the longest prompt (the cut prompts lose padding
+    columns), a whole group and part of another (the cut keeps each row's prompt and tokens)."""
+    monkeypatch.setattr(logprob, "shares_prompts", lambda seqs: share)
+    model = spread(tiny_qwen3())
+    tok = synthetic_tokenizer(V)
+    lora = ad.attach(model, r=2, seed=0, last_layers=1)
+    with torch.no_grad():
+        for m in lora.modules.values():
+            m.B.add_(0.5 * torch.randn_like(m.B))
+    ps = [p for p in prompts(3, lo=3, hi=14) for _ in range(3)]  # 3 groups of 3 rows, ragged prompts
+    comps = rollout.generate(model, tok, ps, 10, 1.0, batch_size=9, lora=lora)
+    comps[4] = comps[4][:2]
+    seqs = rollout.pack([tok(p, add_special_tokens=False)["input_ids"] for p in ps], comps, 0)
+    longest = max(range(3), key=lambda u: len(tok(ps[3 * u], add_special_tokens=False)["input_ids"]))
+    rows = [i for i in range(9) if i // 3 != longest][1:]  # a partial group, then a whole one
+    with torch.no_grad(), lora.sampling([False] * 9):
+        _, _, trunk = logprob.token_logprobs(model, seqs, return_trunk=True)
+    sub = seqs.rows(rows)
+    cut = logprob.trunk_rows(seqs, trunk, rows)
+    if share:
+        assert cut[0].shape[1] < trunk[0].shape[1]  # the longest prompt's padding columns are gone
+    zones = ["keep", "route", "absorb", "route", "keep"][:len(rows)]
+    with torch.no_grad(), lora.masked(zones):
+        ref, ref_mask = logprob.token_logprobs(model, sub)
+        got, mask = logprob.token_logprobs(model, sub, trunk=cut)
+    assert torch.equal(mask, ref_mask)
+    torch.testing.assert_close(got, ref, atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match="ascend"):
+        logprob.trunk_rows(seqs, trunk, rows[::-1])
+
+
 @pytest.mark.parametrize("fused_adapter,share,ragged", [(True, True, True), (False, True, True), (True, False, True),
                                                          (True, True, False), (False, True, False)])
 def test_rows_sharing_a_prompt_compute_it_once_and_match_the_plain_forward(fused_adapter, share, ragged, monkeypatch):

@@ -235,6 +235,23 @@ def _two_pass_layer(layer, hp, hc, st, prompt_rows, comp_rows, key_of_row, p_kw,
     return hp, hc
 
 
+def trunk_rows(seqs: Seqs, trunk, rows: list[int]):
+    """The trunk of seqs.rows(rows), cut from the trunk of seqs (a frozen layer's output at a row's
+    token depends on that row alone). rows: ascending. The one-pass trunk [B, T, D] by row; the
+    two-pass trunk's prompts by the rows' own (their last columns: left-padded to the longest of
+    them, as the subset lays them out) and its packed completion tokens by row."""
+    if list(rows) != sorted(set(rows)):
+        raise ValueError(f"logprob.trunk_rows: rows must ascend without repeats, got {rows}")
+    idx = torch.tensor(rows, device=seqs.input_ids.device)
+    if not isinstance(trunk, tuple):
+        return trunk[idx]
+    hp, hc = trunk
+    full, sub = split(seqs), split(seqs.rows(rows))
+    prompt_of = torch.empty_like(sub.prompt_ids[:, 0]).index_put_((sub.owner,), full.owner[idx])
+    row, _ = full.comp_mask.nonzero(as_tuple=True)  # the packed tokens' rows, row-major
+    return hp[prompt_of][:, hp.shape[1] - sub.prompt_ids.shape[1]:], hc[torch.isin(row, idx)]
+
+
 def _additive(allowed: torch.Tensor, dtype) -> torch.Tensor:
     """A boolean [B, Tq, Tk] mask as the additive [B, 1, Tq, Tk] form transformers' attention takes."""
     mask = torch.zeros(allowed.shape[0], 1, *allowed.shape[1:], dtype=dtype, device=allowed.device)
@@ -280,7 +297,11 @@ def _hidden(model, seqs, checkpoint_layers, fused_adapter, trunk, keep_layers, o
     """(h, packing, trunk): packed h [N, D] and its Packing from the two-pass forward, or
     [B, Lc, D] and None from the one-pass forward."""
     keep = KEEP_LAYERS if keep_layers is None else keep_layers
-    if shares_prompts(seqs) and not one_pass:
+    # a given trunk fixes the layout it was computed in (trunk_rows keeps it for fewer rows)
+    if one_pass and isinstance(trunk, tuple):
+        raise ValueError("logprob: one_pass=True with a two-pass trunk (prompts, packed completions)")
+    two_pass = isinstance(trunk, tuple) if trunk is not None else shares_prompts(seqs) and not one_pass
+    if two_pass:
         return _two_pass_hidden(model, seqs, checkpoint_layers, fused_adapter, trunk, keep)
     h, trunk = _one_pass_hidden(model, seqs, checkpoint_layers, fused_adapter, trunk, keep)
     return h, None, trunk

@@ -153,6 +153,10 @@ def build(source: str = "humaneval", seed: int = 0, none_frac: float = 0.25, tes
         train, test = substrate.split(kept["all"], seed, test_frac)
     else:
         train, test = kept["train"], kept["test"]
+    for name, split in (("train", train), ("test", test)):
+        if not split:  # nothing to train on, or no test problem to measure the base model and arms on
+            raise InputError(f"substrate: the {name} split is empty ({len(everything)} problems, "
+                             f"{len(excluded)} excluded, test_frac {test_frac}): raise params substrate.limit")
     report = _report(train + test, len(everything), canonical, excluded, check_hacks(train + test, limits, progress))
     report.update(source=source, seed=seed, n_train=len(train), n_test=len(test),
                   cpu_limits=cpu_summary(train + test, cpu))

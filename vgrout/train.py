@@ -48,7 +48,7 @@ from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 
 from vgrout import adapter as ad
-from vgrout import arms, config, fastgen, grader, grpo, rollout, vact
+from vgrout import arms, config, fastgen, grader, grpo, logprob, rollout, vact
 from vgrout.gate import Gate
 from vgrout.io import (InputError, append_jsonl, atomic_path, read_jsonl, sha256_file, write_json,
                        write_jsonl)
@@ -533,11 +533,8 @@ def trains_another_function(rollout, zone: str) -> bool:
 def masked_old_forward(cfg, lora, seqs, rollouts, zones, logps_sample, trunks):
     """logπ_old under each row's training mask, per old_forward micro-batch (its layout). A row
     whose mask computes the function it was sampled in reads logπ_sample (the same function, so
-    no forward). Where old_forward kept the trunk (its micro-batches are the train forward's), a
-    micro-batch holding another row runs one masked forward of all its rows from the trunk: the
-    layers above it only, in the train forward's layout, so those rows start the update at ρ = 1
-    exactly. Without a trunk (old_micro_batch above micro_batch: the layouts differ
-    anyway) only the rows whose mask differs run, from the embedding up."""
+    no forward); the other rows of a micro-batch run one masked forward of their own, from their
+    rows of old_forward's trunk where it kept one (logprob.trunk_rows: the adapted layers only)."""
     device = next(lora.model.parameters()).device
     rows, out = cfg.t.old_rows, []
     for k, s in enumerate(range(0, len(seqs), rows)):
@@ -546,11 +543,10 @@ def masked_old_forward(cfg, lora, seqs, rollouts, zones, logps_sample, trunks):
         if not other:
             out.append(logps_sample[k])
             continue
-        run = list(range(len(logps_sample[k]))) if trunks else other
-        mb = seqs.rows([s + i for i in run]).to(device)
-        with lora.masked([zones[s + i] for i in run]):
-            logp, _ = _logprobs(cfg)(lora.model, mb, **({"trunk": trunks[k]} if trunks else {}))
-        logp = logp[[run.index(i) for i in other]]
+        mb = seqs.rows(slice(s, s + rows)).to(device)
+        kw = {"trunk": logprob.trunk_rows(mb, trunks[k], other)} if trunks else {}
+        with lora.masked([zones[s + i] for i in other]):
+            logp, _ = _logprobs(cfg)(lora.model, mb.rows(other), **kw)
         old = logps_sample[k].clone()
         # completions are right-aligned: these rows' last columns
         old[torch.tensor(other, device=old.device), old.shape[1] - logp.shape[1]:] = logp
