@@ -37,8 +37,8 @@ def prompts(n: int, seed: int = 1, lo: int = 2, hi: int = 14) -> list[str]:
     return [" ".join(f"t{int(i)}" for i in torch.randint(2, V, (k,), generator=g)) for k in lens]
 
 
-def perturbed_lora(model, r: int = 2):
-    lora = ad.attach(model, r=r, seed=0)
+def perturbed_lora(model, r: int = 2, **attach):
+    lora = ad.attach(model, r=r, seed=0, **attach)
     with torch.no_grad():  # both blocks away from init, so quarantine on/off changes the output
         for m in lora.modules.values():
             m.B.add_(0.5 * torch.randn_like(m.B))
@@ -268,10 +268,7 @@ def test_frozen_trunk_reused_by_the_train_forward_gives_the_same_logprobs_and_gr
     monkeypatch.setattr(logprob, "shares_prompts", lambda seqs: share)  # both forwards
     model = spread(tiny_qwen3())  # two layers: layer 0 is the trunk
     tok = synthetic_tokenizer(V)
-    lora = ad.attach(model, r=2, seed=0, last_layers=1)
-    with torch.no_grad():
-        for m in lora.modules.values():
-            m.B.add_(0.5 * torch.randn_like(m.B))
+    lora = perturbed_lora(model, last_layers=1)
     assert logprob.trunk_depth(model) == len(arch.arch(model).layers) - 1 >= 1
     ps = prompts(2) * 2 + prompts(1, seed=3)  # two prompts shared by two rows each
     comps = rollout.generate(model, tok, ps, 12, 1.0, batch_size=5, lora=lora)
@@ -304,10 +301,7 @@ def test_the_trunk_of_some_rows_is_cut_from_the_batchs_trunk(share, monkeypatch)
     monkeypatch.setattr(logprob, "shares_prompts", lambda seqs: share)
     model = spread(tiny_qwen3())
     tok = synthetic_tokenizer(V)
-    lora = ad.attach(model, r=2, seed=0, last_layers=1)
-    with torch.no_grad():
-        for m in lora.modules.values():
-            m.B.add_(0.5 * torch.randn_like(m.B))
+    lora = perturbed_lora(model, last_layers=1)
     ps = [p for p in prompts(3, lo=3, hi=14) for _ in range(3)]  # 3 groups of 3 rows, ragged prompts
     comps = rollout.generate(model, tok, ps, 10, 1.0, batch_size=9, lora=lora)
     comps[4] = comps[4][:2]

@@ -280,24 +280,21 @@ def test_missing_bwrap_is_an_error_unless_rlimit_is_asked_for(monkeypatch):
 
 
 @pytest.mark.skipif(not BWRAP_OK, reason="needs a working bubblewrap to wrap")
-def test_a_bwrap_without_an_option_a_run_passes_is_refused_at_the_check(monkeypatch):
+def test_a_bwrap_without_an_option_a_run_passes_is_refused_at_the_check(monkeypatch, private_tempdir):
     """The startup check runs bwrap with every option a run passes: a bwrap that refuses one
     (here --info-fd, which an old bwrap lacks) is an error naming it, never a run whose program
     seems to fail (a grader would score that 0)."""
-    tmp_path = Path(tempfile.mkdtemp())  # under /tmp: the sandbox uid can reach the shim
-    shim = tmp_path / "bwrap"
+    shim = Path(private_tempdir) / "bwrap"  # where the sandbox uid can reach it
     shim.write_text(f'#!/bin/sh\nfor a in "$@"; do [ "$a" = "--info-fd" ] && '
                     f'{{ echo "bwrap: Unknown option --info-fd" >&2; exit 1; }}; done\nexec {shutil.which("bwrap")} "$@"\n')
     shim.chmod(0o755)
-    tmp_path.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("PATH", f"{private_tempdir}{os.pathsep}{os.environ['PATH']}")
     sandbox._bwrap_problem.cache_clear()
     try:
         with pytest.raises(RuntimeError, match="--info-fd"):
             sandbox.run({"m.py": "print(6 * 7)"}, "m.py", limits=sandbox.Limits(isolation="bwrap"))
     finally:
         sandbox._bwrap_problem.cache_clear()
-        shutil.rmtree(tmp_path)
 
 
 @pytest.mark.skipif(not BWRAP_OK, reason="the private /tmp is bubblewrap's")
