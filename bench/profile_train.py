@@ -30,6 +30,7 @@ def main() -> None:
     ap.add_argument("--shared", action="store_true")
     ap.add_argument("--length-mean", type=float, default=None)
     ap.add_argument("--top", type=int, default=30)
+    ap.add_argument("--stack", action="store_true", help="also a table of operators by their source lines (grad=True)")
     args = ap.parse_args()
     model, _ = build_model("qwen3-4b-random", "cuda")
     lora = ad.attach(model, r=args.r)
@@ -57,10 +58,15 @@ def main() -> None:
             step(grad)
         torch.cuda.synchronize()
         print(f"grad={grad}: {(time.perf_counter() - t0) / 3:.3f} s per micro-batch")
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        stack = args.stack and grad
+        acts = [ProfilerActivity.CUDA, ProfilerActivity.CPU] if stack else [ProfilerActivity.CUDA]
+        with profile(activities=acts, with_stack=stack) as prof:
             step(grad)
             torch.cuda.synchronize()
         print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=args.top, max_name_column_width=70))
+        if stack:  # which lines of the forward and backward launch the time
+            print(prof.key_averages(group_by_stack_n=6).table(sort_by="self_cuda_time_total", row_limit=args.top,
+                                                               max_name_column_width=40))
 
 
 if __name__ == "__main__":

@@ -324,16 +324,22 @@ def test_the_trunk_of_some_rows_is_cut_from_the_batchs_trunk(share, monkeypatch)
         logprob.trunk_rows(seqs, trunk, rows[::-1])
 
 
-@pytest.mark.parametrize("fused_adapter,share,ragged", [(True, True, True), (False, True, True), (True, False, True),
-                                                         (True, True, False), (False, True, False)])
-def test_rows_sharing_a_prompt_compute_it_once_and_match_the_plain_forward(fused_adapter, share, ragged, monkeypatch):
+@pytest.mark.parametrize("fused_adapter,share,ragged,varlen", [
+    (True, True, True, "never"), (False, True, True, "never"), (True, False, True, "never"),
+    (True, True, False, "never"), (False, True, False, "never"), (True, True, True, "always"),
+    (False, True, False, "always")])
+def test_rows_sharing_a_prompt_compute_it_once_and_match_the_plain_forward(fused_adapter, share, ragged, varlen,
+                                                                          monkeypatch):
     """Groups of rollouts share their prompt: the two-pass forward (each distinct prompt once per
     routing mask, completions packed and attending to its K/V) gives the plain forward's log-probs,
     gradients and pooled gate activations, with keep / absorb / route rows mixed inside a group and
     completions of several lengths. ragged False: prompts of one length, so no key is padding and
     attention is causal from the lower right without a mask. (share False: the one-pass forward a
-    GPU uses for small micro-batches, on the same rows.)"""
+    GPU uses for small micro-batches, on the same rows.) varlen "always": the completion pass in
+    the variable-length layout a GPU uses (each row's real prompt keys, then its own tokens),
+    attended here row by row; "never": in groups of rows of like length."""
     monkeypatch.setattr(logprob, "shares_prompts", lambda seqs: share)
+    monkeypatch.setattr(logprob, "VARLEN", varlen)
     model = spread(make_tiny_llama(vocab=V))
     tok = synthetic_tokenizer(V)
     lora = perturbed_lora(model)
@@ -616,3 +622,39 @@ def test_attention_buckets_partition_the_rows_by_length():
     assert [pk.width for _, _, pk in groups] == [1, 3, 5, 9]
     same = logprob.Packing(torch.arange(6).repeat_interleave(4), torch.arange(4).repeat(6), 6, 4).buckets(4)
     assert len(same) == 1 and same[0][2].rows == 6
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="flash's variable-length kernel runs on a GPU")
+def test_varlen_flash_gives_the_bucketed_logprobs_and_grads_on_a_gpu(monkeypatch):
+    """On a GPU in bf16 the completion pass attends through flash's variable-length kernel; it gives
+    the log-probs and adapter gradients of the pass in groups of like length (the same model, bf16
+    rounding apart), with ragged prompts and completions and keep / absorb / route rows mixed."""
+    monkeypatch.setattr(logprob, "shares_prompts", lambda seqs: True)
+    torch.manual_seed(0)
+    cfg = Qwen3Config(vocab_size=V, hidden_size=256, intermediate_size=512, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, head_dim=64,
+                      max_position_embeddings=512, tie_word_embeddings=True, pad_token_id=0)
+    model = Qwen3ForCausalLM(cfg).eval().to("cuda", torch.bfloat16)
+    lora = perturbed_lora(model, r=4)
+    g = torch.Generator().manual_seed(3)
+    ps = [torch.randint(2, V, (n,), generator=g).tolist() for n in (40, 23, 57)]
+    ps = [p for p in ps for _ in range(4)]  # 3 groups of G = 4, prompts of three lengths
+    comps = [torch.randint(2, V, (n,), generator=g).tolist() for n in (30, 5, 61, 1, 44, 44, 12, 90, 2, 33, 70, 9)]
+    seqs = rollout.pack(ps, comps, 0).to("cuda")
+    zones = ["keep", "route", "absorb", "route", "keep", "keep", "keep", "keep", "route", "absorb", "absorb", "keep"]
+
+    def run(varlen):
+        monkeypatch.setattr(logprob, "VARLEN", varlen)
+        for p in lora.parameters():
+            p.grad = None
+        with lora.masked(zones):
+            logp, mask = logprob.token_logprobs(model, seqs)
+        (logp.float() * torch.linspace(-1, 1, logp.numel(), device="cuda").view_as(logp)).sum().backward()
+        return logp.detach().float(), mask, [p.grad.float().clone() for p in lora.parameters()]
+
+    ref, ref_mask, ref_g = run("never")
+    got, mask, grads = run("cuda")
+    assert torch.equal(mask, ref_mask)
+    torch.testing.assert_close(got, ref, atol=3e-2, rtol=0)
+    for a, b in zip(grads, ref_g):
+        assert (a - b).norm() <= 2e-2 * b.norm(), ((a - b).norm() / b.norm()).item()

@@ -102,7 +102,8 @@ def trunk_depth(model) -> int:
 # per distinct routing mask (m, d) among its rows, since the adapter's forward depends on the mask.
 # The completion pass runs its projections and MLP on the real tokens alone, packed one after
 # another ([N, 1, D]: a token is a row of its own, with its row's masks), so a step's cost follows
-# the rows' real lengths, not the longest; only its attention lays them out per row.
+# the rows' real lengths, not the longest; only its attention lays them out per row: on a GPU in
+# flash's variable-length layout (`Varlen`), elsewhere in groups of rows of like length (`Packing`).
 
 @dataclass
 class Split:
@@ -137,6 +138,10 @@ def split(seqs: Seqs) -> Split:
 
 
 ATTENTION_BUCKETS = 4  # the completion pass attends in up to this many groups of rows of like length
+# The completion pass's attention on a GPU in bf16 / fp16: flash's variable-length kernel over the
+# packed tokens (no padding, no per-group copies). "cuda": there; "always": also on the CPU, through
+# a per-row loop of the same layout (tests); "never": groups of like length everywhere.
+VARLEN = "cuda"
 
 
 @dataclass
@@ -190,6 +195,63 @@ def _attend(q, k, v, allowed, scale):
     return F.scaled_dot_product_attention(q, k, v, attn_mask=allowed[:, None], scale=scale)
 
 
+@dataclass
+class Varlen:
+    """The completion pass's keys as flash's variable-length layout: row r's keys are its prompt's
+    real tokens, then its own completion tokens (`idx` into [prompt K/V of every key, flattened;
+    packed completion K/V]); its queries are its packed tokens. Rows without a completion token
+    have no queries and are left out."""
+    idx: torch.Tensor    # [Σ keys] rows of the source
+    cu_q: torch.Tensor   # [rows + 1] int32 offsets of each row's queries
+    cu_k: torch.Tensor   # [rows + 1] int32 offsets of each row's keys
+    max_q: int
+    max_k: int
+
+
+def _varlen(key_of_row: torch.Tensor, K: int, Tp: int, prompt_len: torch.Tensor, n: torch.Tensor) -> Varlen:
+    """The Varlen of rows whose prompt K/V is key key_of_row[r] of K (left-padded to Tp,
+    prompt_len[r] real tokens) and who have n[r] packed completion tokens (row-major)."""
+    rows = (n > 0).nonzero().squeeze(1)
+    L, c = prompt_len[rows], n[rows]
+    first = (n.cumsum(0) - n)[rows]  # each row's first packed token
+    lk = L + c
+    cu_q, cu_k = F.pad(c.cumsum(0), (1, 0)), F.pad(lk.cumsum(0), (1, 0))
+    seg = torch.repeat_interleave(torch.arange(len(rows), device=n.device), lk)
+    j = torch.arange(len(seg), device=n.device) - cu_k[seg]
+    idx = torch.where(j < L[seg], key_of_row[rows][seg] * Tp + Tp - L[seg] + j, K * Tp + first[seg] + j - L[seg])
+    return Varlen(idx, cu_q.int(), cu_k.int(), int(c.max()), int(lk.max()))
+
+
+class _Gather(torch.autograd.Function):
+    """src.index_select(0, idx), its gradient summed in fp32: a prompt key is read by every row
+    of its group, and atomic adds in bf16 would round at each of them."""
+
+    @staticmethod
+    def forward(ctx, src, idx):
+        ctx.save_for_backward(idx)
+        ctx.rows = src.shape[0]
+        return src.index_select(0, idx)
+
+    @staticmethod
+    def backward(ctx, grad):
+        idx, = ctx.saved_tensors
+        acc = grad.new_zeros(ctx.rows, *grad.shape[1:], dtype=torch.float32).index_add_(0, idx, grad.float())
+        return acc.to(grad.dtype), None
+
+
+def _attend_varlen(q, k_src, v_src, vl: Varlen, scale):
+    """Attention of packed queries q [N, H, Dh] over each row's keys (`Varlen`), causal from the
+    lower right: a completion token sees its prompt and its own row up to itself."""
+    k, v = _Gather.apply(k_src, vl.idx), _Gather.apply(v_src, vl.idx)
+    if q.is_cuda:
+        return torch.ops.aten._flash_attention_forward(q, k, v, vl.cu_q, vl.cu_k, vl.max_q, vl.max_k, 0.0, True,
+                                                       False, scale=scale)[0]
+    cq, ck = vl.cu_q.tolist(), vl.cu_k.tolist()
+    return torch.cat([_attend(q[cq[i]:cq[i + 1]].transpose(0, 1)[None], k[ck[i]:ck[i + 1]].transpose(0, 1)[None],
+                              v[ck[i]:ck[i + 1]].transpose(0, 1)[None], None, scale)[0].transpose(0, 1)
+                      for i in range(len(cq) - 1)])
+
+
 def _project_qkv(layer, x, cos, sin, norm):
     """q, k, v [b, L, heads, Dh] of the normed input x [b, L, D], q and k rotated (transformers' rotation)."""
     attn = layer.self_attn
@@ -216,12 +278,16 @@ def _two_pass_layer(layer, hp, hc, st, prompt_rows, comp_rows, key_of_row, p_kw,
     variant = st.variant if issubclass(st.variant, FrozenReader) else FusedDelta if fused_adapter else ExactDelta
     K, Tp = hp.shape[:2]
     with st.scope(variant=variant, **prompt_rows):
-        q, k, v = _project_qkv(layer, norm(layer.input_layernorm, hp), *p_kw["rotary"], norm)
-        q, k, v = (t.transpose(1, 2) for t in (q, k, v))
+        q, k_tok, v_tok = _project_qkv(layer, norm(layer.input_layernorm, hp), *p_kw["rotary"], norm)
+        q, k, v = (t.transpose(1, 2) for t in (q, k_tok, v_tok))
         o = _attend(q, k, v, p_kw["allowed"], attn.scaling).transpose(1, 2).reshape(K, Tp, -1)
         hp = _after_attention(layer, hp, o, norm)
     with st.scope(variant=variant, **comp_rows):
         qc, kc, vc = _project_qkv(layer, norm(layer.input_layernorm, hc), *c_kw["rotary"], norm)
+        if c_kw["varlen"] is not None:  # every row's keys gathered in one layout, no padding
+            k_src, v_src = torch.cat([k_tok.flatten(0, 1), kc[:, 0]]), torch.cat([v_tok.flatten(0, 1), vc[:, 0]])
+            o = _attend_varlen(qc[:, 0], k_src, v_src, c_kw["varlen"], attn.scaling)
+            return hp, _after_attention(layer, hc, o.flatten(1)[:, None], norm)
         o = qc.new_empty(qc.shape[0], *qc.shape[2:])  # [N, H, Dh]
         for rows, tok, pk in c_kw["buckets"]:  # rows of like length: little padding in attention
             qb, kb, vb = (pk.pad(t[tok, 0]).transpose(1, 2) for t in (qc, kc, vc))  # [b, heads, Tb, Dh]
@@ -350,7 +416,11 @@ def _two_pass_hidden(model, seqs: Seqs, checkpoint_layers: bool, fused_adapter: 
         raise ValueError("logprob: a per-row probe needs one_pass=True (packed tokens are rows of their own)")
     B, Tp, Tc = len(sp.owner), sp.prompt_ids.shape[1], sp.comp_ids.shape[1]
     row, col = sp.comp_mask.nonzero(as_tuple=True)  # row-major: a row's tokens in order
-    buckets = Packing(row, col, B, Tc).buckets()
+    n = sp.comp_mask.sum(1)
+    dtype = a.embed.weight.dtype
+    varlen = VARLEN == "always" or (VARLEN == "cuda" and row.is_cuda and dtype in (torch.bfloat16, torch.float16)
+                                    and torch.cuda.get_device_capability(row.device)[0] >= 8)  # flash: Ampere on
+    buckets = None if varlen else Packing(row, col, B, Tc).buckets()
     key_prompt, key_of_row = _keys(sp.owner, st)
     m_rows, d_rows = st.m, st.d
     m_keys = None if m_rows is None else torch.zeros_like(m_rows[:len(key_prompt)]).index_copy_(0, key_of_row, m_rows)
@@ -359,7 +429,7 @@ def _two_pass_hidden(model, seqs: Seqs, checkpoint_layers: bool, fused_adapter: 
     if st.pool_weights is not None:
         # the caller's weights [B, T] over the left-padded rows, read at each completion token
         # (the gate pools completion tokens only; the prompt pass pools nothing)
-        T, n = seqs.input_ids.shape[1], sp.comp_mask.sum(1)
+        T = seqs.input_ids.shape[1]
         pool_tok = st.pool_weights[row, T - n[row] + col][:, None]
 
     dev = sp.owner.device
@@ -380,7 +450,8 @@ def _two_pass_hidden(model, seqs: Seqs, checkpoint_layers: bool, fused_adapter: 
         with torch.no_grad():
             hp, hc = a.embed(sp.prompt_ids), a.embed(sp.comp_ids[row, col])[:, None]
             p_kw = dict(rotary=a.rotary(hp, pos_p), allowed=allowed_p)
-            c_kw = dict(rotary=a.rotary(hc, pos_c), allowed=allowed_c, buckets=buckets)
+            c_kw = dict(rotary=a.rotary(hc, pos_c), allowed=allowed_c, buckets=buckets,
+                        varlen=_varlen(sp.owner, len(sp.prompt_ids), Tp, sp.lengths, n) if varlen else None)
             for layer in a.layers[:depth]:
                 hp, hc = _two_pass_layer(layer, hp, hc, st, {}, {}, sp.owner, p_kw, c_kw, fused_adapter)
         trunk = (hp, hc)
@@ -388,7 +459,8 @@ def _two_pass_hidden(model, seqs: Seqs, checkpoint_layers: bool, fused_adapter: 
     # the adapted layers: each prompt once per distinct routing mask among its rows
     hp = hp[key_prompt]
     p_kw = dict(rotary=a.rotary(hp, pos_p[key_prompt]), allowed=None if allowed_p is None else allowed_p[key_prompt])
-    c_kw = dict(rotary=a.rotary(hc, pos_c), allowed=allowed_c, buckets=buckets)
+    c_kw = dict(rotary=a.rotary(hc, pos_c), allowed=allowed_c, buckets=buckets,
+                varlen=_varlen(key_of_row, len(key_prompt), Tp, sp.lengths, n) if varlen else None)
     grad = torch.is_grad_enabled() and checkpoint_layers and hp.shape[0] * Tp + len(row) > CHECKPOINT_ABOVE_TOKENS
     prompt_rows = dict(m=m_keys, d=d_keys, pool_weights=None)
     comp_rows = dict(m=None if m_rows is None else m_rows[row], d=None if d_rows is None else d_rows[row],
@@ -410,7 +482,6 @@ def _two_pass_hidden(model, seqs: Seqs, checkpoint_layers: bool, fused_adapter: 
     t = torch.arange(len(row), device=dev)
     pred = pred[torch.where(col == 0, row, B + t - 1)]
     # right-align each row's completion, like the left-padded `seqs`
-    n = sp.comp_mask.sum(1)
     Lc = int(seqs.completion_mask.sum(1).max())
     return pred, Packing(row, col + Lc - n[row], B, Lc), trunk
 
