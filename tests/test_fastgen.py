@@ -624,6 +624,48 @@ def test_attention_buckets_partition_the_rows_by_length():
     assert len(same) == 1 and same[0][2].rows == 6
 
 
+def test_varlen_layout_under_a_frozen_trunk_with_empty_rows_and_recompute_matches_the_plain_forward(monkeypatch):
+    """The variable-length layout where a run meets it: the frozen trunk's layer (rows mapped to
+    their prompt, not to a key of prompt and mask), a row with no completion token (no queries,
+    left out of the layout), every adapted layer checkpointed and recomputed in the backward, the
+    train forward from the trunk that the no-grad forward kept, and that trunk cut to a few rows:
+    each gives the plain forward's log-probs and gradients."""
+    monkeypatch.setattr(logprob, "shares_prompts", lambda seqs: True)
+    monkeypatch.setattr(logprob, "VARLEN", "always")
+    monkeypatch.setattr(logprob, "CHECKPOINT_ABOVE_TOKENS", 0)
+    model = spread(tiny_qwen3())  # two layers: layer 0 is the trunk
+    tok = synthetic_tokenizer(V)
+    lora = perturbed_lora(model, last_layers=1)
+    ps = [p for p in prompts(3, lo=3, hi=14) for _ in range(3)]  # 3 groups of 3 rows, ragged prompts
+    comps = rollout.generate(model, tok, ps, 10, 1.0, batch_size=9, lora=lora)
+    comps[4], comps[7] = [], comps[7][:1]
+    seqs = rollout.pack([tok(p, add_special_tokens=False)["input_ids"] for p in ps], comps, 0)
+    zones = ["keep", "route", "absorb", "route", "keep", "keep", "absorb", "route", "keep"]
+    with torch.no_grad(), lora.sampling([i % 2 == 0 for i in range(9)]):
+        _, _, trunk = logprob.token_logprobs(model, seqs, return_trunk=True)
+
+    def run(fn, **kw):
+        for p in lora.parameters():
+            p.grad = None
+        with lora.masked(zones):
+            logp, mask = fn(model, seqs, **kw)
+        (logp * torch.linspace(-1, 1, logp.numel()).view_as(logp)).sum().backward()
+        return logp.detach(), mask, [p.grad.clone() for p in lora.parameters()]
+
+    ref, ref_mask, ref_g = run(logprob.reference_token_logprobs)
+    for kw in ({}, {"trunk": trunk}):
+        got, mask, g = run(logprob.token_logprobs, **kw)
+        assert torch.equal(mask, ref_mask) and not mask[4].any()
+        torch.testing.assert_close(got, ref, atol=1e-5, rtol=1e-5)
+        for a, b in zip(g, ref_g):
+            assert (a - b).norm() <= 1e-4 * b.norm()
+    rows = [1, 3, 4, 7]
+    with torch.no_grad(), lora.masked([zones[i] for i in rows]):
+        ref_sub, _ = logprob.reference_token_logprobs(model, seqs.rows(rows))
+        got_sub, _ = logprob.token_logprobs(model, seqs.rows(rows), trunk=logprob.trunk_rows(seqs, trunk, rows))
+    torch.testing.assert_close(got_sub, ref_sub, atol=1e-5, rtol=1e-5)
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="flash's variable-length kernel runs on a GPU")
 def test_varlen_flash_gives_the_bucketed_logprobs_and_grads_on_a_gpu(monkeypatch):
     """On a GPU in bf16 the completion pass attends through flash's variable-length kernel; it gives
