@@ -18,15 +18,20 @@ from vgrout import arch, decode
 from vgrout.bench import EOS, PAD, build_model, random_prompts
 
 
-def step_ms(eng: decode.Engine, span: int, n: int = 30) -> float:
+def timed(fn, n: int = 30) -> float:
+    """Milliseconds per call of fn on the GPU, after 3 untimed calls."""
     for _ in range(3):
-        eng.replay(span)  # the first captures the step's graph at this span
+        fn()
     torch.cuda.synchronize()
     t0 = time.perf_counter()
     for _ in range(n):
-        eng.replay(span)
+        fn()
     torch.cuda.synchronize()
     return 1e3 * (time.perf_counter() - t0) / n
+
+
+def step_ms(eng: decode.Engine, span: int, n: int = 30) -> float:
+    return timed(lambda: eng.replay(span), n)  # the first untimed call captures the step's graph at this span
 
 
 def make_engine(model, lora, prompts, group, new_tokens) -> decode.Engine:

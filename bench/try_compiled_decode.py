@@ -20,18 +20,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from vgrout import adapter as ad
 from vgrout.bench import build_model, random_prompts
-from profile_decode import make_engine  # noqa: E402 (this folder is on the path: the script's own)
-
-
-def timed(fn, n: int = 30) -> float:
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(n):
-        fn()
-    torch.cuda.synchronize()
-    return 1e3 * (time.perf_counter() - t0) / n
+from profile_decode import make_engine, timed  # noqa: E402 (this folder is on the path: the script's own)
 
 
 def kernels(fn) -> int:
