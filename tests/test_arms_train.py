@@ -102,7 +102,7 @@ def test_routev_reads_the_frozen_model_whatever_the_adapter_has_learned(setup):
             lora.load(path)
             gate = Gate(policy="quantile", q_lo=0.25, q_hi=0.75, buffer_size=8, warmup=0, cut_rule="buffer")
             feats[scorer, name] = train.routing_step(cfg, lora, tok, gate, {m: torch.ones(2) for m in lora.modules},
-                                                     rollouts, 0, None, {})[3]
+                                                     rollouts, 0, None, {})[2]
     assert all(torch.equal(feats["frozen", "init"][m], feats["frozen", "trained"][m]) for m in lora.modules)
     assert not all(torch.allclose(feats["live", "init"][m], feats["live", "trained"][m], atol=1e-6) for m in lora.modules)
 

@@ -204,7 +204,7 @@ def test_chunked_logprobs_and_grads_equal_token_logprobs(fused_adapter, checkpoi
     for m in lora.modules.values():
         assert m.A.grad[:m.r].abs().max() == 0 and m.A.grad[m.r:].abs().max() > 0
         assert m.B.grad[:, :m.r].abs().max() == 0 and m.B.grad[:, m.r:].abs().max() > 0
-    # the no-grad logπ_old forward pools the gate's bottleneck activations alike
+    # a no-grad forward in the sampling modes (logπ_sample; the live scorer pools the gate's activations) alike
     deploy = [True, False, True, False, False, True]
     with torch.no_grad():
         with lora.sampling(deploy), lora.capture(seqs.pool_weights()) as ref_pooled:
@@ -263,7 +263,7 @@ def test_natural_lengths_are_seeded_capped_and_have_their_mean():
 @pytest.mark.parametrize("share", [True, False])
 def test_frozen_trunk_reused_by_the_train_forward_gives_the_same_logprobs_and_grads(share, monkeypatch):
     """With the adapter on the top layer only, the layer below is a frozen trunk: the train forward
-    that starts from the trunk kept by the no-grad logπ_old forward computes the same log-probs and
+    that starts from the trunk kept by a no-grad forward (the scorer's pass) computes the same log-probs and
     gradients as a forward from the embeddings."""
     monkeypatch.setattr(logprob, "shares_prompts", lambda seqs: share)  # both forwards
     model = spread(tiny_qwen3())  # two layers: layer 0 is the trunk
@@ -294,7 +294,7 @@ def test_frozen_trunk_reused_by_the_train_forward_gives_the_same_logprobs_and_gr
 
 @pytest.mark.parametrize("share", [True, False])
 def test_the_trunk_of_some_rows_is_cut_from_the_batchs_trunk(share, monkeypatch):
-    """train.masked_old_forward runs a few rows of a micro-batch from old_forward's trunk: the
+    """train.sample_forward runs a few rows of a micro-batch from the scorer's trunk: the
     trunk cut to those rows (logprob.trunk_rows) gives the log-probs of a forward of those rows
     from the embeddings. The rows leave out the longest prompt (the cut prompts lose padding
     columns), a whole group and part of another (the cut keeps each row's prompt and tokens)."""
@@ -531,13 +531,13 @@ def test_the_reference_backend_takes_the_fast_paths_keywords():
 
 
 def test_bench_step_times_trains_own_step_functions(monkeypatch):
-    """The bench's GRPO step runs train.old_forward, train.frozen_acts, train.masked_old_forward and
+    """The bench's GRPO step runs train.frozen_acts, train.sample_forward and
     train.train_forward_backward (so a change to train's step is what it times) on its synthetic rollouts,
     and the optimizer moves the adapter."""
     from vgrout import bench, train
 
     calls = []
-    for name in ("old_forward", "frozen_acts", "masked_old_forward", "train_forward_backward"):
+    for name in ("frozen_acts", "sample_forward", "train_forward_backward"):
         real = getattr(train, name)
         monkeypatch.setattr(train, name, lambda *a, _real=real, _name=name, **kw: calls.append(_name) or _real(*a, **kw))
     model, _ = bench.build_model("qwen3-tiny-random", "cpu", seed=0)
@@ -546,8 +546,8 @@ def test_bench_step_times_trains_own_step_functions(monkeypatch):
     before = [p.detach().clone() for p in lora.parameters()]
     ps = [p for p in bench.random_prompts(2, 10, 512) for _ in range(4)]
     t, comp = bench.grpo_step(lora, opt, ps, group=4, new_tokens=6, micro_batch=4, gen_batch=8, device="cpu", seed=0)
-    assert calls == ["old_forward", "frozen_acts", "masked_old_forward", "train_forward_backward"]
-    assert comp.shape == (8, 6) and t["step"] > 0 and t["old_masked"] > 0
+    assert calls == ["frozen_acts", "sample_forward", "train_forward_backward"]
+    assert comp.shape == (8, 6) and t["step"] > 0 and t["sample_forward"] > 0
     assert any(not torch.equal(a, b) for a, b in zip(before, lora.parameters()))
 
 
@@ -622,6 +622,24 @@ def test_attention_buckets_partition_the_rows_by_length():
     assert [pk.width for _, _, pk in groups] == [1, 3, 5, 9]
     same = logprob.Packing(torch.arange(6).repeat_interleave(4), torch.arange(4).repeat(6), 6, 4).buckets(4)
     assert len(same) == 1 and same[0][2].rows == 6
+
+
+def test_flash_is_chosen_only_where_it_runs_and_an_unknown_varlen_setting_is_refused(monkeypatch):
+    """logprob.flash_runs: a GPU, bf16 / fp16, a head size flash takes; a VARLEN outside its three
+    settings fails naming itself instead of falling back silently."""
+    cpu = torch.device("cpu")
+    assert not logprob.flash_runs(cpu, torch.bfloat16, 128)
+    if torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 8:
+        gpu = torch.device("cuda")
+        assert logprob.flash_runs(gpu, torch.bfloat16, 128) and logprob.flash_runs(gpu, torch.float16, 64)
+        assert not logprob.flash_runs(gpu, torch.float32, 128)
+        assert not logprob.flash_runs(gpu, torch.bfloat16, 320) and not logprob.flash_runs(gpu, torch.bfloat16, 100)
+    monkeypatch.setattr(logprob, "shares_prompts", lambda seqs: True)
+    monkeypatch.setattr(logprob, "VARLEN", "sometimes")
+    model = spread(tiny_qwen3())
+    seqs = rollout.pack([[5, 6, 7]] * 2, [[8, 9], [10]], 0)
+    with pytest.raises(ValueError, match="logprob.VARLEN = 'sometimes'"):
+        logprob.token_logprobs(model, seqs)
 
 
 def test_varlen_layout_under_a_frozen_trunk_with_empty_rows_and_recompute_matches_the_plain_forward(monkeypatch):

@@ -1,11 +1,11 @@
 """The oracle-free rule, proven two ways, each shown able to fail.
 
-1. Step level: train()'s own routing code (train.routing_step: pack, logπ_old forward, the
-   scorer's features, scores, gate, zones) runs over fixed graded rollouts from a fixed student,
-   once with the grader's labels and once with them flipped, redrawn or permuted; every arm, both
-   cut rules, centering on and off, both scorers. Features, scores, zones, logπ_old and the
-   gate's state must be equal bit for bit. A planted leak (a route or old_forward that reads a
-   label) run through the same check is reported.
+1. Step level: train()'s own routing code (train.routing_step: pack, the scorer's features,
+   scores, gate, zones) runs over fixed graded rollouts from a fixed student, once with the
+   grader's labels and once with them flipped, redrawn or permuted; every arm, both cut rules,
+   centering on and off, both scorers. Features, scores, zones and the gate's state must be equal
+   bit for bit. A planted leak (a route or a live scorer that reads a label) run through the
+   same check is reported.
 2. Static: no module on the routing path imports the grader side or names a label; in train.py,
    which must import the grader to grade, the routing functions (and every train.py function
    they call) name no label and no grader-side module. The scanner is shown to report leaks.
@@ -33,7 +33,7 @@ ROUTING_MODULES = ["vgrout/vact.py", "vgrout/gate.py", "vgrout/adapter.py", "vgr
                    "vgrout/arms.py", "vgrout/fastgen.py", "vgrout/decode.py", "vgrout/arch.py",
                    "vgrout/rollout.py", "vgrout/io.py", "vgrout/layout.py"]
 # train.py's routing functions; the scan adds every train.py function they call
-ROUTING_FUNCTIONS = ["new_gate", "routing_step", "to_seqs", "old_forward", "frozen_acts", "route",
+ROUTING_FUNCTIONS = ["new_gate", "routing_step", "to_seqs", "live_acts", "frozen_acts", "route",
                      "load_yoke", "yoke_counts", "uniform_scores"]
 FORBIDDEN_MODULES = {"vgrout.grader", "vgrout.evaluate", "vgrout.aggregate", "vgrout.diagnostics"}
 # a Rollout's labels, the grader's fields, and the step log's label-derived columns
@@ -129,13 +129,13 @@ def test_train_routing_functions_read_no_label():
     leaks, scanned = scan_functions(source, ROUTING_FUNCTIONS, "vgrout/train.py",
                                     {_module(r) for r in ROUTING_MODULES})
     assert not leaks, leaks
-    assert "_logprobs" in scanned  # helpers are followed (old_forward calls it)
+    assert "keeps_trunks" in scanned  # helpers are followed (frozen_acts calls it)
     # train() reaches the routing path only through routing_step, the function the step-level
     # check runs: no direct call of its parts that the check would not see
     loop = next(n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.name == "train")
     called = [n.func.id for n in ast.walk(loop) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)]
     assert called.count("routing_step") == 1
-    assert not set(called) & {"to_seqs", "old_forward", "frozen_acts", "route", "yoke_counts", "uniform_scores"}
+    assert not set(called) & {"to_seqs", "live_acts", "frozen_acts", "route", "yoke_counts", "uniform_scores"}
 
 
 LEAKY_MODULE = """
@@ -153,7 +153,7 @@ def route(cfg, gate, scores, rollouts, step, yoke):
     return gate.decide(_nudge(scores, rollouts))
 def _nudge(scores, rollouts):
     return scores + torch.tensor([float(getattr(r, "reward")) for r in rollouts])
-def old_forward(cfg, lora, seqs, rollouts):
+def live_acts(cfg, lora, seqs, rollouts):
     return grader.grade_batch, select
 def unrelated(rollouts):
     return [r.hacked for r in rollouts]
@@ -167,11 +167,11 @@ def test_the_scanners_report_planted_leaks():
     for expected in ("imports vgrout.grader", "imports vgrout.evaluate", "names 'hacked'", "names 'gt_pass'",
                      "names 'hack_rate'"):
         assert any(expected in leak for leak in leaks), (expected, leaks)
-    leaks, scanned = scan_functions(LEAKY_TRAIN, ["route", "old_forward", "frozen_acts"], "leaky_train.py",
+    leaks, scanned = scan_functions(LEAKY_TRAIN, ["route", "live_acts", "frozen_acts"], "leaky_train.py",
                                     {"vgrout.vact"})
     for expected in ("routing function frozen_acts not found", "_nudge names 'reward'",
-                     "old_forward uses vgrout.grader", "old_forward names 'grade_batch'",
-                     "old_forward uses vgrout.pairs, which the module scan does not cover"):
+                     "live_acts uses vgrout.grader", "live_acts names 'grade_batch'",
+                     "live_acts uses vgrout.pairs, which the module scan does not cover"):
         assert any(expected in leak for leak in leaks), (expected, leaks)
     assert "unrelated" not in scanned  # grading code off the routing path is train.py's own business
 
@@ -281,16 +281,14 @@ def fixed(tmp_path_factory):
 
 def trace(cfg, lora, tok, steps) -> list[dict]:
     """What train()'s routing path produces over fixed graded steps, set up as train() sets it up:
-    per step the scorer's features, scores, zones, logπ_old, and the gate's state after it."""
+    per step the scorer's features, scores, zones, and the gate's state after it."""
     gate = train.new_gate(cfg)
     direction = vact.gate_direction(cfg.name or cfg.arm.name, cfg.vact_dir, cfg.seed, cfg.gate.placebo_seed, lora)
     yoke = train.load_yoke(cfg) if cfg.arm.yoked else None
     out = []
     for step, rollouts in enumerate(steps):
-        _, logps_old, _, acts, scores, zones = train.routing_step(cfg, lora, tok, gate, direction, rollouts,
-                                                                  step, yoke, {})
-        out.append({"acts": acts, "scores": scores, "zones": zones, "logps_old": logps_old,
-                    "gate": gate.state_dict()})
+        _, _, acts, scores, zones = train.routing_step(cfg, lora, tok, gate, direction, rollouts, step, yoke, {})
+        out.append({"acts": acts, "scores": scores, "zones": zones, "gate": gate.state_dict()})
     return out
 
 
@@ -373,7 +371,7 @@ def test_replacing_or_permuting_the_labels_changes_no_routing(fixed, arm, gate):
 
 
 def test_the_reference_backend_routes_the_same_without_labels(fixed):
-    """train.fast off: logπ_old and the live features come from the reference forward instead."""
+    """train.fast off: the live features come from the reference forward instead."""
     root, lora, tok, steps, _ = fixed
     cfg = _cfg(root, "routeA", fast=False, scorer="live", center=True)
     found = differences(trace(cfg, lora, tok, steps), trace(cfg, lora, tok, relabel(steps, "flipped")))
@@ -392,14 +390,14 @@ def _leaky_teacher_route(cfg, gate, scores, rollouts, step, yoke):
                                                                 for r in rollouts]), rollouts, step, yoke)
 
 
-def _leaky_old_forward(cfg, lora, seqs, rollouts, pool):
+def _leaky_live_acts(cfg, lora, seqs, rollouts):
     """A leak: the live scorer's features scaled by each row's reward."""
-    logps, trunks, acts = LEAK_FREE["old_forward"](cfg, lora, seqs, rollouts, pool)
+    acts, trunks = LEAK_FREE["live_acts"](cfg, lora, seqs, rollouts)
     w = torch.tensor([1.0 + r.reward for r in rollouts]).unsqueeze(1)
-    return logps, trunks, {m: a * w for m, a in acts.items()}
+    return {m: a * w for m, a in acts.items()}, trunks
 
 
-LEAK_FREE = {"route": train.route, "old_forward": train.old_forward, "to_seqs": train.to_seqs,
+LEAK_FREE = {"route": train.route, "live_acts": train.live_acts, "to_seqs": train.to_seqs,
              "probe_gradients": vact.probe_gradients}
 
 
@@ -424,7 +422,7 @@ def _leaky_probe(monkeypatch):
     ("route", _leaky_route, "frozen", "placebo", "absorb"),
     ("route", _leaky_teacher_route, "frozen", "routeA", "gate"),
     ("route", _leaky_teacher_route, "frozen", "placebo", "gate"),
-    ("old_forward", _leaky_old_forward, "live", "routeA", "absorb"),
+    ("live_acts", _leaky_live_acts, "live", "routeA", "absorb"),
     ("probe_gradients", _leaky_probe, "frozen", "routeV", "absorb")])
 def test_the_check_catches_a_planted_leak(fixed, monkeypatch, part, leak, scorer, arm, teacher_zone):
     """The same check with a label-reading part planted in train's routing path must fail (a leak
@@ -437,6 +435,6 @@ def test_the_check_catches_a_planted_leak(fixed, monkeypatch, part, leak, scorer
     cfg = _cfg(root, arm, root / "yoke.jsonl", scorer=scorer, teacher_zone=teacher_zone)
     found = differences(trace(cfg, lora, tok, steps), trace(cfg, lora, tok, relabel(steps, "flipped")))
     assert found, f"a {part} that reads labels went unnoticed"
-    if part in ("old_forward", "probe_gradients"):
+    if part in ("live_acts", "probe_gradients"):
         assert "step 0: scores differs" in found
     assert any("zones differs" in f for f in found)

@@ -62,7 +62,7 @@ def _cfg(root, model_dir, name, arm="routeA", direction=None, stop_after=None, p
 
 
 def _rows(path):
-    drop = {"t_generate", "t_grade", "t_old", "t_score", "t_old_masked", "t_train"}
+    drop = {"t_generate", "t_grade", "t_score", "t_sample", "t_train"}
     return [{k: v for k, v in json.loads(line).items() if k not in drop}
             for line in open(path)]
 
@@ -211,10 +211,10 @@ def test_changed_direction_never_resumes_a_finished_run(setup):
     assert len(second) == len(first) and second != first
 
 
-def test_one_old_forward_over_several_micro_batches_gives_the_same_step(setup):
-    """train.old_micro_batch: logπ_old from one larger no-grad forward, read back per train
-    micro-batch (its rows, its right-aligned completion columns), gives the default's step; the
-    train forward then recomputes the frozen trunk below the adapted layer."""
+def test_one_no_grad_forward_over_several_micro_batches_gives_the_same_step(setup):
+    """train.old_micro_batch: the scorer's features and logπ_sample from larger no-grad forwards,
+    read back per train micro-batch (its rows, its right-aligned completion columns), give the
+    default's step; the train forward then recomputes the frozen trunk below the adapted layer."""
     from vgrout.io import InputError
 
     root, model_dir = setup
@@ -227,10 +227,14 @@ def test_one_old_forward_over_several_micro_batches_gives_the_same_step(setup):
     a = train.train(_cfg(root, model_dir, "old_rows_2", **kw), progress=False)
     b = train.train(_cfg(root, model_dir, "old_rows_8", old_micro_batch=8, **kw), progress=False)
     ra, rb = _rows(a / "steps.jsonl")[0], _rows(b / "steps.jsonl")[0]
-    # rows of one step's policy: a misread row or column would move rho off 1
+    # every student row trains in keep, sampled by the full model: each reads logπ_sample. At the
+    # init the quarantine block adds nothing, so keep and full are one function: a misread row or
+    # column would move the importance weight π_old/π_sample off 1
     assert rb["n_keep"] == 6 and rb["n_keep_teacher"] == 2  # every row: 6 student, 2 teacher
-    assert rb["rho_mean_keep"] == pytest.approx(1.0, abs=1e-4)
-    assert rb["rho_max_keep"] == pytest.approx(1.0, abs=1e-4)
+    for r in (ra, rb):
+        assert r["is_min_keep_student"] == pytest.approx(1.0, abs=1e-4)
+        assert r["is_max_keep_student"] == pytest.approx(1.0, abs=1e-4)
+        assert r["rho_mean_keep"] == r["rho_max_keep"] == 1.0  # π_old is the train forward's own logπ
     for k in ("loss", "gradnorm_deployed", "reward_mean"):
         assert rb[k] == pytest.approx(ra[k], rel=1e-4, abs=1e-7), k
     wa, wb = load_file(str(a / "adapter.safetensors")), load_file(str(b / "adapter.safetensors"))
@@ -373,3 +377,60 @@ def test_importance_weights_are_bounded_and_teacher_rows_train_at_rho_one(setup)
     capped = [r for r in rows if (r["is_max_keep_student"] or 0) > cfg.t.is_cap]
     assert capped and all(r["clipfrac_is_keep_student"] > 0 for r in capped)
 
+
+
+def test_the_train_forwards_own_logprob_is_pi_old_of_a_one_update_step():
+    """A step makes one update, so π_old under a row's mask is the train forward's own logπ,
+    detached: the step's gradient equals that of the surrogate with π_old from a separate no-grad
+    forward under each row's mask (the function the update starts from), within rounding. The
+    rows trained in another function than their sampling mode read logπ_sample for their
+    importance weight: leaving it out (w = 1 on every row) moves the gradient."""
+    from types import SimpleNamespace
+
+    from tests.conftest import make_tiny_llama
+    from vgrout import grpo, logprob, rollout
+
+    torch.manual_seed(0)
+    lora = ad.attach(make_tiny_llama(layers=3), r=2, seed=0, last_layers=2)
+    with torch.no_grad():  # both blocks off their init: keep and the full model differ
+        for m in lora.modules.values():
+            m.A.add_(0.5 * torch.randn_like(m.A))
+            m.B.add_(0.5 * torch.randn_like(m.B))
+    g = torch.Generator().manual_seed(1)
+    prompts = [torch.randint(3, 97, (int(torch.randint(3, 7, (1,), generator=g)),), generator=g).tolist()
+               for _ in range(3)]
+    comps = [torch.randint(3, 97, (int(torch.randint(2, 9, (1,), generator=g)),), generator=g).tolist()
+             for _ in range(6)]
+    seqs = rollout.pack([prompts[i // 2] for i in range(6)], comps, pad_id=0)
+    rollouts = [SimpleNamespace(deploy=d, source=s) for d, s in
+                zip([False, True, False, True, False, False], ["student"] * 5 + ["teacher"])]
+    zones = ["keep", "keep", "absorb", "route", "route", "keep"]
+    assert train.needs_sample_logprobs(rollouts, zones) == [True, False, False, True, False, False]
+    adv = torch.tensor([1.0, -1.0, 0.5, -0.5, 2.0, -2.0])
+    cfg = SimpleNamespace(fast=True, t=config.Train(micro_batch=3, max_new_tokens=8, temperature=1.0))
+
+    def grads(pi_old_mode):
+        for p in lora.parameters():
+            p.grad = None
+        if pi_old_mode == "own":
+            sample = train.sample_forward(cfg, lora, seqs, rollouts, zones, None)
+            train.train_forward_backward(cfg, lora, seqs, sample, None, adv, zones, rollouts, len(seqs))
+        else:  # π_old from its own no-grad forward under each row's mask
+            with torch.no_grad():
+                with lora.masked(zones):
+                    old, _ = logprob.token_logprobs(lora.model, seqs)
+                with lora.sampling([r.deploy for r in rollouts]):
+                    sampled, _ = logprob.token_logprobs(lora.model, seqs)
+            need = torch.tensor(train.needs_sample_logprobs(rollouts, zones))[:, None]
+            behav = torch.where(need, sampled, old) if pi_old_mode == "masked" else old
+            with lora.masked(zones):
+                logp, mask = logprob.token_logprobs(lora.model, seqs)
+            obj, _ = grpo.bounded_surrogate(logp, old, behav, adv, mask, cfg.t.clip_eps, cfg.t.is_cap,
+                                            cfg.t.dual_clip)
+            grpo.dr_grpo_loss(obj, len(seqs), cfg.t.max_new_tokens).backward()
+        return torch.cat([p.grad.flatten() for p in lora.parameters()])
+
+    own, masked, unweighted = grads("own"), grads("masked"), grads("unweighted")
+    assert own.abs().max() > 0
+    torch.testing.assert_close(own, masked, atol=1e-6, rtol=1e-5)
+    assert (own - unweighted).abs().max() > 1e-3  # against the 1e-6 the two right ones agree within

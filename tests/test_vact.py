@@ -6,7 +6,7 @@ import torch
 
 from tests.conftest import make_tiny_llama
 from vgrout import adapter as ad
-from vgrout import config, rollout, train, vact
+from vgrout import config, logprob, rollout, train, vact
 from vgrout.model import load, resolve
 
 
@@ -27,32 +27,38 @@ def _trained(lora):
             m.B.add_(0.3 * torch.randn_like(m.B))
 
 
-def test_the_frozen_features_read_off_the_kept_trunk_equal_a_full_forward():
-    """train.frozen_acts starts at the first adapted layer from old_forward's trunk: bit for bit the
-    features of a full frozen forward (the layers below hold no adapter), at any adapter state; and
-    the fast forward's features equal the model's own forward (the reference) within fp32 rounding.
-    Reading other rows' trunk breaks the equality, so the check can fail."""
+def test_the_frozen_scorer_keeps_the_trunk_the_masked_forwards_start_from():
+    """train.frozen_acts gives the frozen features of a full forward (within fp32 rounding of the
+    model's own forward; the init's space at any adapter state) and keeps each micro-batch's
+    frozen trunk. The trained adapter's masked forwards from that trunk give, bit for bit, the
+    logπ of a forward from scratch (the layers below hold no adapter). Another row's trunk breaks
+    the equality, so the check can fail."""
     lora = ad.attach(make_tiny_llama(layers=3), r=2, seed=0, last_layers=1)  # layers below the top one: a frozen trunk
     _trained(lora)
     seqs = _seqs()
     cfg = SimpleNamespace(fast=True, t=config.Train(micro_batch=3, max_new_tokens=8, temperature=0.8))
-    rows = [SimpleNamespace(deploy=i % 2 == 0) for i in range(len(seqs))]
-    _, trunks, _ = train.old_forward(cfg, lora, seqs, rows, pool=False)
+    acts, trunks = train.frozen_acts(cfg, lora, seqs)
     assert trunks is not None and len(trunks) == 2
-    kept = train.frozen_acts(cfg, lora, seqs, trunks)
     full = vact.pooled_activations(lora, seqs, batch_size=3, frozen=True, fast=True)
     reference = vact.pooled_activations(lora, seqs, batch_size=3, frozen=True, fast=False)
-    assert all(torch.equal(kept[m], full[m]) for m in full)
+    assert all(torch.equal(acts[m], full[m]) for m in full)
     assert max((full[m] - reference[m]).abs().max().item() for m in full) < 1e-5
+    zones = ["keep", "absorb", "route"] * 2
+    flip = lambda t: tuple(x.flip(0) for x in t) if isinstance(t, tuple) else t.flip(0)  # noqa: E731
+    for k, s in enumerate(range(0, len(seqs), 3)):
+        mb = seqs.rows(slice(s, s + 3))
+        with torch.no_grad(), lora.masked(zones[s:s + 3]):
+            scratch, _ = logprob.token_logprobs(lora.model, mb)
+            kept, _ = logprob.token_logprobs(lora.model, mb, trunk=trunks[k])
+            other, _ = logprob.token_logprobs(lora.model, mb, trunk=flip(trunks[k]))
+        assert torch.equal(kept, scratch)
+        assert not torch.equal(other, scratch)
     # the frozen space is the init's: resetting the adapter to its init leaves it where it is
     for m in lora.modules.values():
         with torch.no_grad():
             m.A.copy_(m.A0), m.B.copy_(m.B0)
     assert all(torch.equal(vact.pooled_activations(lora, seqs, batch_size=3, frozen=True, fast=True)[m], full[m])
                for m in full)
-    flip = lambda t: tuple(x.flip(0) for x in t) if isinstance(t, tuple) else t.flip(0)  # noqa: E731
-    others = train.frozen_acts(cfg, lora, seqs, [flip(t) for t in trunks])  # each row another's trunk
-    assert not all(torch.equal(others[m], full[m]) for m in full)
 
 
 def test_pairs_are_encoded_as_the_rollouts_the_gate_pools():
@@ -69,7 +75,7 @@ def test_pairs_are_encoded_as_the_rollouts_the_gate_pools():
 
 
 def test_a_model_the_engine_does_not_run_scores_through_the_reference_forward():
-    """fast on, but a layout the fast engine does not run (an output head with a bias): old_forward
+    """fast on, but a layout the fast engine does not run (an output head with a bias): the scorer
     keeps no trunk, and the frozen features come from the model's own forward, as with fast off."""
     import torch.nn as nn
     model = make_tiny_llama(layers=3)
@@ -78,9 +84,7 @@ def test_a_model_the_engine_does_not_run_scores_through_the_reference_forward():
     lora = ad.attach(model, r=2, seed=0, last_layers=1)
     seqs = _seqs()
     cfg = SimpleNamespace(fast=True, t=config.Train(micro_batch=3, max_new_tokens=8, temperature=0.8))
-    rows = [SimpleNamespace(deploy=False) for _ in range(len(seqs))]
-    _, trunks, _ = train.old_forward(cfg, lora, seqs, rows, pool=False)
+    got, trunks = train.frozen_acts(cfg, lora, seqs)
     assert trunks is None
-    got = train.frozen_acts(cfg, lora, seqs, trunks)
     ref = vact.pooled_activations(lora, seqs, batch_size=3, frozen=True, fast=False)
     assert all(torch.equal(got[m], ref[m]) for m in ref)

@@ -6,9 +6,9 @@ What it measures, all on the same GPU in one run:
   floor = Σ over decode steps of (weight bytes + KV-cache bytes read) / copy bandwidth;
 - the plain HF `generate` path (what vgrout.rollout.generate runs), timed at two short lengths
   and extrapolated to the full length (its cost per step is flat in the step);
-- the no-grad logπ forwards (sampling modes; the training masks where they differ) and the
-  train forward+backward under keep/absorb/route masks (train.old_forward,
-  train.masked_old_forward and train.train_forward_backward: train's own step), the optimizer step,
+- the frozen scorer's pass, logπ_sample of the rows whose training mask differs from their
+  sampling mode, and the train forward+backward under keep/absorb/route masks (train.frozen_acts,
+  train.sample_forward and train.train_forward_backward: train's own step), the optimizer step,
   the whole step, and peak GPU memory;
 - optionally TRL's GRPOTrainer on the same shape (bench/trl_grpo.py, its own process).
 
@@ -194,12 +194,10 @@ def grpo_step(lora, opt, prompts: list[list[int]], group: int, new_tokens: int, 
               lengths: list[int] | None = None) -> tuple[dict, torch.Tensor]:
     """One Dr.GRPO step of the fast path in train.py's order, through train's own step functions:
     generate (synthetic rollouts: random prompts, completions forced to full length, or row i to
-    lengths[i] tokens), (grade:
-    random rewards), train.old_forward (logπ in the sampling modes), train.frozen_acts (the gate's
-    scores), masks, train.masked_old_forward (logπ_old under the masks, for the rows whose mask
-    differs from their sampling mode: here the keep rows), train.train_forward_backward, per-block
-    clip, AdamW. peaks: filled with each phase's peak GPU
-    memory (GB)."""
+    lengths[i] tokens), (grade: random rewards), train.frozen_acts (the gate's scores), masks,
+    train.sample_forward (logπ_sample of the rows whose mask differs from their sampling mode:
+    here the keep rows), train.train_forward_backward, per-block clip, AdamW. peaks: filled with
+    each phase's peak GPU memory (GB)."""
     model, n = lora.model, len(prompts)
     cuda = torch.device(device).type == "cuda"
     # the parts of a TrainRun that train's step functions read
@@ -233,27 +231,22 @@ def grpo_step(lora, opt, prompts: list[list[int]], group: int, new_tokens: int, 
     rollouts = [SimpleNamespace(deploy=False, source="student")] * n  # every row sampled with the quarantine on
     direction = vact.haar_direction({name: torch.empty(m.r) for name, m in lora.modules.items()}, seed)
 
-    t0 = time.perf_counter()
-    logps_sample, trunks, _ = train.old_forward(cfg, lora, seqs, rollouts, pool=False)  # frozen scorer
-    _sync(device)
-    t["old_forward"] = time.perf_counter() - t0
-    peak("old_forward")
-
-    t0 = time.perf_counter()  # the frozen scorer's pass over the adapted layers (gate.scorer frozen, the default)
-    vact.score(train.frozen_acts(cfg, lora, seqs, trunks), direction)
+    t0 = time.perf_counter()  # the frozen scorer's pass (gate.scorer frozen, the default); it keeps the trunks
+    acts, trunks = train.frozen_acts(cfg, lora, seqs)
+    vact.score(acts, direction)
     _sync(device)
     t["frozen_score"] = time.perf_counter() - t0
     peak("frozen_score")
 
     t0 = time.perf_counter()
-    logps_old = train.masked_old_forward(cfg, lora, seqs, rollouts, zones, logps_sample, trunks)
+    logps_sample = train.sample_forward(cfg, lora, seqs, rollouts, zones, trunks)
     _sync(device)
-    t["old_masked"] = time.perf_counter() - t0
-    peak("old_masked")
+    t["sample_forward"] = time.perf_counter() - t0
+    peak("sample_forward")
 
     t0 = time.perf_counter()
     opt.zero_grad(set_to_none=True)
-    train.train_forward_backward(cfg, lora, seqs, logps_old, logps_sample, trunks, adv, zones, rollouts, n)
+    train.train_forward_backward(cfg, lora, seqs, logps_sample, trunks, adv, zones, rollouts, n)
     _sync(device)
     t["train_fwd_bwd"] = time.perf_counter() - t0
     peak("train_fwd_bwd")
@@ -395,7 +388,7 @@ def bench(model: str = "qwen3-4b-random", batch: int = 64, prompt_len: int = 300
     batch = prompts × group rollouts; r = lora2r block rank (adapter rank 2r); gen_batch rows per
     generation chunk (default: all); keep_layers: the top decoder layers whose activations a
     checkpointed train micro-batch keeps (train.keep_layers); old_micro_batch rows per no-grad
-    logπ_old forward (default: micro_batch; train.old_micro_batch); steps GRPO steps (the first warms up when steps > 1);
+    forward (the scorer's, logπ_sample's; default: micro_batch; train.old_micro_batch); steps GRPO steps (the first warms up when steps > 1);
     hf_tokens: the two lengths the HF generate baseline is timed at (None: skip). length_mean:
     row i ends after lengths[i] tokens, drawn once per run (`natural_lengths`: lognormal of this
     mean and log-sd length_sigma, capped at new_tokens, seeded by seed); None: every row runs to
@@ -570,8 +563,8 @@ def _fmt(v) -> str:
 
 
 # The shapes docs/performance.md reports: the issue's side-by-side shape (8 prompts x G=8, ~300-token
-# prompts, 256 new tokens, train micro-batch 8 as TRL's, logπ_old in one no-grad forward of all 64
-# rollouts (TRL at beta 0 and one iteration has no such forward), adapter rank 32 = TRL's LoRA r), generation at batch 256,
+# prompts, 256 new tokens, train micro-batch 8 as TRL's, the no-grad forwards over all 64
+# rollouts at once, adapter rank 32 = TRL's LoRA r), generation at batch 256,
 # and the paper preset (16 prompts x 16 rollouts, 1,536 new tokens, r=32).
 PRESETS = {
     "issue": dict(batch=64, prompt_len=300, new_tokens=256, group=8, micro_batch=8, old_micro_batch=64, r=16,

@@ -226,8 +226,8 @@ def bench(preset: str = typer.Option("issue", help="issue | gen256 | paper | pap
           batch: Optional[int] = None, new_tokens: Optional[int] = None, prompt_len: Optional[int] = None,
           trl: bool = typer.Option(False, help="also time TRL's GRPOTrainer on the same shape"),
           out: Path = typer.Option(Path("bench.json"), "-o", "--out")):
-    """Time generation (and its ratio to the decode floor), logπ_old, train forward+backward and
-    a whole GRPO step; print a table and write json."""
+    """Time generation (and its ratio to the decode floor), the scorer's pass, logπ_sample, train
+    forward+backward and a whole GRPO step; print a table and write json."""
     from vgrout import bench as b
     if preset not in b.PRESETS:
         raise InputError(f"bench preset '{preset}' unknown; valid: {sorted(b.PRESETS)}")

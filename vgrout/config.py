@@ -126,7 +126,7 @@ class Gate(Block):
     refresh_every: int = doc(0, "re-extract v_act from the pairs every K steps (gate.scorer live); 0 = never", ge=0)
     scorer: Literal["frozen", "live"] = doc("frozen", "frozen: score in v_act's own space (base model, the "
                                             "adapter's init A0_d), the same for a text at every step; live: the "
-                                            "current A_d in the sampling forward (drifts as A_d trains)")
+                                            "current A_d, each row in its sampling mode (drifts as A_d trains)")
     cut_rule: Literal["buffer", "step"] = doc("buffer", "buffer: quantiles of the run's past student scores, so the "
                                               "routed share follows the rollouts' content; step: quantiles of the "
                                               "step's own scores (a fixed share)")
@@ -192,7 +192,7 @@ class Train(Block):
     micro_batch: int = doc(16, "rows per grad-carrying forward", ge=1)
     keep_layers: int = doc(0, "top decoder layers that keep their activations in a checkpointed micro-batch "
                               "(GPU memory for less recompute)", ge=0)
-    old_micro_batch: int = doc(0, "rows per no-grad log-prob forward (sampling modes; training masks) "
+    old_micro_batch: int = doc(0, "rows per no-grad forward (the scorer's features; logπ_sample) "
                                   "(0: micro_batch); a multiple of micro_batch: fewer, larger forwards on a GPU", ge=0)
     gen_batch: int = doc(64, "rows per generation batch", ge=1)
     ckpt_every: int = doc(12, "checkpoint every N steps (a killed run resumes from the last one)", ge=1)
@@ -274,7 +274,7 @@ class Train(Block):
 
     @property
     def old_rows(self) -> int:
-        """Rows per no-grad log-prob forward (train.old_forward, train.masked_old_forward)."""
+        """Rows per no-grad forward (train.frozen_acts / live_acts, train.sample_forward)."""
         return self.old_micro_batch or self.micro_batch
 
 

@@ -14,8 +14,8 @@ model's dtype, from copies of the adapter refreshed at every call:
 (B·A − B0·A0 regrouped so no difference of nearly equal terms is formed after rounding)
 the same function as `Lora2rLinear` (deployed + m · quarantine; m = 0 on deploy rows makes the
 quarantine term exactly zero), computed in bf16 with fp32 accumulation on a GPU instead of
-Lora2rLinear's fp32. Sampling carries no gradient and the ratio ρ reads logπ_old from the
-teacher-forced forward, so this rounding only perturbs the sampler, never the loss.
+Lora2rLinear's fp32. Sampling carries no gradient, and the loss reads logπ and logπ_sample from
+teacher-forced forwards, not the sampler's, so this rounding only perturbs the sampler.
 
 Finished rows leave the decode batch. Every COMPACT_EVERY steps the engine counts each prompt
 slot's running rows and, when they fit a smaller shape, moves them (their caches, tokens and

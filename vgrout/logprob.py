@@ -139,8 +139,8 @@ def split(seqs: Seqs) -> Split:
 
 ATTENTION_BUCKETS = 4  # the completion pass attends in up to this many groups of rows of like length
 # The completion pass's attention on a GPU in bf16 / fp16: flash's variable-length kernel over the
-# packed tokens (no padding, no per-group copies). "cuda": there; "always": also on the CPU, through
-# a per-row loop of the same layout (tests); "never": groups of like length everywhere.
+# packed tokens (no padding, no per-group copies). "cuda": where it runs (`flash_runs`); "always":
+# the same layout elsewhere too, through a per-row loop (tests); "never": groups of like length.
 VARLEN = "cuda"
 
 
@@ -239,11 +239,18 @@ class _Gather(torch.autograd.Function):
         return acc.to(grad.dtype), None
 
 
+def flash_runs(device, dtype, head_dim: int) -> bool:
+    """Whether flash's variable-length kernel takes these inputs: a GPU of compute capability 8 or
+    more, bf16 or fp16, a head size up to 256 and a multiple of 8."""
+    return (device.type == "cuda" and dtype in (torch.bfloat16, torch.float16) and head_dim <= 256
+            and head_dim % 8 == 0 and torch.cuda.get_device_capability(device)[0] >= 8)
+
+
 def _attend_varlen(q, k_src, v_src, vl: Varlen, scale):
     """Attention of packed queries q [N, H, Dh] over each row's keys (`Varlen`), causal from the
     lower right: a completion token sees its prompt and its own row up to itself."""
     k, v = _Gather.apply(k_src, vl.idx), _Gather.apply(v_src, vl.idx)
-    if q.is_cuda:
+    if flash_runs(q.device, q.dtype, q.shape[-1]):
         return torch.ops.aten._flash_attention_forward(q, k, v, vl.cu_q, vl.cu_k, vl.max_q, vl.max_k, 0.0, True,
                                                        False, scale=scale)[0]
     cq, ck = vl.cu_q.tolist(), vl.cu_k.tolist()
@@ -287,16 +294,16 @@ def _two_pass_layer(layer, hp, hc, st, prompt_rows, comp_rows, key_of_row, p_kw,
         if c_kw["varlen"] is not None:  # every row's keys gathered in one layout, no padding
             k_src, v_src = torch.cat([k_tok.flatten(0, 1), kc[:, 0]]), torch.cat([v_tok.flatten(0, 1), vc[:, 0]])
             o = _attend_varlen(qc[:, 0], k_src, v_src, c_kw["varlen"], attn.scaling)
-            return hp, _after_attention(layer, hc, o.flatten(1)[:, None], norm)
-        o = qc.new_empty(qc.shape[0], *qc.shape[2:])  # [N, H, Dh]
-        for rows, tok, pk in c_kw["buckets"]:  # rows of like length: little padding in attention
-            qb, kb, vb = (pk.pad(t[tok, 0]).transpose(1, 2) for t in (qc, kc, vc))  # [b, heads, Tb, Dh]
-            keys, values = torch.cat([k[key_of_row[rows]], kb], 2), torch.cat([v[key_of_row[rows]], vb], 2)
-            allowed = c_kw["allowed"]
-            if allowed is not None:  # its prompt's real keys, then its own tokens up to itself
-                Tb = qb.shape[2]
-                allowed = torch.cat([allowed[rows, :Tb, :Tp], allowed[rows, :Tb, Tp:Tp + Tb]], 2)
-            o[tok] = pk.pack(_attend(qb, keys, values, allowed, attn.scaling).transpose(1, 2))
+        else:
+            o = qc.new_empty(qc.shape[0], *qc.shape[2:])  # [N, H, Dh]
+            for rows, tok, pk in c_kw["buckets"]:  # rows of like length: little padding in attention
+                qb, kb, vb = (pk.pad(t[tok, 0]).transpose(1, 2) for t in (qc, kc, vc))  # [b, heads, Tb, Dh]
+                keys, values = torch.cat([k[key_of_row[rows]], kb], 2), torch.cat([v[key_of_row[rows]], vb], 2)
+                allowed = c_kw["allowed"]
+                if allowed is not None:  # its prompt's real keys, then its own tokens up to itself
+                    Tb = qb.shape[2]
+                    allowed = torch.cat([allowed[rows, :Tb, :Tp], allowed[rows, :Tb, Tp:Tp + Tb]], 2)
+                o[tok] = pk.pack(_attend(qb, keys, values, allowed, attn.scaling).transpose(1, 2))
         hc = _after_attention(layer, hc, o.flatten(1)[:, None], norm)
     return hp, hc
 
@@ -418,8 +425,9 @@ def _two_pass_hidden(model, seqs: Seqs, checkpoint_layers: bool, fused_adapter: 
     row, col = sp.comp_mask.nonzero(as_tuple=True)  # row-major: a row's tokens in order
     n = sp.comp_mask.sum(1)
     dtype = a.embed.weight.dtype
-    varlen = VARLEN == "always" or (VARLEN == "cuda" and row.is_cuda and dtype in (torch.bfloat16, torch.float16)
-                                    and torch.cuda.get_device_capability(row.device)[0] >= 8)  # flash: Ampere on
+    if VARLEN not in ("cuda", "always", "never"):
+        raise ValueError(f"logprob.VARLEN = {VARLEN!r}; valid: 'cuda', 'always', 'never'")
+    varlen = VARLEN == "always" or (VARLEN == "cuda" and flash_runs(row.device, dtype, a.head_dim))
     buckets = None if varlen else Packing(row, col, B, Tc).buckets()
     key_prompt, key_of_row = _keys(sp.owner, st)
     m_rows, d_rows = st.m, st.d

@@ -1,5 +1,5 @@
 """Rollouts: batched sampling from the student and the (prompt, completion) token batches
-that every teacher-forced forward (logπ_old, logπ, v_act pooling) reads.
+that every teacher-forced forward (logπ_sample, logπ, v_act pooling) reads.
 
 Sampling is exploration only: no gradient flows through it. Each row is sampled in its own
 mode: quarantine on (full model) or ablated (deploy), set per row by `Lora2r.sampling`.

@@ -8,24 +8,27 @@ One optimizer step, top to bottom:
      reward graded in mode none);
   3. advantages A = r − mean(group), no std division (train.baseline students: the mean of the
      group's student rows; train.advantage std divides by their standard deviation, GRPO's);
-  4. logπ_sample per token in each rollout's own sampling mode, no grad (teacher rows: full model);
-  5. score: <pooled A0_d·x of the base model, v_act> (the frozen scorer: v_act's own space, which
-     no update moves; gate.scorer live reads the current A_d in step 4's forward instead);
-     routeV scores each row's probe gradient against v_grad instead (vact.probe_gradients, the
-     same frozen model); gate the student rows: keep / absorb / route (scores only: the
-     oracle-free rule); teacher rows take gate.teacher_zone (a fixed zone, or a gate of their
-     own); a yoked run copies the per-step counts of the arm it is yoked to. Then, outside the
-     routing path: oracle routing replaces the zones by the hack labels; the screened rows (the
-     ground-truth screen's hacked rows, erase's route zone) get A = 0, and erase trains every row
-     in keep (arms.Arm.masks);
-  6. logπ_old under each row's training mask, no grad: a forward only where the mask computes
-     another function than the sampling mode (keep: the deploy model; absorb, route: the full one),
-     step 4's logπ elsewhere;
-  7. logπ under the masks; per token w = min(π_old/π_sample, c) (1 on teacher rows: no student
-     mode sampled them), ρ = π/π_old, loss = −Σ_t w·min(ρA, clip(ρ, 1−ε, 1+ε)A), floored at
-     c_dual·A where A < 0, / (n_rollouts × max_new_tokens) (grpo.bounded_surrogate); every logπ at
-     the sampling temperature;
-  8. clip each block's gradient on its own, AdamW step; log (the step row, and DVCLive's view of
+  4. score: <pooled A0_d·x of the base model, v_act> (the frozen scorer: v_act's own space, which
+     no update moves; its pass keeps the frozen trunk below the adapter for steps 5 and 6);
+     gate.scorer live pools the current A_d in each row's sampling mode instead; routeV scores
+     each row's probe gradient against v_grad instead (vact.probe_gradients, the same frozen
+     model); gate the student rows: keep / absorb / route (scores only: the oracle-free rule);
+     teacher rows take gate.teacher_zone (a fixed zone, or a gate of their own); a yoked run
+     copies the per-step counts of the arm it is yoked to. Then, outside the routing path: oracle
+     routing replaces the zones by the hack labels; the screened rows (the ground-truth screen's
+     hacked rows, erase's route zone) get A = 0, and erase trains every row in keep
+     (arms.Arm.masks);
+  5. logπ_sample per token, no grad, in the row's own sampling mode, only for the student rows
+     whose training mask computes another function than that mode (keep: the deploy model;
+     absorb, route: the full one);
+  6. logπ under the masks. A step makes one update, so π_old under a row's mask is π_θ under it
+     before that update: the train forward's own logπ, detached, with no forward of its own
+     (ρ = π/π_old is 1 in value and carries ∇logπ). Per token w = min(π_old/π_sample, c) (1 on
+     the rows trained in their sampling mode and on teacher rows: no student mode sampled them),
+     loss = −Σ_t w·min(ρA, clip(ρ, 1−ε, 1+ε)A), floored at c_dual·A where A < 0,
+     / (n_rollouts × max_new_tokens) (grpo.bounded_surrogate); every logπ at the sampling
+     temperature;
+  7. clip each block's gradient on its own, AdamW step; log (the step row, and DVCLive's view of
      it); checkpoint every N steps (a killed run resumes from the last one).
 """
 from __future__ import annotations
@@ -391,39 +394,53 @@ def _logprobs(cfg):
     return token_logprobs
 
 
+def keeps_trunks(cfg) -> bool:
+    """Whether the scorer's pass keeps the frozen trunk (the layers below the adapter) for the
+    train forward: on the fast path, when its micro-batches are the train forward's."""
+    return cfg.fast and cfg.t.old_rows == cfg.t.micro_batch
+
+
+def frozen_acts(cfg, lora, seqs) -> tuple[dict[str, torch.Tensor], list | None]:
+    """The frozen scorer's features of every row: pooled A0_d·x in the base model (vact's space);
+    and the frozen trunk of each micro-batch where `keeps_trunks` (None elsewhere): no update
+    changes the layers below the adapter, so the train forward starts above them."""
+    return vact.pooled_activations(lora, seqs, batch_size=cfg.t.old_rows, frozen=True, fast=cfg.fast,
+                                   keep_trunks=keeps_trunks(cfg))
+
+
+def live_acts(cfg, lora, seqs, rollouts) -> tuple[dict[str, torch.Tensor], list | None]:
+    """gate.scorer live: pooled A_d·x in the current basis, each row in its own sampling mode."""
+    return vact.pooled_activations(lora, seqs, batch_size=cfg.t.old_rows, frozen=False, fast=cfg.fast,
+                                   deploy=[r.deploy for r in rollouts], keep_trunks=keeps_trunks(cfg))
+
+
+def needs_sample_logprobs(rollouts, zones) -> list[bool]:
+    """The rows whose importance weight reads logπ_sample: student rows whose training mask
+    computes another function than the mode they were sampled in. Every other row has w = 1."""
+    return [r.source == "student" and trains_another_function(r, z) for r, z in zip(rollouts, zones)]
+
+
 @torch.no_grad()
-def old_forward(cfg, lora, seqs, rollouts, pool: bool):
-    """logπ_sample: logπ_old in each rollout's own sampling mode (teacher rows: full model), and
-    with `pool` the pooled bottleneck activations in the current basis read in the same forward
-    (the live scorer's features; None without). On the fast
-    path it also keeps the frozen trunk's output (the layers below the adapter), which no
-    update changes, so the train forward starts above it. With old_micro_batch above micro_batch
-    (launch-bound GPUs: fewer, larger forwards; above logprob.SHARE_ABOVE_TOKENS a group's prompt
-    is computed once) the trunk is not kept, as it would not match the train micro-batches."""
+def sample_forward(cfg, lora, seqs, rollouts, zones, trunks) -> torch.Tensor:
+    """logπ_sample [N, Lc] (right-aligned, Lc the longest completion) in each row's own sampling
+    mode, for the rows `needs_sample_logprobs` names; 0 on the others, which never read it. One
+    forward per micro-batch of old_micro_batch rows holding such rows, over those rows only, from
+    their rows of the scorer's trunk where it kept one (logprob.trunk_rows)."""
     device = next(lora.model.parameters()).device
-    logps, trunks, acts = [], [], {m: [] for m in lora.modules}
+    need = needs_sample_logprobs(rollouts, zones)
+    out = torch.zeros(len(seqs), int(seqs.completion_mask.sum(1).max()), device=device)
     rows = cfg.t.old_rows
-    for s in range(0, len(seqs), rows):
+    for k, s in enumerate(range(0, len(seqs), rows)):
+        other = [i for i in range(min(rows, len(seqs) - s)) if need[s + i]]
+        if not other:
+            continue
         mb = seqs.rows(slice(s, s + rows)).to(device)
-        deploy = [r.deploy for r in rollouts[s:s + rows]]
-        capture = lora.capture(mb.pool_weights()) if pool else contextlib.nullcontext({})
-        with lora.sampling(deploy), capture as pooled:
-            if cfg.fast and rows == cfg.t.micro_batch:
-                logp, _, trunk = _logprobs(cfg)(lora.model, mb, return_trunk=True)
-                if trunk is not None:  # the reference path (a model the engine does not run) keeps none
-                    trunks.append(trunk)
-            else:
-                logp, _ = _logprobs(cfg)(lora.model, mb)
-        logps.append(logp)
-        for m in acts if pool else ():
-            acts[m].append(pooled[m].float().cpu())
-    return logps, trunks or None, {m: torch.cat(a) for m, a in acts.items()} if pool else None
-
-
-def frozen_acts(cfg, lora, seqs, trunks) -> dict[str, torch.Tensor]:
-    """The frozen scorer's features of every row: pooled A0_d·x in the base model (vact's space),
-    from old_forward's trunks where it kept them (the adapted layers only)."""
-    return vact.pooled_activations(lora, seqs, batch_size=cfg.t.old_rows, frozen=True, fast=cfg.fast, trunks=trunks)
+        kw = {"trunk": logprob.trunk_rows(mb, trunks[k], other)} if trunks else {}
+        with lora.sampling([rollouts[s + i].deploy for i in other]):
+            logp, _ = _logprobs(cfg)(lora.model, mb.rows(other), **kw)
+        # completions are right-aligned: these rows' last columns
+        out[torch.tensor(other, device=device) + s, out.shape[1] - logp.shape[1]:] = logp.float()
+    return out
 
 
 def route(cfg, gate: Gate, scores: torch.Tensor, rollouts, step: int, yoke: dict | None) -> list[str]:
@@ -500,26 +517,22 @@ def uniform_scores(cfg, step: int, n_students: int, n_teachers: int = 0) -> tupl
 
 
 def routing_step(cfg, lora, tok, gate: Gate, direction, rollouts, step: int, yoke: dict | None, times: dict):
-    """Steps 4-5 of a train step, from graded rollouts to zones: pack the rows, the no-grad
-    logπ_old forward (which also pools the live scorer's features), the scorer's features, the
-    scores, the zones; the gate's buffer takes the step's scores. One function, so that
-    tests/test_oracle_free.py runs exactly what train() runs with the grader's labels replaced.
-    Returns (seqs, logps_sample, trunks, acts, scores, zones): logps_sample is logπ in each row's
-    sampling mode; fills times["old"], times["score"]."""
+    """Step 4 of a train step, from graded rollouts to zones: pack the rows, the scorer's features
+    (its pass keeps the frozen trunk), the scores, the zones; the gate's buffer takes the step's
+    scores. One function, so that tests/test_oracle_free.py runs exactly what train() runs with
+    the grader's labels replaced. Returns (seqs, trunks, acts, scores, zones); fills times["score"]."""
     t0 = time.perf_counter()
     seqs = to_seqs(tok, rollouts)
     live = cfg.gate.scorer == "live"
-    logps_sample, trunks, live_acts = old_forward(cfg, lora, seqs, rollouts, pool=live and cfg.space == "act")
-    times["old"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
     if cfg.space == "grad":  # routeV: each row's probe gradient, one forward and backward of the adapted layers
         acts = vact.probe_gradients(lora, seqs, batch_size=cfg.t.old_rows, frozen=not live, fast=cfg.fast)
+        trunks = None
     else:
-        acts = live_acts if live else frozen_acts(cfg, lora, seqs, trunks)
+        acts, trunks = live_acts(cfg, lora, seqs, rollouts) if live else frozen_acts(cfg, lora, seqs)
     scores = vact.score(acts, direction)
     zones = route(cfg, gate, scores, rollouts, step, yoke)
     times["score"] = time.perf_counter() - t0
-    return seqs, logps_sample, trunks, acts, scores, zones
+    return seqs, trunks, acts, scores, zones
 
 
 def trains_another_function(rollout, zone: str) -> bool:
@@ -529,51 +542,22 @@ def trains_another_function(rollout, zone: str) -> bool:
     return (zone == "keep") != rollout.deploy
 
 
-@torch.no_grad()
-def masked_old_forward(cfg, lora, seqs, rollouts, zones, logps_sample, trunks):
-    """logπ_old under each row's training mask, per old_forward micro-batch (its layout). A row
-    whose mask computes the function it was sampled in reads logπ_sample (the same function, so
-    no forward); the other rows of a micro-batch run one masked forward of their own, from their
-    rows of old_forward's trunk where it kept one (logprob.trunk_rows: the adapted layers only)."""
-    device = next(lora.model.parameters()).device
-    rows, out = cfg.t.old_rows, []
-    for k, s in enumerate(range(0, len(seqs), rows)):
-        other = [i for i, (r, z) in enumerate(zip(rollouts[s:s + rows], zones[s:s + rows]))
-                 if trains_another_function(r, z)]
-        if not other:
-            out.append(logps_sample[k])
-            continue
-        mb = seqs.rows(slice(s, s + rows)).to(device)
-        kw = {"trunk": logprob.trunk_rows(mb, trunks[k], other)} if trunks else {}
-        with lora.masked([zones[s + i] for i in other]):
-            logp, _ = _logprobs(cfg)(lora.model, mb.rows(other), **kw)
-        old = logps_sample[k].clone()
-        # completions are right-aligned: these rows' last columns
-        old[torch.tensor(other, device=old.device), old.shape[1] - logp.shape[1]:] = logp
-        out.append(old)
-    return out
-
-
-def train_forward_backward(cfg, lora, seqs, logps_old, logps_sample, trunks, adv, zones, rollouts, n_rollouts):
+def train_forward_backward(cfg, lora, seqs, logps_sample, trunks, adv, zones, rollouts, n_rollouts):
     """The single grad-carrying forward per micro-batch, under the routing masks, and the bounded
-    surrogate (grpo.bounded_surrogate). logps_old (under the training masks) and logps_sample (in
-    the sampling modes) hold one tensor per old_forward micro-batch; completions are right-aligned,
-    so a train micro-batch reads its rows and its own last columns. Returns the loss and, per row,
-    its completion tokens' grpo.TokenStats (1-D tensors on the CPU)."""
+    surrogate (grpo.bounded_surrogate). π_old is this forward's logπ, detached (one update per
+    step: π_θ before it). logps_sample ([N, Lc], right-aligned, from sample_forward) is read on
+    the rows `needs_sample_logprobs` names; every other row's behaviour policy is π_old (w = 1).
+    Returns the loss and, per row, its completion tokens' grpo.TokenStats (1-D tensors on the CPU)."""
     device = next(lora.model.parameters()).device
+    need = needs_sample_logprobs(rollouts, zones)
     loss_total, token_rows = 0.0, []
-    rows = cfg.t.old_rows
     for k, s in enumerate(range(0, len(seqs), cfg.t.micro_batch)):
         mb = seqs.rows(slice(s, s + cfg.t.micro_batch)).to(device)
         with lora.masked(zones[s:s + cfg.t.micro_batch]):
             logp, mask = _logprobs(cfg)(lora.model, mb, **({"trunk": trunks[k]} if trunks else {}))
-        j, off = divmod(s, rows)
-        old = logps_old[j][off:off + len(mb), -logp.shape[1]:]
-        sample = logps_sample[j][off:off + len(mb), -logp.shape[1]:]
-        # a teacher row was sampled by neither student mode: no sampling probability to correct
-        # by, so its behaviour policy is taken as π_old under its mask (w = 1)
-        teacher = torch.tensor([r.source == "teacher" for r in rollouts[s:s + len(mb)]], device=device)
-        behav = torch.where(teacher[:, None], old, sample)
+        old = logp.detach()
+        sample = logps_sample[s:s + len(mb), -logp.shape[1]:].to(old.dtype)
+        behav = torch.where(torch.tensor(need[s:s + len(mb)], device=device)[:, None], sample, old)
         obj, st = grpo.bounded_surrogate(logp, old, behav, adv[s:s + cfg.t.micro_batch].to(device), mask,
                                          cfg.t.clip_eps, cfg.t.is_cap, cfg.t.dual_clip)
         loss = grpo.dr_grpo_loss(obj, n_rollouts, cfg.t.max_new_tokens)
@@ -607,7 +591,8 @@ def token_summary(stats: list) -> dict:
 
 
 def step_row(step, rollouts, zones, token_rows, loss, gnorm, upd, gate: Gate, times, screen=None) -> dict:
-    """One step's log row. ρ = π/π_old under the training mask; is: π_old/π_sample before the cap
+    """One step's log row. ρ = π/π_old under the training mask (1 in value: π_old is the train
+    forward's own logπ, detached); is: π_old/π_sample before the cap
     (1 where a row trains in its sampling mode); weff: the weight w·ρ on a token's gradient. The
     token measures come per zone and source (rho_p99_route_student, clipfrac_is_keep_teacher, ...);
     rho_mean_{zone} (the mean of the rows' mean ρ) and rho_max_{zone} cover both sources."""
@@ -774,22 +759,21 @@ def train(cfg: TrainRun, progress: bool = True) -> Path:
         rewards = oracle_rewards(cfg, rollouts)
         times["grade"] = time.perf_counter() - t0
 
-        seqs, logps_sample, trunks, acts, scores, zones = routing_step(cfg, lora, tok, gate, direction, rollouts,
-                                                                    step, yoke, times)
+        seqs, trunks, acts, scores, zones = routing_step(cfg, lora, tok, gate, direction, rollouts, step, yoke, times)
         zones = oracle_zones(cfg, rollouts, zones)
         screen = screened(cfg, rollouts, zones)
         baseline = torch.tensor([r.source == "student" for r in rollouts]) if cfg.t.baseline == "students" else None
         adv = grpo.advantages(rewards, cfg.t.group_size, baseline, cfg.t.advantage, screen)
         masks = cfg.arm.masks(zones)  # how each zone trains (erase: every row keep)
         t0 = time.perf_counter()
-        logps_old = masked_old_forward(cfg, lora, seqs, rollouts, masks, logps_sample, trunks)
-        times["old_masked"] = time.perf_counter() - t0
+        logps_sample = sample_forward(cfg, lora, seqs, rollouts, masks, trunks)
+        times["sample"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
         before = {n: (m.A.detach().clone(), m.B.detach().clone()) for n, m in lora.modules.items()}
         opt.zero_grad(set_to_none=True)
-        loss, token_rows = train_forward_backward(cfg, lora, seqs, logps_old, logps_sample, trunks, adv, masks,
-                                                  rollouts, len(rollouts))
+        loss, token_rows = train_forward_backward(cfg, lora, seqs, logps_sample, trunks, adv, masks, rollouts,
+                                                  len(rollouts))
         gnorm = lora.clip_grad_norms(cfg.t.max_grad_norm)  # the norms before the clip
         opt.step()
         upd = _update_norms(lora, before)

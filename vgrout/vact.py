@@ -37,33 +37,44 @@ SPACES = {"act": "v_act", "grad": "v_grad"}  # feature space -> the name of its 
 
 @torch.no_grad()
 def pooled_activations(lora: Lora2r, seqs: Seqs, batch_size: int = 16, progress: bool = False,
-                       frozen: bool = True, fast: bool = False, trunks: list | None = None) -> dict[str, torch.Tensor]:
+                       frozen: bool = True, fast: bool = False, deploy: list[bool] | None = None,
+                       keep_trunks: bool | None = None):
     """Pooled deployed-block bottleneck activations {module: [N, r]}. frozen: in the frozen
     scorer's space (base model, A0_d; the same at every step); else in the current basis
-    (full model, current A_d: gate.scorer live). fast: through the fast engine's forward
+    (current A_d: gate.scorer live), the full model, or with `deploy` each row in its sampling
+    mode (True: the quarantine ablated). fast: through the fast engine's forward
     (`logprob.hidden_states`, where the model's layout allows; the pairs and the rollouts are
-    pooled by the same forward, so v_act and the scores share one space), which with `trunks` (one
-    per batch of `batch_size` rows, from `train.old_forward`) starts at the first adapted layer:
-    the layers below hold no adapter, so their output is the same in every mode."""
+    pooled by the same forward, so v_act and the scores share one space). keep_trunks True or
+    False: return (activations, trunks), the frozen trunk's output of each batch of `batch_size`
+    rows (the layers below the first adapter: the same in every mode, so the train forward starts
+    above them), or None (not kept, or the model's layout gives none)."""
     device = next(lora.model.parameters()).device
     engine = fastgen.select(lora.model, fast) is fastgen.FAST
-    if trunks is not None and not engine:
-        raise ValueError("a kept trunk needs the fast engine's forward")
     parts: dict[str, list[torch.Tensor]] = {name: [] for name in lora.modules}
+    trunks = []
     starts = range(0, len(seqs), batch_size)
-    for k, start in enumerate(tqdm(starts, desc="pooling h", disable=not progress, leave=False)):
+    for start in tqdm(starts, desc="pooling h", disable=not progress, leave=False):
         b = seqs.rows(slice(start, start + batch_size)).to(device)
-        space = lora.frozen() if frozen else lora.masked(["absorb"] * len(b))
+        if frozen:
+            space = lora.frozen()
+        elif deploy is not None:
+            space = lora.sampling(deploy[start:start + batch_size])
+        else:
+            space = lora.masked(["absorb"] * len(b))
         with space, lora.capture(b.pool_weights()) as pooled:
             if engine:
-                logprob.hidden_states(lora.model, b, checkpoint_layers=False,
-                                      trunk=trunks[k] if trunks is not None else None)
+                _, trunk = logprob.hidden_states(lora.model, b, checkpoint_layers=False, return_trunk=True)
+                if keep_trunks:
+                    trunks.append(trunk)
             else:
                 lora.model(input_ids=b.input_ids, attention_mask=b.attention_mask,
                            position_ids=position_ids(b.attention_mask), logits_to_keep=1)
         for name in parts:
             parts[name].append(pooled[name].float().cpu())
-    return {name: torch.cat(p) for name, p in parts.items()}
+    acts = {name: torch.cat(p) for name, p in parts.items()}
+    if keep_trunks is None:
+        return acts
+    return acts, trunks if keep_trunks and engine and all(t is not None for t in trunks) else None
 
 
 def probe_gradients(lora: Lora2r, seqs: Seqs, batch_size: int = 16, progress: bool = False,
@@ -93,11 +104,11 @@ def probe_gradients(lora: Lora2r, seqs: Seqs, batch_size: int = 16, progress: bo
 
 
 def features(lora: Lora2r, seqs: Seqs, space: str, batch_size: int = 16, progress: bool = False,
-             frozen: bool = True, fast: bool = False, trunks: list | None = None) -> dict[str, torch.Tensor]:
+             frozen: bool = True, fast: bool = False) -> dict[str, torch.Tensor]:
     """The gate's features of every row in `space`: pooled activations (act) or probe gradients
-    (grad); trunks (act only) as in pooled_activations."""
+    (grad)."""
     if space == "act":
-        return pooled_activations(lora, seqs, batch_size, progress, frozen, fast, trunks)
+        return pooled_activations(lora, seqs, batch_size, progress, frozen, fast)
     if space == "grad":
         return probe_gradients(lora, seqs, batch_size, progress, frozen, fast)
     raise ValueError(f"feature space '{space}' unknown; valid: {', '.join(SPACES)}")
