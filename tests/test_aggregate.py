@@ -100,12 +100,12 @@ def write_run(root, arm, seed, direction):
                 "step": step, "reward_mean": 1.0, "hack_rate": float(rng.uniform(0, 0.5)), "solve_rate": 0.3,
                 "teacher_share": 0.125, "n_keep": 10, "n_absorb": 12, "n_route": 4 if q else 0,
                 "qmass_rollouts": q, "qmass_update": q * 0.8,
-                "rho_mean_keep": 1.0, "rho_max_keep": float(rng.uniform(1, 1.3)),
-                "rho_mean_absorb": 1.0, "rho_max_absorb": 1.1,
-                "rho_mean_route": 1.0 if q else None, "rho_max_route": 1.2 if q else None,
+                "is_p50_keep_student": 1.0, "is_max_keep_student": float(rng.uniform(1, 1.3)),
+                "is_p50_absorb_student": 1.0, "is_max_absorb_student": 1.1,
+                "is_p50_route_student": 1.0 if q else None, "is_max_route_student": 1.2 if q else None,
                 "cut_lo": 0.1 if warm else None, "cut_hi": 0.9 if warm else None, "loss": 0.1,
                 "gradnorm_deployed": 1.0, "gradnorm_quarantine": 0.5,
-                "t_generate": 1.0, "t_grade": 0.1, "t_old": 0.2, "t_train": 0.5}) + "\n")
+                "t_generate": 1.0, "t_grade": 0.1, "t_sample": 0.2, "t_train": 0.5}) + "\n")
     # 16 rollouts per step; the gate scores them with the arm's direction and routes the top tail.
     n = 16 * STEPS
     hacked = rng.random(n) < 0.3
@@ -501,8 +501,9 @@ def test_a7_gate_real_vs_null(five_seeds):
     assert abs(a7.loc["placebo_routeA", "auroc"] - 0.5) < 0.25
     assert a7.loc["routeA", "realised_route_precision"] > a7.loc["placebo_routeA", "realised_route_precision"]
     assert np.isnan(a7.loc["none", "realised_route_precision"])  # none never routes
-    assert a7.loc["routeA", "rho_max_keep"] == pytest.approx(max(
-        pd.read_json(kw["metrics_root"] / f"routeA-{s}" / "steps.jsonl", lines=True)["rho_max_keep"].max() for s in SEEDS))
+    assert a7.loc["routeA", "is_max_keep"] == pytest.approx(max(
+        pd.read_json(kw["metrics_root"] / f"routeA-{s}" / "steps.jsonl", lines=True)["is_max_keep_student"].max()
+        for s in SEEDS))
     # The stage rebuilt each run's own direction: recomputed scores reproduce the logged ones.
     runs = pd.read_csv(kw["out_dir"] / "A7_runs.csv")
     assert runs["score_vs_log_max_rel_diff"].max() < 1e-5

@@ -147,3 +147,18 @@ def test_dual_clip_bounds_the_loss_of_a_negative_advantage_with_a_huge_ratio():
     obj, st = grpo.bounded_surrogate(lp, torch.tensor([[-1.0]]), torch.tensor([[-9.0]]), adv, torch.ones(1, 1),
                                      EPS, CAP, DUAL)
     assert obj.item() == -DUAL and st.clip_is.item() and st.clip_dual.item() and st.weff.item() == 0
+
+
+def test_a_tie_with_the_dual_clip_keeps_the_whole_gradient():
+    """A < 0, ρ = 1 (π_old is the train forward's own logπ) and w capped at c = c_dual: w·ρ·A
+    equals the floor c_dual·A. The objective is that value and its gradient the whole c·A, as
+    the step log's weff says; torch.maximum at the tie would split it in half."""
+    logp = torch.tensor([[-1.0, -2.0]], requires_grad=True)
+    behav = torch.tensor([[-5.0, -2.0]])  # token 0: π_old/π_sample = e^4, capped at c; token 1: w = 1
+    mask = torch.ones(1, 2)
+    adv = torch.tensor([-1.5])
+    obj, st = grpo.bounded_surrogate(logp, logp.detach(), behav, adv, mask, EPS, DUAL, DUAL)
+    obj.sum().backward()
+    torch.testing.assert_close(obj.detach(), torch.tensor([[DUAL * -1.5, -1.5]]))
+    torch.testing.assert_close(logp.grad, torch.tensor([[DUAL * -1.5, -1.5]]))
+    assert not st.clip_dual.any() and torch.equal(st.weff, torch.tensor([[DUAL, 1.0]]))

@@ -97,13 +97,13 @@ ROW_TYPE = ("STRUCT(view VARCHAR, mode VARCHAR, n BIGINT, n_solved BIGINT, n_hac
             "solve_none_hi DOUBLE{extra})[]")
 DEPLOY_COLUMNS = {"run": "VARCHAR", "rows": ROW_TYPE.format(extra="")}
 CURVE_COLUMNS = {"run": "VARCHAR", "rows": ROW_TYPE.format(extra=", step BIGINT")}
-# Step-log columns the artifacts read; pinned so an all-null column (e.g. rho_mean_route in
+# Step-log columns the artifacts read; pinned so an all-null column (e.g. is_max_route_student in
 # the `none` arm) still has a numeric type.
 STEP_COLUMNS = {"step": "BIGINT", "hack_rate": "DOUBLE", "solve_rate": "DOUBLE", "qmass_rollouts": "DOUBLE",
                 "qmass_update": "DOUBLE", "n_keep": "BIGINT", "n_absorb": "BIGINT", "n_route": "BIGINT",
                 **{f"n_{z}_teacher": "BIGINT" for z in ("keep", "absorb", "route")},
                 "gradnorm_deployed": "DOUBLE", "gradnorm_quarantine": "DOUBLE",
-                **{f"rho_{s}_{z}": "DOUBLE" for z in ("keep", "absorb", "route") for s in ("mean", "max")}}
+                **{f"is_{s}_{z}_student": "DOUBLE" for z in ("keep", "absorb", "route") for s in ("p50", "max")}}
 STEP_REQUIRED = ("step", "qmass_rollouts", "qmass_update")
 # deploy_samples.csv as vgrout.evaluate writes it (SAMPLE_FIELDS, in this order; booleans as 0/1)
 SAMPLE_COLUMNS = {"view": "VARCHAR", "problem_id": "VARCHAR", "sample": "BIGINT", "mode": "VARCHAR",
@@ -1004,9 +1004,9 @@ def a7(con, runs: list[Run], directions: dict, q_lo: float, q_hi: float, n_null:
         null_rows += [{"run": r.run, "arm": r.arm, "auroc": a} for a in (res["null"]["auroc"] or [])]
     per_run = pd.DataFrame(per_run).merge(con.execute("""
         SELECT run, avg(qmass_rollouts) AS qmass_rollouts, avg(qmass_update) AS qmass_update,
-               avg(rho_mean_keep) AS rho_mean_keep, max(rho_max_keep) AS rho_max_keep,
-               avg(rho_mean_absorb) AS rho_mean_absorb, max(rho_max_absorb) AS rho_max_absorb,
-               avg(rho_mean_route) AS rho_mean_route, max(rho_max_route) AS rho_max_route
+               avg(is_p50_keep_student) AS is_p50_keep, max(is_max_keep_student) AS is_max_keep,
+               avg(is_p50_absorb_student) AS is_p50_absorb, max(is_max_absorb_student) AS is_max_absorb,
+               avg(is_p50_route_student) AS is_p50_route, max(is_max_route_student) AS is_max_route
         FROM steps GROUP BY run""").df(), on="run", how="left")
 
     metrics = [c for c in per_run.columns
@@ -1018,7 +1018,7 @@ def a7(con, runs: list[Run], directions: dict, q_lo: float, q_hi: float, n_null:
         row = {"arm": arm, "n_seeds": len(g)}
         for c in metrics:
             vals = g[c].dropna()
-            if c.startswith("rho_max"):  # a worst case over steps, so over seeds too
+            if c.startswith("is_max"):  # a worst case over steps, so over seeds too
                 row[c] = float(vals.max()) if len(vals) else None
             else:
                 row[c], row[f"{c}_sem"] = mean_sem(vals) if len(vals) else (None, None)
@@ -1034,8 +1034,8 @@ def a7(con, runs: list[Run], directions: dict, q_lo: float, q_hi: float, n_null:
     def pm(col, digits=3):
         return [_pm(_none_if_nan(r.get(col)), _none_if_nan(r.get(f"{col}_sem")), digits) for r in arm_rows]
 
-    def rho(zone):
-        return [f"{_fmt(_none_if_nan(r.get(f'rho_mean_{zone}')))} / {_fmt(_none_if_nan(r.get(f'rho_max_{zone}')))}"
+    def ratio_is(zone):
+        return [f"{_fmt(_none_if_nan(r.get(f'is_p50_{zone}')))} / {_fmt(_none_if_nan(r.get(f'is_max_{zone}')))}"
                 for r in arm_rows]
 
     def p_col(col):
@@ -1059,7 +1059,8 @@ def a7(con, runs: list[Run], directions: dict, q_lo: float, q_hi: float, n_null:
         "teacher route precision": pm("teacher_route_precision"), "teacher route recall": pm("teacher_route_recall"),
         "teacher keep precision": pm("teacher_keep_precision"),
         "qmass (update)": pm("qmass_update"),
-        "ρ keep mean / max": rho("keep"), "ρ absorb mean / max": rho("absorb"), "ρ route mean / max": rho("route")})
+        "π_old/π_sample keep median / max": ratio_is("keep"), "π_old/π_sample absorb median / max": ratio_is("absorb"),
+        "π_old/π_sample route median / max": ratio_is("route")})
     notes = [f"{r.run}: AUROC undefined ({r.n_hacked} of {r.n} student rollouts hacked)"
              for r in per_run.itertuples() if _none_if_nan(r.auroc) is None]
     notes += [f"{r.run}: the direction scored here does not reproduce the logged gate scores (max relative "
@@ -1104,7 +1105,9 @@ def a7(con, runs: list[Run], directions: dict, q_lo: float, q_hi: float, n_null:
         "during warm-up), scored against the same labels; the teacher rows' zones likewise, on the teacher rows of "
         "hackable problems (precision: hack share of the routed rows, clean share of the kept; recall: share of "
         "the teacher hacks routed); qmass from the step log (mean over steps); "
-        "importance ratio ρ per zone (mean over steps of the step mean / max over steps and seeds of the step max).",
+        "the student rows' importance ratio π_old/π_sample before its cap, per zone (mean over steps of the step "
+        "median / max over steps and seeds of the step max; 1 where a row trains in the mode it was sampled in). "
+        "The PPO ratio ρ = π/π_old is 1 by construction (one update per step) and is not shown.",
         md_table(md_realised)] + (["Notes: " + "; ".join(notes) + "."] if notes else []),
         {"A7": table, "A7_runs": per_run})
     null_df = pd.DataFrame(null_rows, columns=["run", "arm", "auroc"])

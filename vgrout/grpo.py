@@ -109,10 +109,12 @@ def bounded_surrogate(logp: torch.Tensor, logp_prox: torch.Tensor, logp_behav: t
     a = adv.unsqueeze(1).expand_as(ppo)
     weighted = w * ppo
     floor = dual_clip * a * mask
-    obj = torch.where(a < 0, torch.maximum(weighted, floor), weighted)
     on = mask > 0
     clip_ppo = on & (((a > 0) & (rho > 1 + eps)) | ((a < 0) & (rho < 1 - eps)))
     clip_dual = on & (a < 0) & (floor > weighted.detach())
+    # the floor replaces the objective only where it lies strictly above: at a tie (w·ρ = c_dual,
+    # as when a capped w = c = c_dual meets ρ = 1) a max would halve the token's gradient
+    obj = torch.where(clip_dual, floor, weighted)
     # the gradient flows where no clip holds the objective constant: there ∂obj/∂logπ = w·ρ·A
     flows = on & (((a > 0) & (rho <= 1 + eps)) | ((a < 0) & (rho >= 1 - eps) & ~clip_dual))
     weff = torch.where(flows, w * rho, torch.zeros_like(rho))

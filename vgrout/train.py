@@ -9,7 +9,8 @@ One optimizer step, top to bottom:
   3. advantages A = r − mean(group), no std division (train.baseline students: the mean of the
      group's student rows; train.advantage std divides by their standard deviation, GRPO's);
   4. score: <pooled A0_d·x of the base model, v_act> (the frozen scorer: v_act's own space, which
-     no update moves; its pass keeps the frozen trunk below the adapter for steps 5 and 6);
+     no update moves; on the fast path with old_micro_batch = micro_batch its pass keeps the
+     frozen trunk below the adapter for steps 5 and 6);
      gate.scorer live pools the current A_d in each row's sampling mode instead; routeV scores
      each row's probe gradient against v_grad instead (vact.probe_gradients, the same frozen
      model); gate the student rows: keep / absorb / route (scores only: the oracle-free rule);
@@ -518,9 +519,10 @@ def uniform_scores(cfg, step: int, n_students: int, n_teachers: int = 0) -> tupl
 
 def routing_step(cfg, lora, tok, gate: Gate, direction, rollouts, step: int, yoke: dict | None, times: dict):
     """Step 4 of a train step, from graded rollouts to zones: pack the rows, the scorer's features
-    (its pass keeps the frozen trunk), the scores, the zones; the gate's buffer takes the step's
-    scores. One function, so that tests/test_oracle_free.py runs exactly what train() runs with
-    the grader's labels replaced. Returns (seqs, trunks, acts, scores, zones); fills times["score"]."""
+    (its pass keeps the frozen trunk where `keeps_trunks`), the scores, the zones; the gate's
+    buffer takes the step's scores. One function, so that tests/test_oracle_free.py runs exactly
+    what train() runs with the grader's labels replaced. Returns (seqs, trunks, acts, scores,
+    zones); fills times["score"]."""
     t0 = time.perf_counter()
     seqs = to_seqs(tok, rollouts)
     live = cfg.gate.scorer == "live"

@@ -1,0 +1,74 @@
+"""Would one GEMM for the gate and up projections speed up the decode step? The captured decode
+step of the fast path (bench/profile_decode.py's engine and timing) as it is, and with gate and
+up as one group of `decode.Projections`: one GEMM on their concatenated base weights and one
+lora2r pair for both, as (q, k, v) already are. The concatenation here is a copy (3.6 GB at
+Qwen3-4B's shape), enough to time it; an engine would make the model's two weights views of one
+buffer instead.
+
+    python bench/try_merged_mlp.py --batch 6 --group 1 --new-tokens 1536 --r 32
+"""
+from __future__ import annotations
+
+import argparse
+import json
+
+import torch
+
+from vgrout import adapter as ad
+from vgrout import decode
+from vgrout.bench import build_model, random_prompts
+from profile_decode import make_engine, step_ms  # noqa: E402 (this folder is on the path: the script's own)
+
+
+class MergedProjections(decode.Projections):
+    """Projections with (gate, up) as one group."""
+
+    def __init__(self, layers, lora, batch, dtype, one_mode=False):
+        self.lora, self.one_mode = lora, one_mode
+        self.base, self.delta, self.s = {}, {}, {}
+        for layer in layers:
+            at, mlp = layer.self_attn, layer.mlp
+            for group in [(at.q_proj, at.k_proj, at.v_proj), (at.o_proj,), (mlp.gate_proj, mlp.up_proj),
+                          (mlp.down_proj,)]:
+                self._add(group, batch, dtype)
+
+
+def merged_mlp(mlp, x, lin):
+    gate, up = lin((mlp.gate_proj, mlp.up_proj), x).chunk(2, -1)
+    return lin((mlp.down_proj,), mlp.act_fn(gate) * up)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--group", type=int, default=16)
+    ap.add_argument("--prompt-len", type=int, default=512)
+    ap.add_argument("--new-tokens", type=int, default=1536)
+    ap.add_argument("--r", type=int, default=32)
+    ap.add_argument("--span", type=int, default=256)
+    args = ap.parse_args()
+    model, _ = build_model("qwen3-4b-random", "cuda")
+    lora = ad.attach(model, r=args.r)
+    prompts = [p for p in random_prompts(args.batch // args.group, args.prompt_len, model.config.vocab_size)
+               for _ in range(args.group)]
+    out = {"batch": args.batch, "group": args.group, "span": args.span, "device": torch.cuda.get_device_name()}
+    eng = make_engine(model, lora, prompts, args.group, args.new_tokens)
+    out["separate_ms"] = step_ms(eng, args.span)
+    del eng
+    decode.release()
+    plain_proj, plain_mlp = decode.Projections, decode._mlp
+    decode.Projections, decode._mlp = MergedProjections, merged_mlp
+    try:
+        eng = make_engine(model, lora, prompts, args.group, args.new_tokens)
+        out["merged_ms"] = step_ms(eng, args.span)
+        del eng
+        decode.release()
+    finally:
+        decode.Projections, decode._mlp = plain_proj, plain_mlp
+    eng = make_engine(model, lora, prompts, args.group, args.new_tokens)  # the order's effect, if any
+    out["separate_again_ms"] = step_ms(eng, args.span)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
