@@ -341,7 +341,7 @@ def test_tgate_gates_the_teacher_rows_as_routeA_does_and_absorbs_every_student_r
     assert all(r["n_route"] == r["n_keep"] == 0 for r in log) and any(r["n_route_teacher"] for r in log)
 
 
-def test_importance_weights_are_bounded_and_teacher_rows_train_at_rho_one(setup):
+def test_importance_weights_are_bounded_and_teacher_rows_train_at_w_one(setup):
     """routeA with teacher rows in keep (sampled by neither mode, trained with the quarantine
     masked) and deploy-sampled student rows, at T = 0.7: on every step and every zone and source,
     the largest effective weight on a token is at most grpo.weight_bound (and, as ρ = 1 at the
