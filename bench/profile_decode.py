@@ -45,6 +45,28 @@ def make_engine(model, lora, prompts, group, new_tokens) -> decode.Engine:
     return eng
 
 
+def experiment_args(batch: int, group: int, new_tokens: int) -> argparse.Namespace:
+    """The decode-step experiments' command line (bench/try_*.py): the shape (`batch` rows in
+    prompt slots of `group`), the adapter's rank and the attended span, with these defaults."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--batch", type=int, default=batch)
+    ap.add_argument("--group", type=int, default=group)
+    ap.add_argument("--prompt-len", type=int, default=512)
+    ap.add_argument("--new-tokens", type=int, default=new_tokens)
+    ap.add_argument("--r", type=int, default=32)
+    ap.add_argument("--span", type=int, default=256)
+    return ap.parse_args()
+
+
+def adapted_model(args, name: str = "qwen3-4b-random", device: str = "cuda"):
+    """(model, its lora2r adapter of rank args.r, the prompts: args.group rows per random prompt)."""
+    model, _ = build_model(name, device)
+    lora = ad.attach(model, r=args.r)
+    prompts = [p for p in random_prompts(args.batch // args.group, args.prompt_len, model.config.vocab_size)
+               for _ in range(args.group)]
+    return model, lora, prompts
+
+
 def variants(model, lora, prompts, group, new_tokens, span) -> list[dict]:
     rows = []
     for norm in (False, True):

@@ -11,16 +11,13 @@ not looked at.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import time
 
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from vgrout import adapter as ad
-from vgrout.bench import build_model, random_prompts
-from profile_decode import make_engine, timed  # noqa: E402 (this folder is on the path: the script's own)
+from profile_decode import adapted_model, experiment_args, make_engine, timed  # noqa: E402 (this folder is on the path: the script's own)
 
 
 def kernels(fn) -> int:
@@ -31,18 +28,8 @@ def kernels(fn) -> int:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--batch", type=int, default=6)
-    ap.add_argument("--group", type=int, default=1)
-    ap.add_argument("--prompt-len", type=int, default=512)
-    ap.add_argument("--new-tokens", type=int, default=512)
-    ap.add_argument("--r", type=int, default=32)
-    ap.add_argument("--span", type=int, default=256)
-    args = ap.parse_args()
-    model, _ = build_model("qwen3-4b-random", "cuda")
-    lora = ad.attach(model, r=args.r)
-    prompts = [p for p in random_prompts(args.batch // args.group, args.prompt_len, model.config.vocab_size)
-               for _ in range(args.group)]
+    args = experiment_args(batch=6, group=1, new_tokens=512)
+    model, lora, prompts = adapted_model(args)
     eng = make_engine(model, lora, prompts, args.group, args.new_tokens)
     span = args.span
     out = {"shape": [args.batch, args.group], "span": span}

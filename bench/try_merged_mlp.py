@@ -9,15 +9,12 @@ buffer instead.
 """
 from __future__ import annotations
 
-import argparse
 import json
 
 import torch
 
-from vgrout import adapter as ad
 from vgrout import decode
-from vgrout.bench import build_model, random_prompts
-from profile_decode import make_engine, step_ms  # noqa: E402 (this folder is on the path: the script's own)
+from profile_decode import adapted_model, experiment_args, make_engine, step_ms  # noqa: E402 (this folder is on the path: the script's own)
 
 
 class MergedProjections(decode.Projections):
@@ -39,18 +36,8 @@ def merged_mlp(mlp, x, lin):
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--batch", type=int, default=256)
-    ap.add_argument("--group", type=int, default=16)
-    ap.add_argument("--prompt-len", type=int, default=512)
-    ap.add_argument("--new-tokens", type=int, default=1536)
-    ap.add_argument("--r", type=int, default=32)
-    ap.add_argument("--span", type=int, default=256)
-    args = ap.parse_args()
-    model, _ = build_model("qwen3-4b-random", "cuda")
-    lora = ad.attach(model, r=args.r)
-    prompts = [p for p in random_prompts(args.batch // args.group, args.prompt_len, model.config.vocab_size)
-               for _ in range(args.group)]
+    args = experiment_args(batch=256, group=16, new_tokens=1536)
+    model, lora, prompts = adapted_model(args)
     out = {"batch": args.batch, "group": args.group, "span": args.span, "device": torch.cuda.get_device_name()}
     eng = make_engine(model, lora, prompts, args.group, args.new_tokens)
     out["separate_ms"] = step_ms(eng, args.span)
