@@ -24,24 +24,14 @@ import json
 import torch
 
 from profile_decode import timed  # noqa: E402 (this folder is on the path: the script's own)
+from vgrout import decode
 
 DISTINCT = 4  # distinct layers' caches: more than the L2 cache holds, as in the real step
 
 
 def batched(q, kp, vp, kc, vc, blocked, span, scale):
     """decode._decode_layer's attention: q [B, H, Dh] -> o [B, H, Dh]."""
-    B, H, Dh = q.shape
-    U, Hkv, Tp = kp.shape[0], kp.shape[1], kp.shape[2]
-    R, G = B // U, H // Hkv
-    q = q.reshape(B, Hkv, G, Dh) * scale
-    qu = q.view(U, R, Hkv, G, Dh).transpose(1, 2).reshape(U, Hkv, R * G, Dh)
-    sp = torch.matmul(qu, kp.transpose(-1, -2)).view(U, Hkv, R, G, Tp).transpose(1, 2).reshape(B, Hkv, G, Tp)
-    sc = torch.matmul(q, kc[:, :, :span].transpose(-1, -2))
-    w = torch.cat([sp, sc], -1).masked_fill_(blocked, float("-inf")).softmax(-1)
-    wp = w[..., :Tp].reshape(U, R, Hkv, G, Tp).transpose(1, 2).reshape(U, Hkv, R * G, Tp)
-    o = torch.matmul(wp, vp).view(U, Hkv, R, G, Dh).transpose(1, 2).reshape(B, Hkv, G, Dh)
-    o = o + torch.matmul(w[..., Tp:], vc[:, :, :span])
-    return o.reshape(B, H, Dh)
+    return decode._decode_attention(q * scale, kp, vp, kc, vc, blocked, span)
 
 
 def flash(q, kp_t, vp_t, kc_t, vc_t, meta, scale):

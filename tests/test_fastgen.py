@@ -553,9 +553,10 @@ def test_bench_step_times_trains_own_step_functions(monkeypatch):
 
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
 def test_compaction_samples_the_tokens_of_the_uncompacted_engine(temperature):
-    """Finished rows leave the decode batch (prompt slots and lanes shrink in turn) and each row
-    keeps its own noise, so the tokens equal the engine's that never compacts, at temperature 0
-    and at 1; rows end at their own length, or at an EOS."""
+    """Finished rows leave the decode batch (prompt slots and lanes shrink in turn, the lanes
+    packed densely: fewer than the slots' query rows) and each row keeps its own noise, so the
+    tokens equal the engine's that never compacts, at temperature 0 and at 1; rows end at their
+    own length, or at an EOS."""
     model, tok = spread(tiny_qwen3()), synthetic_tokenizer(V)
     lora = perturbed_lora(model)
     ps = [tok(p, add_special_tokens=False)["input_ids"] for p in prompts(6) for _ in range(4)]
@@ -570,9 +571,10 @@ def test_compaction_samples_the_tokens_of_the_uncompacted_engine(temperature):
         return ids, [s for t in shapes for s in t["shapes"]]
 
     full, shapes = run(None, eos_id=1, ignore_eos=True, lengths=lengths)
-    assert shapes == [(6, 4)]
+    assert shapes == [(6, 4, 24)]
     packed, shapes = run(16, eos_id=1, ignore_eos=True, lengths=lengths)
-    assert len(shapes) > 3 and shapes[-1][0] < 6 and shapes[-1][1] < 4  # slots and lanes both shrank
+    assert len(shapes) > 3 and shapes[-1][0] < 6 and shapes[-1][1] < 4  # slots and rows both shrank
+    assert any(n < U * R for U, R, n in shapes)  # some steps ran on packed lanes
     assert torch.equal(packed, full)
     # row i holds exactly lengths[i] tokens: the first lengths[i] of the row run to the budget, then pad
     uncut, _ = run(None, eos_id=1, ignore_eos=True)

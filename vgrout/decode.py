@@ -17,10 +17,13 @@ quarantine term exactly zero), computed in bf16 with fp32 accumulation on a GPU 
 Lora2rLinear's fp32. Sampling carries no gradient, and the loss reads logπ and logπ_sample from
 teacher-forced forwards, not the sampler's, so this rounding only perturbs the sampler.
 
-Finished rows leave the decode batch. Every COMPACT_EVERY steps the engine counts each prompt
-slot's running rows and, when they fit a smaller shape, moves them (their caches, tokens and
-positions) to the front: U' slots of R' rows, each from a short list of sizes (`shape_sizes`), each
-shape with its own captured graphs. A step then costs what its running rows cost, not the batch's.
+Finished rows leave the decode batch. Every COMPACT_EVERY steps the engine counts the running
+rows and, when they fit a smaller shape, moves them (their caches, tokens and positions) to the
+front, densely: the step's projections, MLP and own-completion attention run on as many lanes as
+hold them, and only the prompt part of the attention lays them out per prompt slot (U' slots of
+R' query rows, R' set by the slot with the most; `Lanes`). Each size comes from a short list
+(`shape_sizes`), each shape with its own captured graphs. A step then costs what its running
+rows cost, not the batch's.
 The sampling noise is drawn for the full batch and read by each row's original index, so a row
 meets the same noise compacted or not: in fp32 on the CPU it samples the same tokens at
 temperature 0 and 1 (tested); on a GPU a smaller shape may pick other kernels, whose rounding
@@ -94,30 +97,69 @@ def _prefill_layer(a: Arch, layer, h, cos, sin, k_out, v_out, mask, lin):
     return _finish(layer, h, o, lin)
 
 
-def _decode_layer(a: Arch, layer, h, cos, sin, kp, vp, kc, vc, slot, blocked, span, lin):
-    """One new token per row, h [B, 1, D]. Row b attends its prompt slot's K/V kp, vp[b // R]
-    and the first `span` slots of its own completion K/V kc, vc[b], except where blocked
-    [B, 1, 1, Tp + span] is True; this token's K/V is written at completion `slot`."""
-    B, U, Tp = h.shape[0], kp.shape[0], kp.shape[2]
-    R, G, Hkv, Dh = B // U, a.n_heads // a.n_kv, a.n_kv, a.head_dim
+def _decode_layer(a: Arch, layer, h, cos, sin, kp, vp, kc, vc, slot, blocked, span, lin, lanes=None):
+    """One new token per lane, h [B, 1, D]; this token's K/V is written at completion `slot`, then
+    it attends (`_decode_attention`)."""
+    B = h.shape[0]
     q, k, v = _qkv(a, layer, h, cos, sin, lin)
     kc.index_copy_(2, slot, k)
     vc.index_copy_(2, slot, v)
-    q = q.reshape(B, Hkv, G, Dh) * layer.self_attn.scaling  # head h = kv·G + g; scaled here, not the scores
-    # the R rows of a prompt slot are R·G query rows of one matmul against its K: read once
-    qu = q.view(U, R, Hkv, G, Dh).transpose(1, 2).reshape(U, Hkv, R * G, Dh)
-    sp = torch.matmul(qu, kp.transpose(-1, -2)).view(U, Hkv, R, G, Tp).transpose(1, 2).reshape(B, Hkv, G, Tp)
+    q = q.reshape(B, a.n_heads, a.head_dim) * layer.self_attn.scaling  # scaled here, not the scores
+    o = _decode_attention(q, kp, vp, kc, vc, blocked, span, lanes)
+    return _finish(layer, h, o.reshape(B, 1, -1), lin)
+
+
+def _decode_attention(q, kp, vp, kc, vc, blocked, span, lanes=None):
+    """q [B, H, Dh] (scaled) -> o [B, H, Dh]. Lane b attends its prompt slot's K/V kp, vp and the
+    first `span` slots of its own completion K/V kc, vc[b], except where blocked [B, 1, 1, Tp + span]
+    is True. lanes: where the lanes sit among the prompt slots' query rows (`Lanes`); None: lane b
+    is row b % R of slot b // R."""
+    B, H, Dh = q.shape
+    U, Hkv, Tp = kp.shape[0], kp.shape[1], kp.shape[2]
+    lanes = lanes if lanes is not None else Lanes(U, B // U)
+    q = q.view(B, Hkv, H // Hkv, Dh)  # head h = kv·G + g
+    # the rows of a prompt slot are R·G query rows of one matmul against its K: read once
+    sp = lanes.to_lanes(torch.matmul(lanes.to_slots(q, Dh), kp.transpose(-1, -2)))
     sc = torch.matmul(q, kc[:, :, :span].transpose(-1, -2))
     # one softmax over the prompt's and the row's own positions; batched matmuls, no query
     # tile padded from G rows to 64+ as a fused attention kernel would. The scores are the big
     # elementwise tensor of the step ([B, H, Tp + span]): three passes in the model's dtype
     # (softmax accumulates in fp32 inside its kernel)
     w = torch.cat([sp, sc], -1).masked_fill_(blocked, float("-inf")).softmax(-1)
-    wp = w[..., :Tp].reshape(U, R, Hkv, G, Tp).transpose(1, 2).reshape(U, Hkv, R * G, Tp)
-    o = torch.matmul(wp, vp).view(U, Hkv, R, G, Dh).transpose(1, 2).reshape(B, Hkv, G, Dh)
+    o = lanes.to_lanes(torch.matmul(lanes.to_slots(w, Tp), vp))
     o = o + torch.matmul(w[..., Tp:], vc[:, :, :span])
-    return _finish(layer, h, o.reshape(B, 1, -1), lin)
+    return o.reshape(B, H, Dh)
 
+
+class Lanes:
+    """Where the decode batch's lanes sit among the prompt slots' query rows. The prompt part of
+    the attention runs per slot, U slots of R query rows (a slot's K/V read once for its rows); the
+    rest of the step runs per lane. On the grid (as prefilled) lane b is row b % R of slot b // R,
+    and the two layouts are views of one another. Packed (after a compaction), the running lanes
+    are dense, B ≤ U·R: slot j's lanes are consecutive, and a query row no lane fills repeats a
+    lane of its slot (a spare slot, lane 0), so a slot's R is its longest run of lanes while the
+    other slots' lanes cost nothing in the rest of the step. The layouts are exchanged by row
+    gathers (`Engine.compact` writes the indices): srow, the lane and head of each slot query row
+    (u, kv, r); lrow, the slot query row of each lane and head (b, kv)."""
+
+    def __init__(self, U: int, R: int, srow: torch.Tensor | None = None, lrow: torch.Tensor | None = None):
+        self.U, self.R, self.srow, self.lrow = U, R, srow, lrow
+
+    def to_slots(self, t: torch.Tensor, cols: int) -> torch.Tensor:
+        """[B, Hkv, G, X] per lane (contiguous), its first `cols` columns -> [U, Hkv, R·G, cols]
+        per slot (head h = kv·G + g, query row r·G + g)."""
+        B, Hkv, G, X = t.shape
+        if self.srow is None:
+            return t[..., :cols].reshape(self.U, self.R, Hkv, G, cols).transpose(1, 2).reshape(self.U, Hkv, self.R * G, cols)
+        return t.view(B * Hkv, G, X).index_select(0, self.srow).view(self.U, Hkv, self.R * G, X)[..., :cols]
+
+    def to_lanes(self, t: torch.Tensor) -> torch.Tensor:
+        """[U, Hkv, R·G, X] per slot (contiguous) -> [B, Hkv, G, X] per lane."""
+        U, Hkv, RG, X = t.shape
+        G = RG // self.R
+        if self.srow is None:
+            return t.view(U, Hkv, self.R, G, X).transpose(1, 2).reshape(U * self.R, Hkv, G, X)
+        return t.view(U * Hkv * self.R, G, X).index_select(0, self.lrow).view(-1, Hkv, G, X)
 
 
 def _mlp(mlp, x, lin):
@@ -250,9 +292,10 @@ class Engine:
     rows each, prompts of up to Tp tokens, up to Tc + 1 new tokens; one_mode: all rows sample in
     the same mode (see Projections).
 
-    A running engine uses the first U'·R' rows (lanes) of its buffers, U' slots of R' lanes, lane
-    b in slot b // R'; `lane_row` is each lane's row in the run (−1: an empty lane, counted done).
-    Compaction (`compact`) moves the running rows to the front and shrinks (U', R')."""
+    A running engine uses the first `lanes` rows (lanes) of its buffers and the first U' prompt
+    slots, each read by R' query rows (`Lanes`: lane b in slot b // R' until a compaction packs
+    them); `lane_row` is each lane's row in the run (−1: an empty lane, counted done). Compaction
+    (`compact`) moves the running rows to the front and shrinks the lanes and (U', R')."""
 
     def __init__(self, model, lora: Lora2r | None, batch: int, group: int, prompt_len: int,
                  comp_len: int, temperature: float, top_p: float, eos_id: int | None, pad: int,
@@ -280,12 +323,17 @@ class Engine:
         self.done = torch.zeros(batch, dtype=torch.bool, device=dev)
         self.limit = torch.zeros(batch, **z)        # a row is done once it has this many tokens
         self.lane_row = torch.arange(batch, **z)
+        # the packed layout (`Lanes`), read by the captured steps: each lane's slot and query row,
+        # each query row's lane
+        self.lane_slot = torch.zeros(batch, **z)
+        self.srow, self.lrow = torch.zeros(batch * kv, **z), torch.zeros(batch * kv, **z)
+        self.lanes, self.packed = batch, False  # lanes in use; False: on the grid of self.shape
         self.out = torch.zeros(batch, comp_len + 1, **z)     # per lane
         self.result = torch.zeros(batch, comp_len + 1, **z)  # per row, filled as lanes are dropped
         self.ar = torch.arange(comp_len, device=dev)
         self.proj = Projections(self.a.layers, lora, batch, dt, one_mode)
         self.shape = (self.U, self.R)
-        self.graphs: dict[tuple, torch.cuda.CUDAGraph] = {}  # (U', R', span) -> the captured step
+        self.graphs: dict[tuple, torch.cuda.CUDAGraph] = {}  # (U', R', lanes, packed, span) -> the captured step
         self.pool = None
         self.capture_s = 0.0  # seconds spent capturing graphs in the current run
         # one decode graph per attended span: early steps do not read the empty tail of the cache
@@ -304,13 +352,19 @@ class Engine:
         done |= self.col + 1 >= self.limit[:n]
         return nxt
 
+    def layout(self) -> tuple[int, int, int]:
+        """(U', R', lanes): the slots, their query rows, the lanes decoded."""
+        return (*self.shape, self.lanes)
+
     def span_for(self, slot: int) -> int:
         return next(s for s in self.spans if s > slot)
 
     def decode_step(self, span: int) -> None:
         a = self.a
         U, R = self.shape
-        B = U * R
+        B = self.lanes
+        kv = self.a.n_kv
+        lanes = Lanes(U, R, self.srow[:U * R * kv], self.lrow[:B * kv]) if self.packed else None
         h = a.embed(self.tok[:B])
         cos, sin = a.rotary(h, self.pos[:B])
         own = (self.ar[:span] <= self.slot)[None, :].expand(B, -1)
@@ -318,7 +372,7 @@ class Engine:
         lin = partial(self.proj, rows=slice(0, B))
         for i, layer in enumerate(a.layers):
             h = _decode_layer(a, layer, h, cos, sin, self.kp[i, :U], self.vp[i, :U], self.kc[i, :B],
-                              self.vc[i, :B], self.slot, blocked, span, lin)
+                              self.vc[i, :B], self.slot, blocked, span, lin, lanes)
         nxt = self.sample(a.lm_head(rms_norm(a.norm, h[:, -1])))
         self.out[:B].index_copy_(1, self.col, nxt[:, None])
         self.tok[:B].copy_(nxt[:, None])
@@ -343,7 +397,7 @@ class Engine:
         """The decode step at the current shape, through its CUDA graph, captured at first use
         (a capture records without running, so the buffers it reads keep their values). The
         graphs share one memory pool: they never run at once."""
-        key = (*self.shape, span)
+        key = (*self.shape, self.lanes, self.packed, span)
         if key not in self.graphs:
             torch.cuda.synchronize()  # the capture's time, not the queued steps'
             t0 = time.perf_counter()
@@ -356,52 +410,71 @@ class Engine:
 
     def flush(self) -> None:
         """Copy every lane's tokens to its row of `result`."""
-        U, R = self.shape
-        rows = self.lane_row[:U * R]
+        rows = self.lane_row[:self.lanes]
         real = (rows >= 0).nonzero().squeeze(1)
         self.result.index_copy_(0, rows[real], self.out[real])
 
     @torch.no_grad()
     def compact(self, written: int) -> bool:
-        """Move the running lanes to the front in the smallest shape (U', R') that holds them,
-        each prompt slot's running lanes kept together (they read its prompt K/V). written: the
-        completion slots filled so far (the cache columns to move). False when every lane is done."""
-        U, R = self.shape
-        live = (~self.done[:U * R]).view(U, R).tolist()
-        counts = [sum(r) for r in live]
-        slots = [u for u in range(U) if counts[u]]
-        if not slots:
+        """Move the running lanes to the front, each prompt slot's together and in slot order, as
+        few lanes as hold them (`shape_sizes`), in the smallest slot layout (U', R') whose R' holds
+        the slot with the most (`Lanes`). written: the completion slots filled so far (the cache
+        columns to move). False when every lane is done."""
+        B, (U, R) = self.lanes, self.shape
+        live, slot_of = (~self.done[:B]).tolist(), self.lane_slot[:B].tolist()
+        runs: dict[int, list[int]] = {}
+        for b in range(B):
+            if live[b]:
+                runs.setdefault(slot_of[b], []).append(b)
+        if not runs:
             return False
-        U2, R2 = _at_least(len(slots), self.U), _at_least(max(counts), self.R)
-        if (U2, R2) == (U, R):
+        groups = [runs[u] for u in sorted(runs)]
+        n = sum(map(len, groups))
+        U2, R2 = _at_least(len(groups), self.U), _at_least(max(map(len, groups)), self.R)
+        B2 = min(_at_least(n, self.B), U2 * R2)
+        if (U2, R2, B2) == (U, R, B):
             return True
         self.flush()
-        src, empty, slot_src = [], [], []
-        for j in range(U2):
-            u = slots[j] if j < len(slots) else slots[0]  # a spare slot copies a real one: finite K/V
-            lanes = [u * R + i for i in range(R) if live[u][i]] if j < len(slots) else []
-            fill = u * R + live[u].index(True)
-            empty += range(len(src) + len(lanes), len(src) + R2)
-            src += lanes + [fill] * (R2 - len(lanes))
-            slot_src.append(u)
-        B2, dev = U2 * R2, self.tok.device
+        src = [b for g in groups for b in g]
+        src += [src[0]] * (B2 - n)  # a spare lane copies a real one: finite K/V
+        slot_src = sorted(runs) + [min(runs)] * (U2 - len(groups))
+        lane_slot, lane_r, qrow = [], [], []
+        for j, g in enumerate(groups):
+            first = len(lane_slot)
+            lane_slot += [j] * len(g)
+            lane_r += range(len(g))
+            qrow += [first + i for i in range(len(g))] + [first] * (R2 - len(g))
+        qrow += [0] * (R2 * (U2 - len(groups)))
+        lane_slot += [0] * (B2 - n)
+        lane_r += [0] * (B2 - n)
+        dev = self.tok.device
         idx, sidx = torch.tensor(src, device=dev), torch.tensor(slot_src, device=dev)
         for i in range(len(self.a.layers)):
             for c in (self.kc, self.vc):
-                c[i, :B2, :, :written] = c[i, :U * R, :, :written].index_select(0, idx)
+                c[i, :B2, :, :written] = c[i, :B, :, :written].index_select(0, idx)
             if slot_src != list(range(U2)):
                 for c in (self.kp, self.vp):
                     c[i, :U2] = c[i, :U].index_select(0, sidx)
         bufs = [self.tok, self.pos, self.prompt_ok, self.done, self.limit, self.lane_row, self.out,
                 *self.proj.s.values()]
         for t in bufs:
-            t[:B2] = t[:U * R].index_select(0, idx)
-        if empty:
-            e = torch.tensor(empty, device=dev)
-            self.done[e] = True
-            self.lane_row[e] = -1
-        self.shape = (U2, R2)
+            t[:B2] = t[:B].index_select(0, idx)
+        if B2 > n:
+            self.done[n:B2] = True
+            self.lane_row[n:B2] = -1
+        self.place(U2, R2, lane_slot, lane_r, qrow)
         return True
+
+    def place(self, U: int, R: int, lane_slot: list[int], lane_r: list[int], qrow: list[int]) -> None:
+        """Set the layout (`Lanes`): lane b is query row lane_r[b] of slot lane_slot[b]; slot u's
+        query row r reads lane qrow[u·R + r]."""
+        B, kv, dev = len(lane_slot), self.a.n_kv, self.tok.device
+        self.lane_slot[:B] = torch.tensor(lane_slot, device=dev)
+        self.srow[:U * kv * R] = torch.tensor([qrow[u * R + r] * kv + h for u in range(U) for h in range(kv)
+                                               for r in range(R)], device=dev)
+        self.lrow[:B * kv] = torch.tensor([(lane_slot[b] * kv + h) * R + lane_r[b] for b in range(B)
+                                           for h in range(kv)], device=dev)
+        self.shape, self.lanes, self.packed = (U, R), B, qrow != list(range(B))
 
     @torch.no_grad()
     def prefill(self, prompts: list[list[int]], m_rows: torch.Tensor) -> None:
@@ -447,7 +520,7 @@ class Engine:
         dup = (src_t != torch.arange(self.U, device=dev)).nonzero().squeeze(1)
         self.kp[:, dup], self.vp[:, dup] = self.kp[:, src_t[dup]], self.vp[:, src_t[dup]]
         logits = a.lm_head(rms_norm(a.norm, last[src_t]))                        # [U, V]
-        self.shape = (self.U, self.R)
+        self.place(self.U, R, [b // R for b in range(self.B)], [b % R for b in range(self.B)], list(range(self.B)))
         self.lane_row.copy_(torch.arange(self.B, device=dev))
         self.done.zero_()
         self.out.fill_(self.pad_id)
@@ -468,7 +541,7 @@ class Engine:
         sampling mode. compact_every: decode steps between compactions (None: never). With
         `timings`, appends {"capture_s", "prefill_s", "decode_s", "shapes"} (synchronising the
         device around each; capture_s: the warm-up and the graphs captured in this run, none once
-        the engine holds them; shapes: the (U', R') it decoded in, in turn)."""
+        the engine holds them; shapes: the (U', R', lanes) it decoded in, in turn: `layout`)."""
         if len(prompts) != self.B:
             raise ValueError(f"engine batch is {self.B}, got {len(prompts)} prompts")
         for b in range(self.B):
@@ -496,21 +569,21 @@ class Engine:
         self.prefill(prompts, m_rows)
         t1 = _clock(timings is not None)
         self.capture_s = 0.0
-        shapes = [self.shape]
+        shapes = [self.layout()]
         # a GPU step is queued ahead of the host, so asking "all done?" stalls it; a CPU one is not
         check_every = 64 if cuda else 1
         for step in range(1, n_new):
             if compact_every and step % compact_every == 0:
                 if not self.compact(written=step):
                     break
-                if self.shape != shapes[-1]:
-                    shapes.append(self.shape)
+                if self.layout() != shapes[-1]:
+                    shapes.append(self.layout())
             span = self.span_for(step - 1)  # the completion slot this step writes
             if cuda:
                 self.replay(span)
             else:
                 self.decode_step(span)
-            if step % check_every == 0 and bool(self.done[:math.prod(self.shape)].all()):
+            if step % check_every == 0 and bool(self.done[:self.lanes].all()):
                 break
         self.flush()
         if timings is not None:

@@ -34,7 +34,6 @@ One optimizer step, top to bottom:
 """
 from __future__ import annotations
 
-import contextlib
 import copy
 import dataclasses
 import hashlib
