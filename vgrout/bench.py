@@ -285,17 +285,22 @@ def self_check(device) -> dict:
     fast = decode.generate(model, tok, texts, n_new, 0.0, batch_size=8, lora=lora, deploy_rows=deploy)
     decode.release()
     out = {"greedy_rows_equal": sum(a == b for a, b in zip(ref, fast)), "rows": len(ref)}
-    # finished rows leave the batch: the same tokens as the engine that never compacts
-    ids = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
+    # finished rows leave the batch: the same tokens as the engine that never compacts. Prompt
+    # slots of four rows, one mode each, so the running lanes are packed (fewer lanes than the
+    # slots' query rows) as well as shrunk
+    ids = [tok(t, add_special_tokens=False)["input_ids"] for t in texts[::2] for _ in range(4)]
+    slot_deploy = [i // 4 % 3 == 0 for i in range(len(ids))]
     lengths = natural_lengths(len(ids), 120, 300, 0.8, seed=5)
-    kw = dict(batch_size=len(ids), lora=lora, deploy_rows=deploy, eos_id=EOS, pad=PAD, ignore_eos=True, lengths=lengths)
+    kw = dict(batch_size=len(ids), lora=lora, deploy_rows=slot_deploy, eos_id=EOS, pad=PAD, ignore_eos=True,
+              lengths=lengths)
     shapes: list = []
     full = decode.generate_ids(model, ids, 300, 0.0, compact_every=None, **kw)
     decode.release()
     packed = decode.generate_ids(model, ids, 300, 0.0, timings=shapes, **kw)
     decode.release()
     out["compacted_rows_equal"] = int((full == packed).all(1).sum())
-    out["compacted_shapes"] = [list(s) for s in shapes[0]["shapes"]]
+    out["compacted_rows"] = len(ids)
+    out["compacted_shapes"] = [list(s) for s in shapes[0]["shapes"]]  # (slots, rows, lanes)
     if torch.device(device).type == "cuda":
         out["fused_adapter_bf16"] = fused_adapter_check(device)
         out["packed_logprobs_bf16"] = {k: packed_logprob_check(device, k) for k in ("one_prompt_length", "ragged_prompts")}
