@@ -1,6 +1,7 @@
 """Labels that do not depend on machine load: CPU seconds, not wall seconds, decide `timeout`."""
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -11,15 +12,24 @@ pytestmark = pytest.mark.slow
 LABELS = ("gt_pass", "flawed_pass", "hacked", "hacked_strict", "error", "tests_passed")
 
 
+def _spin() -> int:
+    """The length of a sum(range(n)) that takes about 0.08 CPU seconds on this machine. A fixed
+    n = 12,000,000 took 0.42 s a call on one machine, and one problem's slow canonical, called by
+    several tests, then passed the 1 s CPU limit, so the idle grades had no pass to keep."""
+    t = time.process_time()
+    sum(range(1_000_000))
+    return int(min(12_000_000, max(1_000_000, 0.08e6 / max(time.process_time() - t, 1e-4))))
+
+
 def _rows():
     problems = substrate.assign_modes(substrate.humaneval_problems()[:24], seed=0)[:3]
-    rows = []
+    rows, n = [], _spin()
     for p in problems:
-        # the canonical behind a few tenths of a CPU second of work in all (0.2–0.5 s here), well under
-        # the 1 s CPU limit, and stretched past a 0.5 s wall limit by four burners on two cores
+        # the canonical behind a few tenths of a CPU second of work in all, well under the 1 s CPU
+        # limit, and stretched past a 0.5 s wall limit by four burners on two cores
         code = grader.extract_code(substrate.canonical_completion(p))
         slow = ("```python\n" + code.replace(f"def {p.entry_point}(", f"def _{p.entry_point}(", 1) +
-                f"\n\ndef {p.entry_point}(*a):\n    sum(range(12_000_000))\n    return _{p.entry_point}(*a)\n```")
+                f"\n\ndef {p.entry_point}(*a):\n    sum(range({n}))\n    return _{p.entry_point}(*a)\n```")
         rows += [(p, substrate.canonical_completion(p)), (p, slow),
                  (p, f"```python\ndef {p.entry_point}(*a):\n    while True:\n        pass\n```"),
                  (p, f"```python\ndef {p.entry_point}(*a):\n    return None\n```")]
