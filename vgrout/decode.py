@@ -23,7 +23,10 @@ front, densely: the step's projections, MLP and own-completion attention run on 
 hold them, and only the prompt part of the attention lays them out per prompt slot (U' slots of
 R' query rows, R' set by the slot with the most; `Lanes`). Each size comes from a short list
 (`shape_sizes`), each shape with its own captured graphs. A step then costs what its running
-rows cost, not the batch's.
+rows cost, not the batch's. The rows a compaction drops are those done a quarter interval before
+it (a row done since stays a lane, sampling pad, until the next one), so the host never waits for
+the device at a compaction, and the graphs of a new layout are captured while the device still
+runs the queued steps (no capture synchronises the device).
 The sampling noise is drawn for the full batch and read by each row's original index, so a row
 meets the same noise compacted or not: in fp32 on the CPU it samples the same tokens at
 temperature 0 and 1 (tested); on a GPU a smaller shape may pick other kernels, whose rounding
@@ -50,7 +53,10 @@ from vgrout.rollout import pad_id
 CACHE_ALIGN = 64       # cache lengths rounded up: aligned attention masks, fewer graph shapes
 SPAN = 128             # a decode step attends the first k·SPAN completion slots, not all of them
 PREFILL_TOKENS = 16384  # prompt tokens per prefill chunk (bounds the fp32 lora2r activations)
-COMPACT_EVERY = 64     # decode steps between compactions of the running rows (each one syncs the host)
+COMPACT_EVERY = 64     # decode steps between compactions of the running rows
+# A compaction plans from which rows were done a quarter interval before it (`Engine.snapshot`), so
+# the host does not wait for the device there: it moves the rows and captures the new layout's
+# graphs while the device still runs the steps queued since the snapshot.
 
 
 # -- one decoder layer over static KV caches ----------------------------------------------------
@@ -328,6 +334,14 @@ class Engine:
         self.lane_slot = torch.zeros(batch, **z)
         self.srow, self.lrow = torch.zeros(batch * kv, **z), torch.zeros(batch * kv, **z)
         self.lanes, self.packed = batch, False  # lanes in use; False: on the grid of self.shape
+        # the host's copies of each lane's row and slot (what the device holds in lane_row and
+        # lane_slot), and of `done` as the last snapshot saw it: a compaction reads these, not
+        # the device, so it never waits for the queued steps
+        self.rows_host: list[int] = list(range(batch))
+        self.slots_host: list[int] = [b // group for b in range(batch)]
+        cuda = w.is_cuda
+        self.done_seen = torch.zeros(batch, dtype=torch.bool, pin_memory=cuda)
+        self.seen = torch.cuda.Event() if cuda else None
         self.out = torch.zeros(batch, comp_len + 1, **z)     # per lane
         self.result = torch.zeros(batch, comp_len + 1, **z)  # per row, filled as lanes are dropped
         self.ar = torch.arange(comp_len, device=dev)
@@ -385,6 +399,7 @@ class Engine:
         (a training run builds an engine every step, so warm-ups are paid often). It writes the
         step's buffers, so it runs before the prefill."""
         self.pool = torch.cuda.graph_pool_handle()
+        self.capture_stream = torch.cuda.Stream()
         s = torch.cuda.Stream()
         s.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(s):
@@ -394,34 +409,69 @@ class Engine:
         torch.cuda.current_stream().wait_stream(s)
 
     def replay(self, span: int) -> None:
-        """The decode step at the current shape, through its CUDA graph, captured at first use
-        (a capture records without running, so the buffers it reads keep their values). The
-        graphs share one memory pool: they never run at once."""
-        key = (*self.shape, self.lanes, self.packed, span)
-        if key not in self.graphs:
-            torch.cuda.synchronize()  # the capture's time, not the queued steps'
-            t0 = time.perf_counter()
-            g = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(g, pool=self.pool):  # synchronises before and after
+        """The decode step at the current layout, through its CUDA graph (`capture`)."""
+        self.capture(span)
+        self.graphs[(*self.layout(), self.packed, span)].replay()
+
+    def capture(self, span: int) -> None:
+        """Capture the decode step at the current layout and this span, unless held. A capture
+        records without running, so the buffers it reads keep their values, and it does not
+        synchronise the device (as torch.cuda.graph's context would, and empty the allocator's
+        cache): the steps queued before it run on while the host records. The graphs share one
+        memory pool: they never run at once."""
+        key = (*self.layout(), self.packed, span)
+        if key in self.graphs:
+            return
+        t0 = time.perf_counter()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.stream(self.capture_stream):
+            g.capture_begin(pool=self.pool)
+            try:
                 self.decode_step(span)
-            self.graphs[key] = g
-            self.capture_s += time.perf_counter() - t0
-        self.graphs[key].replay()
+            finally:
+                g.capture_end()
+        self.graphs[key] = g
+        self.capture_s += time.perf_counter() - t0
+
+    def capture_ahead(self, steps: range) -> None:
+        """Capture the graphs the current layout needs for these steps, while the device still
+        runs the steps queued before (a later capture could find the device idle)."""
+        for span in sorted({self.span_for(t - 1) for t in steps}):
+            self.capture(span)
+
+    def snapshot(self) -> None:
+        """Queue a copy of which lanes are done, for the next `compact` to plan from; the host
+        does not wait for it here."""
+        B = self.lanes
+        if self.seen is None:
+            self.done_seen[:B] = self.done[:B]
+            return
+        self.done_seen[:B].copy_(self.done[:B], non_blocking=True)
+        self.seen.record()
+
+    def index(self, values: list[int]) -> torch.Tensor:
+        """A long tensor on the engine's device, copied from pinned memory without a host sync."""
+        t = torch.tensor(values, dtype=torch.long)
+        if self.seen is None:
+            return t
+        return t.pin_memory().to(self.tok.device, non_blocking=True)
 
     def flush(self) -> None:
         """Copy every lane's tokens to its row of `result`."""
-        rows = self.lane_row[:self.lanes]
-        real = (rows >= 0).nonzero().squeeze(1)
-        self.result.index_copy_(0, rows[real], self.out[real])
+        real = [b for b, r in enumerate(self.rows_host[:self.lanes]) if r >= 0]
+        self.result.index_copy_(0, self.index([self.rows_host[b] for b in real]),
+                                self.out.index_select(0, self.index(real)))
 
     @torch.no_grad()
     def compact(self, written: int) -> bool:
-        """Move the running lanes to the front, each prompt slot's together and in slot order, as
-        few lanes as hold them (`shape_sizes`), in the smallest slot layout (U', R') whose R' holds
-        the slot with the most (`Lanes`). written: the completion slots filled so far (the cache
-        columns to move). False when every lane is done."""
+        """Move the lanes running at the last `snapshot` to the front, each prompt slot's together
+        and in slot order, as few lanes as hold them (`shape_sizes`), in the smallest slot layout
+        (U', R') whose R' holds the slot with the most (`Lanes`). written: the completion slots
+        filled so far (the cache columns to move). False when every lane was done."""
         B, (U, R) = self.lanes, self.shape
-        live, slot_of = (~self.done[:B]).tolist(), self.lane_slot[:B].tolist()
+        if self.seen is not None:
+            self.seen.synchronize()  # the snapshot's copy, queued steps ago: the later steps run on
+        live, slot_of = (~self.done_seen[:B]).tolist(), self.slots_host[:B]
         runs: dict[int, list[int]] = {}
         for b in range(B):
             if live[b]:
@@ -447,8 +497,7 @@ class Engine:
         qrow += [0] * (R2 * (U2 - len(groups)))
         lane_slot += [0] * (B2 - n)
         lane_r += [0] * (B2 - n)
-        dev = self.tok.device
-        idx, sidx = torch.tensor(src, device=dev), torch.tensor(slot_src, device=dev)
+        idx, sidx = self.index(src), self.index(slot_src)
         for i in range(len(self.a.layers)):
             for c in (self.kc, self.vc):
                 c[i, :B2, :, :written] = c[i, :B, :, :written].index_select(0, idx)
@@ -459,6 +508,7 @@ class Engine:
                 *self.proj.s.values()]
         for t in bufs:
             t[:B2] = t[:B].index_select(0, idx)
+        self.rows_host = [self.rows_host[b] for b in src[:n]] + [-1] * (B2 - n)
         if B2 > n:
             self.done[n:B2] = True
             self.lane_row[n:B2] = -1
@@ -468,12 +518,13 @@ class Engine:
     def place(self, U: int, R: int, lane_slot: list[int], lane_r: list[int], qrow: list[int]) -> None:
         """Set the layout (`Lanes`): lane b is query row lane_r[b] of slot lane_slot[b]; slot u's
         query row r reads lane qrow[u·R + r]."""
-        B, kv, dev = len(lane_slot), self.a.n_kv, self.tok.device
-        self.lane_slot[:B] = torch.tensor(lane_slot, device=dev)
-        self.srow[:U * kv * R] = torch.tensor([qrow[u * R + r] * kv + h for u in range(U) for h in range(kv)
-                                               for r in range(R)], device=dev)
-        self.lrow[:B * kv] = torch.tensor([(lane_slot[b] * kv + h) * R + lane_r[b] for b in range(B)
-                                           for h in range(kv)], device=dev)
+        B, kv = len(lane_slot), self.a.n_kv
+        self.lane_slot[:B] = self.index(lane_slot)
+        self.slots_host = list(lane_slot)
+        self.srow[:U * kv * R] = self.index([qrow[u * R + r] * kv + h for u in range(U) for h in range(kv)
+                                             for r in range(R)])
+        self.lrow[:B * kv] = self.index([(lane_slot[b] * kv + h) * R + lane_r[b] for b in range(B)
+                                         for h in range(kv)])
         self.shape, self.lanes, self.packed = (U, R), B, qrow != list(range(B))
 
     @torch.no_grad()
@@ -522,6 +573,7 @@ class Engine:
         logits = a.lm_head(rms_norm(a.norm, last[src_t]))                        # [U, V]
         self.place(self.U, R, [b // R for b in range(self.B)], [b % R for b in range(self.B)], list(range(self.B)))
         self.lane_row.copy_(torch.arange(self.B, device=dev))
+        self.rows_host = list(range(self.B))
         self.done.zero_()
         self.out.fill_(self.pad_id)
         self.result.fill_(self.pad_id)
@@ -540,8 +592,10 @@ class Engine:
         tokens) for B prompts laid out in prompt slots: rows [u·R, (u+1)·R) share their prompt and
         sampling mode. compact_every: decode steps between compactions (None: never). With
         `timings`, appends {"capture_s", "prefill_s", "decode_s", "shapes"} (synchronising the
-        device around each; capture_s: the warm-up and the graphs captured in this run, none once
-        the engine holds them; shapes: the (U', R', lanes) it decoded in, in turn: `layout`)."""
+        device around each; capture_s: the host's seconds in the warm-up and in capturing this
+        run's graphs, none once the engine holds them; the captures overlap the prefill and the
+        queued steps, and are inside prefill_s and decode_s as far as they outlast them; shapes: the (U', R', lanes) it decoded in, in turn:
+        `layout`)."""
         if len(prompts) != self.B:
             raise ValueError(f"engine batch is {self.B}, got {len(prompts)} prompts")
         for b in range(self.B):
@@ -566,18 +620,25 @@ class Engine:
             # the K/V it leaves in unwritten cache slots is finite: 0 · NaN would poison the step)
             self.warm_up()
         t0 = _clock(timings is not None)
-        self.prefill(prompts, m_rows)
-        t1 = _clock(timings is not None)
         self.capture_s = 0.0
-        shapes = [self.layout()]
+        self.prefill(prompts, m_rows)
         # a GPU step is queued ahead of the host, so asking "all done?" stalls it; a CPU one is not
         check_every = 64 if cuda else 1
+        if cuda:
+            self.capture_ahead(range(1, min(check_every, n_new)))  # while the prefill runs
+        t1 = _clock(timings is not None)
+        shapes = [self.layout()]
+        lag = compact_every // 4 if compact_every else 0  # steps between a snapshot and its compaction
         for step in range(1, n_new):
+            if compact_every and (step + lag) % compact_every == 0:
+                self.snapshot()
             if compact_every and step % compact_every == 0:
                 if not self.compact(written=step):
                     break
                 if self.layout() != shapes[-1]:
                     shapes.append(self.layout())
+            if cuda and (step % check_every == 0 or (compact_every and step % compact_every == 0)):
+                self.capture_ahead(range(step, min(step + check_every, n_new)))
             span = self.span_for(step - 1)  # the completion slot this step writes
             if cuda:
                 self.replay(span)
@@ -587,9 +648,8 @@ class Engine:
                 break
         self.flush()
         if timings is not None:
-            cap = self.capture_s
-            timings.append({"capture_s": t0 - tc + cap, "prefill_s": t1 - t0,
-                            "decode_s": _clock(True) - t1 - cap, "shapes": shapes})
+            timings.append({"capture_s": t0 - tc + self.capture_s, "prefill_s": t1 - t0,
+                            "decode_s": _clock(True) - t1, "shapes": shapes})
         return self.result[:, :n_new].clone()
 
 
