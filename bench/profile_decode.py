@@ -100,7 +100,7 @@ def main() -> None:
     eng = make_engine(model, lora, prompts, args.group, args.new_tokens)
     torch.cuda.synchronize()
     t0 = time.perf_counter()
-    eng.prefill(prompts, torch.ones(args.batch, device="cuda"))
+    eng.prefill(prompts, [False] * args.batch)
     torch.cuda.synchronize()
     print(f"prefill {args.batch // args.group} distinct prompts x {args.prompt_len}: {time.perf_counter() - t0:.2f} s")
     with profile(activities=[ProfilerActivity.CUDA]) as prof:

@@ -720,3 +720,54 @@ def test_varlen_flash_gives_the_bucketed_logprobs_and_grads_on_a_gpu(monkeypatch
     torch.testing.assert_close(got, ref, atol=3e-2, rtol=0)
     for a, b in zip(grads, ref_g):
         assert (a - b).norm() <= 2e-2 * b.norm(), ((a - b).norm() / b.norm()).item()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs run on a GPU")
+def test_a_capture_behind_queued_steps_leaves_their_noise_alone():
+    """`decode.capture_graph` captures while steps are still queued (no host sync). Each step draws
+    its noise from the generator's graph state; the capture resets that state on its own stream, so
+    unless the streams are ordered a queued step draws the first step's noise again. A replayed
+    step's draws with a capture in the middle of the queue equal those with no capture; the same
+    capture with the streams left unordered (the control) changes some step's draws."""
+    dev, n, K = "cuda", 1 << 16, 16
+    a = torch.randn(2048, 2048, device=dev) / 45
+    noise = torch.zeros(K, n, device=dev)
+    k = torch.zeros(1, dtype=torch.long, device=dev)
+
+    def step():
+        y = a
+        for _ in range(16):  # device work that keeps the queue long while the host captures
+            y = y @ a
+        noise.index_copy_(0, k, (torch.empty(1, n, device=dev).exponential_() + 0 * y[0, :1]))
+        k.add_(1)
+
+    pool, side = torch.cuda.graph_pool_handle(), torch.cuda.Stream()
+    warm = torch.cuda.Stream()
+    warm.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(warm):
+        step()
+    torch.cuda.current_stream().wait_stream(warm)
+    g = decode.capture_graph(step, pool, side)
+
+    def unordered(fn, pool, stream):
+        h = torch.cuda.CUDAGraph()
+        with torch.cuda.stream(stream):
+            h.capture_begin(pool=pool)
+            fn()
+            h.capture_end()
+        return h
+
+    def draws(capture):
+        torch.cuda.synchronize()
+        torch.cuda.manual_seed(1)
+        k.zero_()
+        for i in range(K):
+            if i == K // 2 and capture is not None:
+                capture(step, pool, side)
+            g.replay()
+        torch.cuda.synchronize()
+        return noise.clone()
+
+    ref = draws(None)
+    assert torch.equal(draws(decode.capture_graph), ref)
+    assert not torch.equal(draws(unordered), ref)

@@ -24,9 +24,10 @@ hold them, and only the prompt part of the attention lays them out per prompt sl
 R' query rows, R' set by the slot with the most; `Lanes`). Each size comes from a short list
 (`shape_sizes`), each shape with its own captured graphs. A step then costs what its running
 rows cost, not the batch's. The rows a compaction drops are those done a quarter interval before
-it (a row done since stays a lane, sampling pad, until the next one), so the host never waits for
-the device at a compaction, and the graphs of a new layout are captured while the device still
-runs the queued steps (no capture synchronises the device).
+it (a row done since stays a lane, sampling pad, until the next one): the host waits only for the
+steps before that snapshot, so the device still holds a quarter interval of queued steps while
+the host moves the rows and captures the new layout's graphs (`capture_graph`: no capture
+synchronises the device).
 The sampling noise is drawn for the full batch and read by each row's original index, so a row
 meets the same noise compacted or not: in fp32 on the CPU it samples the same tokens at
 temperature 0 and 1 (tested); on a GPU a smaller shape may pick other kernels, whose rounding
@@ -54,9 +55,9 @@ CACHE_ALIGN = 64       # cache lengths rounded up: aligned attention masks, fewe
 SPAN = 128             # a decode step attends the first k·SPAN completion slots, not all of them
 PREFILL_TOKENS = 16384  # prompt tokens per prefill chunk (bounds the fp32 lora2r activations)
 COMPACT_EVERY = 64     # decode steps between compactions of the running rows
-# A compaction plans from which rows were done a quarter interval before it (`Engine.snapshot`), so
-# the host does not wait for the device there: it moves the rows and captures the new layout's
-# graphs while the device still runs the steps queued since the snapshot.
+# A compaction plans from which rows were done a quarter interval before it (`Engine.snapshot`): the
+# host moves the rows and captures the new layout's graphs while the device still runs the steps
+# queued since the snapshot.
 
 
 # -- one decoder layer over static KV caches ----------------------------------------------------
@@ -336,7 +337,7 @@ class Engine:
         self.lanes, self.packed = batch, False  # lanes in use; False: on the grid of self.shape
         # the host's copies of each lane's row and slot (what the device holds in lane_row and
         # lane_slot), and of `done` as the last snapshot saw it: a compaction reads these, not
-        # the device, so it never waits for the queued steps
+        # the device, so it waits for no step queued after the snapshot
         self.rows_host: list[int] = list(range(batch))
         self.slots_host: list[int] = [b // group for b in range(batch)]
         cuda = w.is_cuda
@@ -414,22 +415,15 @@ class Engine:
         self.graphs[(*self.layout(), self.packed, span)].replay()
 
     def capture(self, span: int) -> None:
-        """Capture the decode step at the current layout and this span, unless held. A capture
-        records without running, so the buffers it reads keep their values, and it does not
-        synchronise the device (as torch.cuda.graph's context would, and empty the allocator's
-        cache): the steps queued before it run on while the host records. The graphs share one
+        """Capture the decode step at the current layout and this span, unless held
+        (`capture_graph`: the steps queued before it run on while the host records). A capture
+        records without running, so the buffers it reads keep their values. The graphs share one
         memory pool: they never run at once."""
         key = (*self.layout(), self.packed, span)
         if key in self.graphs:
             return
         t0 = time.perf_counter()
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.stream(self.capture_stream):
-            g.capture_begin(pool=self.pool)
-            try:
-                self.decode_step(span)
-            finally:
-                g.capture_end()
+        g = capture_graph(partial(self.decode_step, span), self.pool, self.capture_stream)
         self.graphs[key] = g
         self.capture_s += time.perf_counter() - t0
 
@@ -449,12 +443,13 @@ class Engine:
         self.done_seen[:B].copy_(self.done[:B], non_blocking=True)
         self.seen.record()
 
+    def put(self, t: torch.Tensor) -> torch.Tensor:
+        """Host tensor t on the engine's device, copied from pinned memory: the host does not wait
+        for the queued work (a copy from pageable memory does)."""
+        return t if self.seen is None else t.pin_memory().to(self.tok.device, non_blocking=True)
+
     def index(self, values: list[int]) -> torch.Tensor:
-        """A long tensor on the engine's device, copied from pinned memory without a host sync."""
-        t = torch.tensor(values, dtype=torch.long)
-        if self.seen is None:
-            return t
-        return t.pin_memory().to(self.tok.device, non_blocking=True)
+        return self.put(torch.tensor(values, dtype=torch.long))
 
     def flush(self) -> None:
         """Copy every lane's tokens to its row of `result`."""
@@ -528,7 +523,7 @@ class Engine:
         self.shape, self.lanes, self.packed = (U, R), B, qrow != list(range(B))
 
     @torch.no_grad()
-    def prefill(self, prompts: list[list[int]], m_rows: torch.Tensor) -> None:
+    def prefill(self, prompts: list[list[int]], deploy: list[bool]) -> None:
         """Left-pad each prompt slot's prompt into [0, Tp), run it through the layers (in chunks
         of slots; a slot whose prompt and mode an earlier slot has is copied, not recomputed),
         and sample every row's first new token."""
@@ -536,7 +531,7 @@ class Engine:
         Tp = self.Tp
         slot_rows = range(0, self.B, R)  # the first row of each prompt slot
         keys: dict[tuple, int] = {}
-        src = [keys.setdefault((tuple(prompts[b]), float(m_rows[b])), u) for u, b in enumerate(slot_rows)]
+        src = [keys.setdefault((tuple(prompts[b]), deploy[b]), u) for u, b in enumerate(slot_rows)]
         comp = sorted(keys.values())  # the slots computed; the others copy one of them
         ids = torch.full((self.U, Tp), self.pad_id, dtype=torch.long)
         first = torch.zeros(self.U, dtype=torch.long)
@@ -544,7 +539,7 @@ class Engine:
             p = prompts[b]
             ids[u, Tp - len(p):] = torch.tensor(p, dtype=torch.long)
             first[u] = Tp - len(p)
-        ids, first = ids.to(dev), first.to(dev)
+        ids, first = self.put(ids), self.put(first)
         ar = torch.arange(Tp, device=dev)
         self.prompt_ok.copy_((ar[None, :] >= first[:, None]).repeat_interleave(R, 0))
         pos = (ar[None, :] - first[:, None]).clamp(min=0)  # = cumsum(attention_mask) - 1 on real tokens
@@ -553,7 +548,7 @@ class Engine:
         chunk = max(1, PREFILL_TOKENS // Tp)
         last = torch.empty(self.U, a.embed.weight.shape[1], dtype=a.embed.weight.dtype, device=dev)
         for c0 in range(0, len(comp), chunk):
-            us = torch.tensor(comp[c0:c0 + chunk], device=dev)
+            us = self.index(comp[c0:c0 + chunk])
             valid = ar[None, :] >= first[us, None]                             # [b, Tp] real keys
             m = (causal[None] & valid[:, None, :]) | torch.eye(Tp, dtype=torch.bool, device=dev)[None]
             # pad queries see only themselves: no fully masked row, so no NaN in pad K/V
@@ -567,9 +562,11 @@ class Engine:
                 h = _prefill_layer(a, layer, h, cos, sin, k_tmp[i], v_tmp[i], mask, lin)
             self.kp[:, us], self.vp[:, us] = k_tmp, v_tmp
             last[us] = h[:, -1]
-        src_t = torch.tensor(src, device=dev)
-        dup = (src_t != torch.arange(self.U, device=dev)).nonzero().squeeze(1)
-        self.kp[:, dup], self.vp[:, dup] = self.kp[:, src_t[dup]], self.vp[:, src_t[dup]]
+        src_t = self.index(src)
+        dup = [u for u in range(self.U) if src[u] != u]
+        if dup:
+            dup_t, from_t = self.index(dup), self.index([src[u] for u in dup])
+            self.kp[:, dup_t], self.vp[:, dup_t] = self.kp[:, from_t], self.vp[:, from_t]
         logits = a.lm_head(rms_norm(a.norm, last[src_t]))                        # [U, V]
         self.place(self.U, R, [b // R for b in range(self.B)], [b % R for b in range(self.B)], list(range(self.B)))
         self.lane_row.copy_(torch.arange(self.B, device=dev))
@@ -594,7 +591,8 @@ class Engine:
         `timings`, appends {"capture_s", "prefill_s", "decode_s", "shapes"} (synchronising the
         device around each; capture_s: the host's seconds in the warm-up and in capturing this
         run's graphs, none once the engine holds them; the captures overlap the prefill and the
-        queued steps, and are inside prefill_s and decode_s as far as they outlast them; shapes: the (U', R', lanes) it decoded in, in turn:
+        queued steps, so prefill_s and decode_s (wall times) hold whatever of them the device's
+        work did not hide, and capture_s counts it again; shapes: the (U', R', lanes) it decoded in, in turn:
         `layout`)."""
         if len(prompts) != self.B:
             raise ValueError(f"engine batch is {self.B}, got {len(prompts)} prompts")
@@ -610,9 +608,9 @@ class Engine:
         lengths = lengths if lengths is not None else [n_new] * self.B
         if len(lengths) != self.B or min(lengths) < 1:
             raise ValueError(f"engine: lengths must give each of the {self.B} rows at least one token")
-        m_rows = torch.tensor([0.0 if d else 1.0 for d in deploy], device=self.tok.device)
+        m_rows = self.put(torch.tensor([0.0 if d else 1.0 for d in deploy]))
         self.proj.refresh(m_rows.to(self.a.embed.weight.dtype))
-        self.limit.copy_(torch.tensor([min(n, n_new) for n in lengths]))
+        self.limit.copy_(self.index([min(n, n_new) for n in lengths]))
         cuda = self.tok.is_cuda
         tc = _clock(timings is not None)
         if cuda and self.pool is None:
@@ -621,11 +619,13 @@ class Engine:
             self.warm_up()
         t0 = _clock(timings is not None)
         self.capture_s = 0.0
-        self.prefill(prompts, m_rows)
+        self.prefill(prompts, deploy)
         # a GPU step is queued ahead of the host, so asking "all done?" stalls it; a CPU one is not
         check_every = 64 if cuda else 1
+        # the steps a layout lasts at most: graphs for them are captured when it begins
+        ahead = min(check_every, compact_every or check_every)
         if cuda:
-            self.capture_ahead(range(1, min(check_every, n_new)))  # while the prefill runs
+            self.capture_ahead(range(1, min(ahead, n_new)))  # while the prefill runs
         t1 = _clock(timings is not None)
         shapes = [self.layout()]
         lag = compact_every // 4 if compact_every else 0  # steps between a snapshot and its compaction
@@ -637,8 +637,8 @@ class Engine:
                     break
                 if self.layout() != shapes[-1]:
                     shapes.append(self.layout())
-            if cuda and (step % check_every == 0 or (compact_every and step % compact_every == 0)):
-                self.capture_ahead(range(step, min(step + check_every, n_new)))
+            if cuda and step % ahead == 0:
+                self.capture_ahead(range(step, min(step + ahead, n_new)))
             span = self.span_for(step - 1)  # the completion slot this step writes
             if cuda:
                 self.replay(span)
@@ -651,6 +651,24 @@ class Engine:
             timings.append({"capture_s": t0 - tc + self.capture_s, "prefill_s": t1 - t0,
                             "decode_s": _clock(True) - t1, "shapes": shapes})
         return self.result[:, :n_new].clone()
+
+
+def capture_graph(step, pool, stream: torch.cuda.Stream) -> torch.cuda.CUDAGraph:
+    """step() recorded as a CUDA graph in memory pool `pool`, on `stream`, with no wait on the host:
+    torch.cuda.graph's context synchronises the device (and empties the allocator's cache) first.
+    The two streams are ordered on the device instead: capture_begin writes the generator's seed
+    and offset for graphs on `stream`, state that every replay also writes before it draws, so
+    unordered a step still queued could draw the first draw's noise again."""
+    g = torch.cuda.CUDAGraph()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        g.capture_begin(pool=pool)
+        try:
+            step()
+        finally:
+            g.capture_end()
+    torch.cuda.current_stream().wait_stream(stream)
+    return g
 
 
 def _clock(sync: bool) -> float:
