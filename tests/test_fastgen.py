@@ -736,7 +736,7 @@ def test_a_capture_behind_queued_steps_leaves_their_noise_alone():
 
     def step():
         y = a
-        for _ in range(16):  # device work that keeps the queue long while the host captures
+        for _ in range(24):  # device work that keeps the queue long while the host captures
             y = y @ a
         noise.index_copy_(0, k, (torch.empty(1, n, device=dev).exponential_() + 0 * y[0, :1]))
         k.add_(1)
@@ -762,9 +762,11 @@ def test_a_capture_behind_queued_steps_leaves_their_noise_alone():
         torch.cuda.manual_seed(1)
         k.zero_()
         for i in range(K):
+            g.replay()
+            if i == 1:  # the queue restarts at step 2: a step whose own offset is not the first's
+                torch.cuda.synchronize()
             if i == K // 2 and capture is not None:
                 capture(step, pool, side)
-            g.replay()
         torch.cuda.synchronize()
         return noise.clone()
 
