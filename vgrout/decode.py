@@ -338,14 +338,13 @@ class Engine:
         self.done = torch.zeros(batch, dtype=torch.bool, device=dev)
         self.limit = torch.zeros(batch, **z)        # a row is done once it has this many tokens
         self.lane_row = torch.arange(batch, **z)
-        # the packed layout (`Lanes`), read by the captured steps: each lane's slot and query row,
-        # each query row's lane
-        self.lane_slot = torch.zeros(batch, **z)
+        # the packed layout (`Lanes`), read by the captured steps: each lane's query row, each
+        # query row's lane
         self.srow, self.lrow = torch.zeros(batch * kv, **z), torch.zeros(batch * kv, **z)
         self.lanes, self.packed = batch, False  # lanes in use; False: on the grid of self.shape
-        # the host's copies of each lane's row and slot (what the device holds in lane_row and
-        # lane_slot), and of `done` as the last snapshot saw it: a compaction reads these, not
-        # the device, so it waits for no step queued after the snapshot
+        # the host's copy of each lane's row (the device's lane_row), each lane's slot (host only),
+        # and `done` as the last snapshot saw it: a compaction reads these, not the device, so it
+        # waits for no step queued after the snapshot
         self.rows_host: list[int] = list(range(batch))
         self.slots_host: list[int] = [b // group for b in range(batch)]
         cuda = w.is_cuda
@@ -419,21 +418,19 @@ class Engine:
 
     def replay(self, span: int) -> None:
         """The decode step at the current layout, through its CUDA graph (`capture`)."""
-        self.capture(span)
-        self.graphs[(*self.layout(), self.packed, span)].replay()
+        self.capture(span).replay()
 
-    def capture(self, span: int) -> None:
-        """Capture the decode step at the current layout and this span, unless held
+    def capture(self, span: int) -> torch.cuda.CUDAGraph:
+        """The decode step's graph at the current layout and this span, captured unless held
         (`capture_graph`: the steps queued before it run on while the host records). A capture
         records without running, so the buffers it reads keep their values. The graphs share one
         memory pool: they never run at once."""
         key = (*self.layout(), self.packed, span)
-        if key in self.graphs:
-            return
-        t0 = time.perf_counter()
-        g = capture_graph(partial(self.decode_step, span), self.pool, self.capture_stream)
-        self.graphs[key] = g
-        self.capture_s += time.perf_counter() - t0
+        if key not in self.graphs:
+            t0 = time.perf_counter()
+            self.graphs[key] = capture_graph(partial(self.decode_step, span), self.pool, self.capture_stream)
+            self.capture_s += time.perf_counter() - t0
+        return self.graphs[key]
 
     def capture_ahead(self, steps: range) -> None:
         """Capture the graphs the current layout needs for these steps, while the device still
@@ -522,7 +519,6 @@ class Engine:
         """Set the layout (`Lanes`): lane b is query row lane_r[b] of slot lane_slot[b]; slot u's
         query row r reads lane qrow[u·R + r]."""
         B, kv = len(lane_slot), self.a.n_kv
-        self.lane_slot[:B] = self.index(lane_slot)
         self.slots_host = list(lane_slot)
         self.srow[:U * kv * R] = self.index([qrow[u * R + r] * kv + h for u in range(U) for h in range(kv)
                                              for r in range(R)])
@@ -600,8 +596,8 @@ class Engine:
         device around each; capture_s: the host's seconds in the warm-up and in capturing this
         run's graphs, none once the engine holds them; the captures overlap the prefill and the
         queued steps, so prefill_s and decode_s (wall times) hold whatever of them the device's
-        work did not hide, and capture_s counts it again; shapes: the (U', R', lanes) it decoded in, in turn:
-        `layout`)."""
+        work did not hide, and capture_s counts it again; shapes: the (U', R', lanes) it decoded
+        in, in turn: `layout`)."""
         if len(prompts) != self.B:
             raise ValueError(f"engine batch is {self.B}, got {len(prompts)} prompts")
         for b in range(self.B):
