@@ -66,12 +66,12 @@ COMPACT_EVERY = 64     # decode steps between compactions of the running rows
 # the cache holds a prompt once per group instead of once per rollout.
 
 def _rotation(cos, sin):
-    """The rotary tables [B, L, Dh] as `_qkv` applies them, made once per forward: transformers'
+    """The rotary tables [B, L, 1, Dh] as `_qkv` applies them, made once per forward: transformers'
     rotation x·cos + rotate_half(x)·sin, with rotate_half(x) = roll(x, Dh/2)·(−1 … −1, 1 … 1) and
     the signs folded into sin, is one multiply, one roll and one fused multiply-add per layer (two
     kernels fewer than rotate_half's negation and concatenation)."""
     half = sin.shape[-1] // 2
-    return cos, torch.cat([-sin[..., :half], sin[..., half:]], -1)
+    return cos[:, :, None], torch.cat([-sin[..., :half], sin[..., half:]], -1)[:, :, None]
 
 
 def _qkv(a: Arch, layer, h, cos, sin, lin):
@@ -86,14 +86,15 @@ def _qkv(a: Arch, layer, h, cos, sin, lin):
     qk, v = y[:, :, :H + Hkv], y[:, :, H + Hkv:]
     if hasattr(attn, "q_norm"):  # Qwen3: RMSNorm per head before the rotation
         qk = torch.cat([rms_norm(attn.q_norm, qk[:, :, :H]), rms_norm(attn.k_norm, qk[:, :, H:])], 2)
-    qk = torch.addcmul(qk * cos[:, :, None], qk.roll(a.head_dim // 2, -1), sin[:, :, None])  # heads on dim 2
+    qk = torch.addcmul(qk * cos, qk.roll(a.head_dim // 2, -1), sin)  # heads on dim 2
     return qk[:, :, :H].transpose(1, 2), qk[:, :, H:].transpose(1, 2), v.transpose(1, 2)
 
 
 def _finish(layer, h, o, lin):
-    """The residual stream after attention output o [B, L, H·Dh]: o_proj, then the MLP."""
-    h = h + lin((layer.self_attn.o_proj,), o)
-    return h + _mlp(layer.mlp, rms_norm(layer.post_attention_layernorm, h), lin)
+    """The residual stream h after attention output o [B, L, H·Dh]: o_proj, then the MLP, each
+    accumulated into h in place by its output projection's GEMMs (`Projections`: into)."""
+    h = lin((layer.self_attn.o_proj,), o, into=h)
+    return _mlp(layer.mlp, rms_norm(layer.post_attention_layernorm, h), lin, into=h)
 
 
 def _prefill_layer(a: Arch, layer, h, cos, sin, k_out, v_out, mask, lin):
@@ -119,7 +120,8 @@ def _decode_layer(a: Arch, layer, h, cos, sin, kp, vp, kc, vc, slot, blocked, sp
     q, k, v = _qkv(a, layer, h, cos, sin, lin)
     kc.index_copy_(2, slot, k)
     vc.index_copy_(2, slot, v)
-    q = q.reshape(B, a.n_heads, a.head_dim) * layer.self_attn.scaling  # scaled here, not the scores
+    # scaled here, not the scores; the product is also q's contiguous copy, which Lanes.to_slots reads
+    q = q.reshape(B, a.n_heads, a.head_dim) * layer.self_attn.scaling
     o = _decode_attention(q, kp, vp, kc, vc, blocked, span, lanes)
     return _finish(layer, h, o.reshape(B, 1, -1), lin)
 
@@ -141,9 +143,12 @@ def _decode_attention(q, kp, vp, kc, vc, blocked, span, lanes=None):
     # elementwise tensor of the step ([B, H, Tp + span]): three passes in the model's dtype
     # (softmax accumulates in fp32 inside its kernel)
     w = torch.cat([sp, sc], -1).masked_fill_(blocked, float("-inf")).softmax(-1)
-    o = lanes.to_lanes(torch.matmul(lanes.to_slots(w, Tp), vp))
-    o = o + torch.matmul(w[..., Tp:], vc[:, :, :span])
-    return o.reshape(B, H, Dh)
+    # contiguous: to_lanes' own copy, except on a grid of one slot, where it is a view
+    o = lanes.to_lanes(torch.matmul(lanes.to_slots(w, Tp), vp)).contiguous()
+    # the row's own part accumulates onto the prompt's inside the GEMM (no separate add)
+    G = H // Hkv
+    o.view(B * Hkv, G, Dh).baddbmm_(w[..., Tp:].reshape(B * Hkv, G, span), vc[:, :, :span].reshape(B * Hkv, span, Dh))
+    return o.view(B, H, Dh)
 
 
 class Lanes:
@@ -177,9 +182,8 @@ class Lanes:
         return t.view(U * Hkv * self.R, G, X).index_select(0, self.lrow).view(-1, Hkv, G, X)
 
 
-def _mlp(mlp, x, lin):
-    return lin((mlp.down_proj,), mlp.act_fn(lin((mlp.gate_proj,), x)) * lin((mlp.up_proj,), x))
-
+def _mlp(mlp, x, lin, into=None):
+    return lin((mlp.down_proj,), mlp.act_fn(lin((mlp.gate_proj,), x)) * lin((mlp.up_proj,), x), into=into)
 
 
 class Projections:
@@ -250,17 +254,29 @@ class Projections:
                 s[:, c + r:c + 2 * r] = m
                 s[:, c + 3 * r:c + 4 * r] = m
 
-    def __call__(self, group: tuple, x: torch.Tensor, rows: slice = slice(None)) -> torch.Tensor:
-        """The group's outputs side by side for rows `rows` of the batch: W·x + [B − B0, B0]·(s ⊙ [A; A − A0]·x)."""
-        y = F.linear(x, *self.base[group]) if group in self.base else base_linear(group[0])(x)
+    def __call__(self, group: tuple, x: torch.Tensor, rows: slice = slice(None),
+                 into: torch.Tensor | None = None) -> torch.Tensor:
+        """The group's outputs side by side for rows `rows` of the batch: W·x + [B − B0, B0]·(s ⊙ [A; A − A0]·x).
+        into: added in place to this tensor (the residual stream), which is returned. Every sum
+        accumulates inside a GEMM (cuBLAS's β = 1 on its own output): an out-of-place addmm
+        would first copy its addend, and a separate add is a kernel of its own."""
+        W, bias = self.base[group] if group in self.base else (base_linear(group[0]).weight, base_linear(group[0]).bias)
+        if into is None:
+            y = F.linear(x, W, bias)
+        else:
+            y = into
+            y.view(-1, y.shape[-1]).addmm_(x.flatten(0, -2), W.t())
+            if bias is not None:
+                y += bias
         if group not in self.delta:
             return y
         A, B, parts = self.delta[group]
         h = F.linear(x, A)
         if not self.one_mode:
             s = self.s[len(parts)][rows]
-            h = h * s.view(s.shape[0], *[1] * (x.dim() - 2), s.shape[1])
-        return torch.addmm(y.flatten(0, -2), h.flatten(0, -2), B.t()).view_as(y)
+            h *= s.view(s.shape[0], *[1] * (x.dim() - 2), s.shape[1])
+        y.view(-1, y.shape[-1]).addmm_(h.flatten(0, -2), B.t())
+        return y
 
 
 def sample_next(logits: torch.Tensor, temperature: float, top_p: float = 1.0,
