@@ -142,9 +142,10 @@ def _untimed_steps(path: Path) -> list[dict]:
 
 def test_fanout_gives_what_a_serial_repro_gives(repo, tmp_path):
     """The CI grid through `vgrout fanout` on a local Ray cluster, from the head a serial repro
-    left less routeA's and its yoked placebo's run stages: a run stage killed mid-run is retried; the fan-out killed with kill -9 and
-    started again redoes no adopted stage; the lock entries, metrics and artifacts equal the
-    serial `dvc repro`'s (timings aside); `dvc status` is clean and a third fan-out would run nothing."""
+    left, less routeA's and its yoked placebo's run stages: a run stage killed mid-run is retried;
+    the fan-out killed with kill -9 and started again redoes no adopted stage; the lock entries,
+    metrics and artifacts equal the serial `dvc repro`'s (timings aside); `dvc status` is clean
+    and a third fan-out would run nothing."""
     from vgrout import fanout
     head = tmp_path / "vgrout"
     shutil.copytree(repo, head, symlinks=True)
