@@ -30,9 +30,10 @@ class MergedProjections(decode.Projections):
                 self._add(group, batch, dtype)
 
 
-def merged_mlp(mlp, x, lin):
+def merged_mlp(mlp, x, lin, into=None):
+    """decode._mlp's signature: into, the residual stream the down projection adds into."""
     gate, up = lin((mlp.gate_proj, mlp.up_proj), x).chunk(2, -1)
-    return lin((mlp.down_proj,), mlp.act_fn(gate) * up)
+    return lin((mlp.down_proj,), mlp.act_fn(gate) * up, into=into)
 
 
 def main() -> None:
