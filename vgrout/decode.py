@@ -47,6 +47,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from vgrout.adapter import Lora2r, Lora2rLinear
+from vgrout import arch as arch_module
 from vgrout.arch import Arch, arch, base_linear, rms_norm
 from vgrout.rollout import pad_id
 
@@ -74,17 +75,35 @@ def _rotation(cos, sin):
     return cos[:, :, None], torch.cat([-sin[..., :half], sin[..., half:]], -1)[:, :, None]
 
 
-def _qkv(a: Arch, layer, h, cos, sin, lin):
+@torch.no_grad()
+def qk_norm_weights(a: Arch, layer) -> torch.Tensor | None:
+    """Qwen3's per-head RMSNorm weights of q and k as one table [H + Hkv, Dh] (`_qkv`); None for
+    a layout without them."""
+    attn = layer.self_attn
+    if not hasattr(attn, "q_norm"):
+        return None
+    if attn.q_norm.variance_epsilon != attn.k_norm.variance_epsilon:
+        raise ValueError("decode: q_norm and k_norm have different epsilons; one norm cannot serve both")
+    return torch.cat([attn.q_norm.weight.expand(a.n_heads, -1), attn.k_norm.weight.expand(a.n_kv, -1)])
+
+
+def _qkv(a: Arch, layer, h, cos, sin, lin, qk_w=None):
     """The attention inputs of h [B, L, D]: q [B, H, L, Dh], k and v [B, Hkv, L, Dh], rotated by
     `_rotation`'s tables. q, k and v come out of one projection, and q and k are rotated in one
-    pass (fewer kernels: a decode step is bound by their count)."""
+    pass (fewer kernels: a decode step is bound by their count). qk_w: `qk_norm_weights` of the
+    layer, where it has them."""
     attn = layer.self_attn
     B, L, _ = h.shape
     H, Hkv = a.n_heads, a.n_kv
     x = rms_norm(layer.input_layernorm, h)
     y = lin((attn.q_proj, attn.k_proj, attn.v_proj), x).view(B, L, H + 2 * Hkv, a.head_dim)
     qk, v = y[:, :, :H + Hkv], y[:, :, H + Hkv:]
-    if hasattr(attn, "q_norm"):  # Qwen3: RMSNorm per head before the rotation
+    if qk_w is not None and arch_module.FAST_NORM:
+        # Qwen3: RMSNorm per head before the rotation, q's and k's heads in one norm and their
+        # weights applied after it from one table (transformers' order: normalised in fp32,
+        # rounded, then weighted): three kernels where a norm each and their concatenation were five
+        qk = F.rms_norm(qk, (a.head_dim,), eps=attn.q_norm.variance_epsilon) * qk_w
+    elif qk_w is not None:
         qk = torch.cat([rms_norm(attn.q_norm, qk[:, :, :H]), rms_norm(attn.k_norm, qk[:, :, H:])], 2)
     qk = torch.addcmul(qk * cos, qk.roll(a.head_dim // 2, -1), sin)  # heads on dim 2
     return qk[:, :, :H].transpose(1, 2), qk[:, :, H:].transpose(1, 2), v.transpose(1, 2)
@@ -97,11 +116,11 @@ def _finish(layer, h, o, lin):
     return _mlp(layer.mlp, rms_norm(layer.post_attention_layernorm, h), lin, into=h)
 
 
-def _prefill_layer(a: Arch, layer, h, cos, sin, k_out, v_out, mask, lin):
+def _prefill_layer(a: Arch, layer, h, cos, sin, k_out, v_out, mask, lin, qk_w=None):
     """Prompts h [b, P, D] attending to themselves under mask [b, 1, G·P, P]; their K/V go to
     k_out, v_out [b, Hkv, P, Dh]."""
     B, P, _ = h.shape
-    q, k, v = _qkv(a, layer, h, cos, sin, lin)
+    q, k, v = _qkv(a, layer, h, cos, sin, lin, qk_w)
     k_out.copy_(k)
     v_out.copy_(v)
     # grouped-query attention without repeating K/V: the G query heads that share a KV head
@@ -113,11 +132,11 @@ def _prefill_layer(a: Arch, layer, h, cos, sin, k_out, v_out, mask, lin):
     return _finish(layer, h, o, lin)
 
 
-def _decode_layer(a: Arch, layer, h, cos, sin, kp, vp, kc, vc, slot, blocked, span, lin, lanes=None):
+def _decode_layer(a: Arch, layer, h, cos, sin, kp, vp, kc, vc, slot, blocked, span, lin, lanes=None, qk_w=None):
     """One new token per lane, h [B, 1, D]; this token's K/V is written at completion `slot`, then
     it attends (`_decode_attention`)."""
     B = h.shape[0]
-    q, k, v = _qkv(a, layer, h, cos, sin, lin)
+    q, k, v = _qkv(a, layer, h, cos, sin, lin, qk_w)
     kc.index_copy_(2, slot, k)
     vc.index_copy_(2, slot, v)
     # scaled here, not the scores; the product is also q's contiguous copy, which Lanes.to_slots reads
@@ -370,6 +389,7 @@ class Engine:
         self.result = torch.zeros(batch, comp_len + 1, **z)  # per row, filled as lanes are dropped
         self.ar = torch.arange(comp_len, device=dev)
         self.proj = Projections(self.a.layers, lora, batch, dt, one_mode)
+        self.qk_w = [qk_norm_weights(self.a, layer) for layer in self.a.layers]
         self.shape = (self.U, self.R)
         self.graphs: dict[tuple, torch.cuda.CUDAGraph] = {}  # (U', R', lanes, packed, span) -> the captured step
         self.pool = None
@@ -410,7 +430,7 @@ class Engine:
         lin = partial(self.proj, rows=slice(0, B))
         for i, layer in enumerate(a.layers):
             h = _decode_layer(a, layer, h, cos, sin, self.kp[i, :U], self.vp[i, :U], self.kc[i, :B],
-                              self.vc[i, :B], self.slot, blocked, span, lin, lanes)
+                              self.vc[i, :B], self.slot, blocked, span, lin, lanes, self.qk_w[i])
         nxt = self.sample(a.lm_head(rms_norm(a.norm, h[:, -1])))
         self.out[:B].index_copy_(1, self.col, nxt[:, None])
         self.tok[:B].copy_(nxt[:, None])
@@ -579,7 +599,7 @@ class Engine:
             k_tmp = self.kp.new_empty(len(a.layers), len(us), a.n_kv, Tp, a.head_dim)
             v_tmp = torch.empty_like(k_tmp)
             for i, layer in enumerate(a.layers):
-                h = _prefill_layer(a, layer, h, cos, sin, k_tmp[i], v_tmp[i], mask, lin)
+                h = _prefill_layer(a, layer, h, cos, sin, k_tmp[i], v_tmp[i], mask, lin, self.qk_w[i])
             self.kp[:, us], self.vp[:, us] = k_tmp, v_tmp
             last[us] = h[:, -1]
         src_t = self.index(src)
