@@ -46,8 +46,8 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from vgrout.adapter import Lora2r, Lora2rLinear
 from vgrout import arch as arch_module
+from vgrout.adapter import Lora2r, Lora2rLinear
 from vgrout.arch import Arch, arch, base_linear, rms_norm
 from vgrout.rollout import pad_id
 
