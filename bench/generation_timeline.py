@@ -18,8 +18,8 @@ from collections import defaultdict
 
 import torch
 
-from vgrout import adapter as ad
-from vgrout import bench, decode
+from fresh_generation import natural_generation  # noqa: E402 (this folder is on the path: the script's own)
+from vgrout import decode
 
 EVENTS: list = []    # (event after a replay, its layout key, host time of the replay call)
 CAPTURES: list = []  # (host start, host seconds) of each capture
@@ -48,23 +48,11 @@ def instrument() -> None:
 
 def main(n: int = 2) -> None:
     instrument()
-    shape = bench.PRESETS["paper_natural"]
-    mdl, _ = bench.build_model(shape.get("model", "qwen3-4b-random"), "cuda", seed=0)
-    lora = ad.attach(mdl, r=shape["r"], seed=0)
-    batch, group, new = shape["batch"], shape["group"], shape["new_tokens"]
-    prompts = [p for p in bench.random_prompts(batch // group, shape["prompt_len"], mdl.config.vocab_size, 0)
-               for _ in range(group)]
-    lengths = bench.natural_lengths(batch, shape["length_mean"], new, shape.get("length_sigma", 0.7), 0)
+    run = natural_generation()
     for i in range(n):
         EVENTS.clear()
         CAPTURES.clear()
-        decode.release()
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        decode.generate_ids(mdl, prompts, new, temperature=1.0, batch_size=batch, lora=lora, eos_id=bench.EOS,
-                            pad=bench.PAD, ignore_eos=True, lengths=lengths)
-        torch.cuda.synchronize()
-        wall = time.perf_counter() - t0
+        wall = run()
         dts = [(a[0].elapsed_time(b[0]) / 1e3, b[1]) for a, b in zip(EVENTS, EVENTS[1:])]
         by_key = defaultdict(list)
         for dt, key in dts:
