@@ -279,7 +279,8 @@ class Projections:
         into: added in place to this tensor (the residual stream), which is returned. Every sum
         accumulates inside a GEMM (cuBLAS's β = 1 on its own output): an out-of-place addmm
         would first copy its addend, and a separate add is a kernel of its own."""
-        W, bias = self.base[group] if group in self.base else (base_linear(group[0]).weight, base_linear(group[0]).bias)
+        first = base_linear(group[0])
+        W, bias = self.base.get(group, (first.weight, first.bias))
         if into is None:
             y = F.linear(x, W, bias)
         else:
