@@ -16,7 +16,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from vgrout import adapter as ad
-from vgrout import logprob, rollout
+from vgrout import compiled, logprob, rollout
 from vgrout.bench import PAD, build_model, natural_lengths, random_prompts
 
 
@@ -30,8 +30,10 @@ def main() -> None:
     ap.add_argument("--shared", action="store_true")
     ap.add_argument("--length-mean", type=float, default=None)
     ap.add_argument("--top", type=int, default=30)
+    ap.add_argument("--eager", action="store_true", help="the element-wise chains eagerly (vgrout.compiled.COMPILE = 'never')")
     ap.add_argument("--stack", action="store_true", help="also a table of operators by their source lines (grad=True)")
     args = ap.parse_args()
+    compiled.COMPILE = "never" if args.eager else compiled.COMPILE
     model, _ = build_model("qwen3-4b-random", "cuda")
     lora = ad.attach(model, r=args.r)
     v = model.config.vocab_size
@@ -51,8 +53,10 @@ def main() -> None:
             logp.sum().backward()
 
     for grad in (False, True):
+        t0 = time.perf_counter()
         step(grad)
         torch.cuda.synchronize()
+        print(f"grad={grad}: first micro-batch (compiles the chains) {time.perf_counter() - t0:.1f} s")
         t0 = time.perf_counter()
         for _ in range(3):
             step(grad)

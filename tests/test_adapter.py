@@ -285,3 +285,29 @@ def test_the_fused_deltas_stacked_weights_follow_every_change_of_the_adapter(how
     r, A, B, A0, B0 = mod.r, mod.A, mod.B, mod.A0, mod.B0
     torch.testing.assert_close(Ac, torch.cat([A[:r], (A - A0)[:r], A[r:], (A - A0)[r:]]).detach(), rtol=0, atol=0)
     torch.testing.assert_close(Bc, torch.cat([(B - B0)[:, :r], B0[:, :r], (B - B0)[:, r:], B0[:, r:]], 1).detach(), rtol=0, atol=0)
+
+
+def test_fused_row_scales_follow_the_masks_in_force():
+    """FusedDelta's per-row factors are built once per masks and kept for every wrapped Linear;
+    other masks, a mask tensor changed in place, or a layout of other rows rebuild them, so each
+    forward computes under the masks in force (the exact variant's outputs)."""
+    model = make_tiny_llama()
+    lora = ad.attach(model, r=4, seed=0)
+    ids = _batch(n=3)
+    _train_a_bit(lora, ids)
+    m = torch.tensor([0.0, 1.0, 1.0])
+    d = torch.tensor([False, False, True])
+
+    def logits(fused):
+        with torch.no_grad(), lora.fused(fused), lora.state.scope(m=m, d=d):
+            return model(ids).logits
+    torch.testing.assert_close(logits(True), logits(False), atol=1e-5, rtol=1e-5)
+    m[0] = 1.0  # in place: the kept factors are stale unless rebuilt
+    torch.testing.assert_close(logits(True), logits(False), atol=1e-5, rtol=1e-5)
+    with torch.no_grad(), lora.fused(), lora.masked(["keep", "keep", "keep"]):
+        keep_all = model(ids).logits
+    with torch.no_grad(), lora.masked(["keep", "keep", "keep"]):
+        torch.testing.assert_close(keep_all, model(ids).logits, atol=1e-5, rtol=1e-5)
+    with torch.no_grad(), lora.fused(), lora.masked(["keep"]):
+        one = model(ids[:1]).logits
+    torch.testing.assert_close(one, keep_all[:1], atol=1e-5, rtol=1e-5)

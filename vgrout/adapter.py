@@ -94,13 +94,15 @@ class FusedDelta(Lora2rVariant):
     @staticmethod
     def forward(mod: "Lora2rLinear", x: torch.Tensor) -> torch.Tensor:
         st = mod.state
-        n = x.shape[0]
         if st.pool_weights is not None:
             xp = torch.einsum("bt,bti->bi", st.pool_weights.float(), x.float())
             st.pooled[mod.name] = F.linear(xp, mod.A[:mod.r].detach())
-        m = st.m if st.m is not None else x.new_ones(n, dtype=torch.float32)
-        keep_d = (~st.d).float() if st.d is not None else x.new_ones(n, dtype=torch.float32)
-        return Lora2rDelta.apply(x, mod.base(x), mod.A, mod.B, *mod.stacked(x.dtype), m, keep_d)
+        Ac, Bc = mod.stacked(x.dtype)
+        S, S_grad, keep = st.row_scales(x, mod.r)
+        y = mod.base(x)
+        if torch.is_grad_enabled():
+            return Lora2rDelta.apply(x, y, mod.A, mod.B, Ac, Bc, S, S_grad, keep)
+        return _delta(x, y, Ac, Bc, S)[0]  # no graph to record: the autograd Function's host time saved
 
 
 class FrozenReader(Lora2rVariant):
@@ -157,34 +159,32 @@ class Lora2rDelta(torch.autograd.Function):
     detached (keep_d = 1 − d), the quarantine columns see it scaled by m; A0, B0 get none."""
 
     @staticmethod
-    def forward(ctx, x, y, A, B, Ac, Bc, m, keep_d):
-        r = A.shape[0] // 2
-        dt = x.dtype
-        rows = (-1,) + (1,) * (x.dim() - 1)
-        S = torch.cat([torch.ones_like(m).view(rows).expand(*rows[:-1], 2 * r),
-                       m.view(rows).expand(*rows[:-1], 2 * r)], -1).to(dt)   # [B, 1.., 4r]
-        HS = F.linear(x, Ac) * S
-        ctx.save_for_backward(x, HS, S, Ac, Bc, keep_d)
-        ctx.r, ctx.dtypes = r, (A.dtype, B.dtype)
-        return torch.addmm(y.flatten(0, -2), HS.flatten(0, -2), Bc.t()).view_as(y)
+    def forward(ctx, x, y, A, B, Ac, Bc, S, S_grad, keep):
+        out, HS = _delta(x, y, Ac, Bc, S)
+        ctx.save_for_backward(x, HS, S_grad, keep, Ac, Bc)
+        ctx.r, ctx.dtypes = A.shape[0] // 2, (A.dtype, B.dtype)
+        return out
 
     @staticmethod
     def backward(ctx, g):
-        x, HS, S, Ac, Bc, keep_d = ctx.saved_tensors
+        x, HS, S_grad, keep, Ac, Bc = ctx.saved_tensors
         r = ctx.r
         # deployed columns: detached rows get no gradient. A row factor commutes with the
-        # matmuls, so it scales the rank-sized tensors, never the [tokens, d_out] gradient.
-        keep = keep_d.view((-1,) + (1,) * (g.dim() - 1)).to(g.dtype)
-        gH = torch.cat([F.linear(g, Bc[:, :2 * r].t()) * keep, F.linear(g, Bc[:, 2 * r:].t())], -1) * S
+        # matmuls, so it scales the rank-sized tensors, never the [tokens, d_out] gradient,
+        # and each product below reads g once.
+        gH = F.linear(g, Bc.t()) * S_grad
         x2, g2 = x.flatten(0, -2), g.flatten(0, -2)
-        gH2, HS2 = gH.flatten(0, -2), HS.flatten(0, -2)
-        HSd2 = (HS[..., :r] * keep).flatten(0, -2)
         # B enters as B − B0 against A·x; A enters twice, as A·x and as (A − A0)·x
-        grad_B = torch.cat([g2.t() @ HSd2, g2.t() @ HS2[:, 2 * r:3 * r]], 1)
-        grad_A = torch.cat([(gH2[:, :r] + gH2[:, r:2 * r]).t() @ x2,
-                            (gH2[:, 2 * r:3 * r] + gH2[:, 3 * r:]).t() @ x2])
+        grad_B = g2.t() @ torch.cat([HS[..., :r] * keep, HS[..., 2 * r:3 * r]], -1).flatten(0, -2)
+        grad_A = gH.flatten(0, -2).view(-1, 2, 2, r).sum(2).flatten(1).t() @ x2  # per block: A·x and (A − A0)·x
         grad_x = F.linear(gH, Ac.t()) if ctx.needs_input_grad[0] else None
-        return grad_x, g, grad_A.to(ctx.dtypes[0]), grad_B.to(ctx.dtypes[1]), None, None, None, None
+        return grad_x, g, grad_A.to(ctx.dtypes[0]), grad_B.to(ctx.dtypes[1]), None, None, None, None, None
+
+
+def _delta(x, y, Ac, Bc, S) -> tuple[torch.Tensor, torch.Tensor]:
+    """(y + (H ⊙ S)·Bcᵀ, H ⊙ S) with H = x·Acᵀ: the second product adds y in its epilogue."""
+    HS = F.linear(x, Ac) * S
+    return torch.addmm(y.flatten(0, -2), HS.flatten(0, -2), Bc.t()).view_as(y), HS
 
 
 @dataclass
@@ -198,6 +198,8 @@ class RoutingState:
     variant: type[Lora2rVariant] = ExactDelta
     probe: dict[str, torch.Tensor] | None = None  # ProbeReader's gates: module name -> [batch, r], at 1
     probe_live: bool = False  # ProbeReader in the current deployed model, else in the frozen scorer's
+    _row_scales_of: tuple | None = field(default=None, repr=False)
+    _row_scales: tuple = field(default=(), repr=False)
 
     @contextlib.contextmanager
     def scope(self, **fields) -> Iterator[None]:
@@ -210,6 +212,25 @@ class RoutingState:
         finally:
             for k, v in old.items():
                 setattr(self, k, v)
+
+    def row_scales(self, x: torch.Tensor, r: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """`Lora2rDelta`'s per-row factors for inputs shaped like x [rows, ..., d_in] (1 at every
+        row without masks), in x's dtype, broadcasting over x's middle dimensions: S [rows, .., 4r]
+        = (1, 1, m, m) on [A_d; A_d − A0_d; A_q; A_q − A0_q]; S_grad, the backward's (keep, keep,
+        m, m), keep = 1 − d; keep [rows, .., 1]. The same for every wrapped Linear of a forward,
+        so built once per masks, dtype and layout and kept while the masks are these tensors, unchanged."""
+        layout = (r, x.dtype, x.dim(), x.shape[0], x.device, *(t._version for t in (self.m, self.d) if t is not None))
+        of = self._row_scales_of
+        if of is None or of[0] is not self.m or of[1] is not self.d or of[2] != layout:
+            n, rows = x.shape[0], (-1,) + (1,) * (x.dim() - 2)
+            m = self.m.float() if self.m is not None else torch.ones(n, device=x.device)
+            keep = (~self.d).float() if self.d is not None else torch.ones(n, device=x.device)
+            ones = torch.ones_like(m)
+            S = torch.stack([ones, ones, m, m], -1).repeat_interleave(r, -1)
+            S_grad = torch.stack([keep, keep, m, m], -1).repeat_interleave(r, -1)
+            self._row_scales = tuple(t.to(x.dtype).view(*rows, t.shape[-1]) for t in (S, S_grad, keep[:, None]))
+            self._row_scales_of = (self.m, self.d, layout)  # holds m and d: their ids stay theirs while kept
+        return self._row_scales
 
     def at_recompute(self):
         """context_fn for torch.utils.checkpoint: the recompute in the backward runs under the

@@ -25,6 +25,8 @@ from torch.utils.checkpoint import checkpoint
 from transformers.models.llama.modeling_llama import rotate_half
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
+import vgrout.arch as arch_module
+from vgrout import compiled
 from vgrout.adapter import ExactDelta, FrozenReader, FusedDelta, Lora2rLinear, routing_state
 from vgrout.arch import arch, rms_norm
 from vgrout.rollout import Seqs
@@ -263,8 +265,15 @@ def _project_qkv(layer, x, cos, sin, norm):
     """q, k, v [b, L, heads, Dh] of the normed input x [b, L, D], q and k rotated (transformers' rotation)."""
     attn = layer.self_attn
     shape = (*x.shape[:-1], -1, attn.head_dim)
-    q, k, v = attn.q_proj(x).view(shape), attn.k_proj(x).view(shape), attn.v_proj(x).view(shape)
-    if hasattr(attn, "q_norm"):  # Qwen3: RMSNorm per head before the rotation
+    q, k, v = attn.q_proj(x), attn.k_proj(x), attn.v_proj(x).view(shape)
+    qk_norm = hasattr(attn, "q_norm")  # Qwen3: RMSNorm per head before the rotation
+    if _chains(norm):  # as tokens × features
+        w = (attn.q_norm.weight, attn.k_norm.weight, attn.q_norm.variance_epsilon) if qk_norm else (None, None, 0.0)
+        q, k = compiled.norm_rotate(q.flatten(0, -2), k.flatten(0, -2), cos.flatten(0, -2), sin.flatten(0, -2),
+                                    *w, attn.head_dim)
+        return q.view(shape), k.view(shape), v
+    q, k = q.view(shape), k.view(shape)
+    if qk_norm:
         q, k = norm(attn.q_norm, q), norm(attn.k_norm, k)
     cos, sin = cos[:, :, None], sin[:, :, None]
     return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin, v
@@ -272,7 +281,17 @@ def _project_qkv(layer, x, cos, sin, norm):
 
 def _after_attention(layer, h, o, norm):
     h = h + layer.self_attn.o_proj(o)
-    return h + layer.mlp(norm(layer.post_attention_layernorm, h))
+    x, mlp = norm(layer.post_attention_layernorm, h), layer.mlp
+    if _chains(norm) and getattr(getattr(mlp, "config", None), "hidden_act", None) == "silu":
+        act = compiled.silu_mul(mlp.gate_proj(x).flatten(0, -2), mlp.up_proj(x).flatten(0, -2))
+        return h + mlp.down_proj(act.view(*x.shape[:-1], -1))
+    return h + mlp(x)
+
+
+def _chains(norm) -> bool:
+    """Whether a layer runs `vgrout.compiled`'s chains: in the fused forward with torch's fused
+    RMSNorm (transformers' own modules otherwise)."""
+    return norm is rms_norm and arch_module.FAST_NORM
 
 
 def _two_pass_layer(layer, hp, hc, st, prompt_rows, comp_rows, key_of_row, p_kw, c_kw, fused_adapter):
@@ -494,11 +513,6 @@ def _two_pass_hidden(model, seqs: Seqs, checkpoint_layers: bool, fused_adapter: 
     return pred, Packing(row, col + Lc - n[row], B, Lc), trunk
 
 
-def _chunk_logp(h: torch.Tensor, targets: torch.Tensor, weight: torch.Tensor, temperature: float) -> torch.Tensor:
-    logits = F.linear(h, weight).float() / temperature
-    return logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - logits.logsumexp(-1)
-
-
 def token_logprobs(model, seqs: Seqs, chunk_tokens: int = LOGP_TOKENS, fused_adapter: bool = True,
                    trunk: tuple | None = None, return_trunk: bool = False, keep_layers: int | None = None,
                    temperature: float = 1.0, one_pass: bool = False):
@@ -517,10 +531,11 @@ def token_logprobs(model, seqs: Seqs, chunk_tokens: int = LOGP_TOKENS, fused_ada
     parts = []
     for t0 in range(0, h.shape[1], step):
         hc, tc = h[:, t0:t0 + step], targets[:, t0:t0 + step]
+        args = (hc.flatten(0, 1), tc.flatten(), weight, temperature)  # as tokens × features
         if torch.is_grad_enabled():  # recompute the chunk's logits in the backward
-            parts.append(checkpoint(_chunk_logp, hc, tc, weight, temperature, use_reentrant=False))
+            parts.append(checkpoint(compiled.logp_chunk, *args, use_reentrant=False).view(tc.shape))
         else:
-            parts.append(_chunk_logp(hc, tc, weight, temperature))
+            parts.append(compiled.logp_chunk(*args).view(tc.shape))
     logp = torch.cat(parts, 1)
     if packing is not None:
         logp = packing.pad(logp[0])
