@@ -387,7 +387,7 @@ def test_bench_command_runs_a_preset_with_overrides_on_the_cpu(tmp_path):
     from vgrout import bench
     out = tmp_path / "paper_tiny.json"
     bench.main(["paper", str(out), "model='qwen3-tiny-random'", "batch=8", "group=4", "prompt_len=20",
-                "new_tokens=12", "micro_batch=4", "r=2", "keep_layers=1"])
+                "new_tokens=12", "micro_batch=4", "r=2", "keep_layers=1", "steps=1"])
     res = json.loads(out.read_text())
     assert res["shape"]["keep_layers"] == 1 and res["shape"]["gen_batch"] == 8
     assert res["generation"]["decode_floor_shared_prompt_s"] < res["generation"]["decode_floor_s"]
@@ -404,7 +404,7 @@ def test_bench_natural_lengths_end_rows_at_their_length_and_shrink_the_batch(tmp
     from vgrout import bench
     out = tmp_path / "natural.json"
     common = ["model='qwen3-tiny-random'", "batch=16", "group=4", "prompt_len=20", "new_tokens=200",
-              "micro_batch=4", "r=2", "keep_layers=1", "length_mean=60"]
+              "micro_batch=4", "r=2", "keep_layers=1", "length_mean=60", "steps=1"]
     bench.main(["paper_natural", str(out), *common])
     res = json.loads(out.read_text())
     lengths = bench.natural_lengths(16, 60, 200, 0.7, 0)
