@@ -35,9 +35,11 @@ def _compiled_on_gpu(tokens_first: int):
             if COMPILE == "always" or (COMPILE == "cuda" and args[0].is_cuda):
                 for t in args[:tokens_first]:
                     torch._dynamo.maybe_mark_dynamic(t, 0)
+                if call.compiled is None:  # on first use: torch.compile imports Inductor (seconds)
+                    call.compiled = torch.compile(fn)
                 return call.compiled(*args)
             return fn(*args)
-        call.eager, call.compiled = fn, torch.compile(fn)
+        call.eager, call.compiled = fn, None
         return call
     return wrap
 
