@@ -289,7 +289,7 @@ def test_the_fused_deltas_stacked_weights_follow_every_change_of_the_adapter(how
 
 def test_fused_row_scales_follow_the_masks_in_force():
     """FusedDelta's per-row factors are built once per masks and kept for every wrapped Linear;
-    other masks, a mask tensor changed in place, or a layout of other rows rebuild them, so each
+    other masks, a mask tensor changed in place, or masks of other rows rebuild them, so each
     forward computes under the masks in force (the exact variant's outputs)."""
     model = make_tiny_llama()
     lora = ad.attach(model, r=4, seed=0)

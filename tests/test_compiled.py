@@ -58,6 +58,7 @@ def test_traced_chains_give_the_eager_logprobs_and_grads_and_one_graph_per_grad_
         monkeypatch.setattr(chain, "compiled", torch.compile(chain.eager, backend=backend))
     model, lora, batches = model_and_batches()
     monkeypatch.setattr(logprob, "shares_prompts", lambda seqs: True)  # the two-pass forward of large batches
+    monkeypatch.setattr(logprob, "CHECKPOINT_ABOVE_TOKENS", 0)  # and their checkpointed layers' recompute
     for grad in (False, True):
         for temperature in (1.0, 0.7):
             for seqs, zones in batches:
@@ -97,7 +98,8 @@ def test_an_unknown_compile_setting_is_refused_by_name(monkeypatch):
 
 def inductor_against_eager(device, monkeypatch):
     """Per micro-batch: (eager, compiled) log-probs and gradients in fp32; in bf16, each path's
-    mean |log-prob error| against the same bf16 weights computed in fp32."""
+    mean |log-prob error| against the same bf16 weights computed in fp32. Through the forward
+    monkeypatch leaves in force (one pass, or two with checkpointed layers)."""
     model, lora, batches = model_and_batches(device, torch.float32)
     model16, lora16, _ = model_and_batches(device, torch.bfloat16)
     ref32 = copy.deepcopy(model16).float()  # the bf16 model's own weights, every op in fp32
@@ -121,10 +123,16 @@ def inductor_against_eager(device, monkeypatch):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="Inductor's GPU kernels run on a GPU")
-def test_inductor_chains_give_the_eager_logprobs_and_grads_on_a_gpu(monkeypatch):
+@pytest.mark.parametrize("training_path", [False, True])
+def test_inductor_chains_give_the_eager_logprobs_and_grads_on_a_gpu(training_path, monkeypatch):
     """On a GPU the chains run as Inductor's kernels. In fp32 they give the eager chains'
     log-probs and adapter gradients; in bf16 their log-probs are as close to the same weights
-    computed in fp32 as the eager chains' (they round once where eager rounds at each op)."""
+    computed in fp32 as the eager chains' (they round once where eager rounds at each op).
+    training_path: the forward of a training micro-batch (prompts shared, flash's varlen
+    attention in bf16, checkpointed layers recomputed in the backward), else the one-pass one."""
+    if training_path:
+        monkeypatch.setattr(logprob, "shares_prompts", lambda seqs: True)
+        monkeypatch.setattr(logprob, "CHECKPOINT_ABOVE_TOKENS", 0)
     for got, err in inductor_against_eager("cuda", monkeypatch):
         (ref, ref_g), (lp, g) = got["never"], got["always"]
         torch.testing.assert_close(lp, ref, atol=1e-4, rtol=1e-4)

@@ -404,13 +404,13 @@ def test_bench_natural_lengths_end_rows_at_their_length_and_shrink_the_batch(tmp
     from vgrout import bench
     out = tmp_path / "natural.json"
     common = ["model='qwen3-tiny-random'", "batch=16", "group=4", "prompt_len=20", "new_tokens=200",
-              "micro_batch=4", "r=2", "keep_layers=1", "length_mean=60", "steps=1"]
-    bench.main(["paper_natural", str(out), *common])
+              "micro_batch=4", "r=2", "keep_layers=1"]
+    bench.main(["paper_natural", str(out), *common, "length_mean=60", "steps=1"])
     res = json.loads(out.read_text())
     lengths = bench.natural_lengths(16, 60, 200, 0.7, 0)
     assert res["lengths"]["tokens"] == sum(lengths) and res["lengths"]["max"] == max(lengths) > 128
     assert len(res["generation"]["shapes"][0]) > 1  # compacted at least once
-    bench.main(["paper", str(tmp_path / "forced.json"), *common[:-1], "steps=0"])
+    bench.main(["paper", str(tmp_path / "forced.json"), *common, "steps=0"])
     forced = json.loads((tmp_path / "forced.json").read_text())
     assert res["generation"]["decode_floor_s"] < forced["generation"]["decode_floor_s"]
     with pytest.raises(InputError, match="length_mean"):

@@ -198,8 +198,7 @@ class RoutingState:
     variant: type[Lora2rVariant] = ExactDelta
     probe: dict[str, torch.Tensor] | None = None  # ProbeReader's gates: module name -> [batch, r], at 1
     probe_live: bool = False  # ProbeReader in the current deployed model, else in the frozen scorer's
-    _row_scales_of: tuple | None = field(default=None, repr=False)
-    _row_scales: tuple = field(default=(), repr=False)
+    _row_scales: dict = field(default_factory=dict, repr=False)  # row_scales' kept factors
 
     @contextlib.contextmanager
     def scope(self, **fields) -> Iterator[None]:
@@ -220,17 +219,20 @@ class RoutingState:
         m, m), keep = 1 − d; keep [rows, .., 1]. The same for every wrapped Linear of a forward,
         so built once per masks, dtype and layout and kept while the masks are these tensors, unchanged."""
         layout = (r, x.dtype, x.dim(), x.shape[0], x.device, *(t._version for t in (self.m, self.d) if t is not None))
-        of = self._row_scales_of
-        if of is None or of[0] is not self.m or of[1] is not self.d or of[2] != layout:
+        key = (id(self.m), id(self.d), layout)
+        kept = self._row_scales.get(key)  # (m, d, factors): holding m and d, their ids stay theirs
+        if kept is None or kept[0] is not self.m or kept[1] is not self.d:
+            if len(self._row_scales) >= 8:  # a two-pass forward uses two: its prompts' and its tokens'
+                self._row_scales.clear()
             n, rows = x.shape[0], (-1,) + (1,) * (x.dim() - 2)
             m = self.m.float() if self.m is not None else torch.ones(n, device=x.device)
             keep = (~self.d).float() if self.d is not None else torch.ones(n, device=x.device)
             ones = torch.ones_like(m)
             S = torch.stack([ones, ones, m, m], -1).repeat_interleave(r, -1)
             S_grad = torch.stack([keep, keep, m, m], -1).repeat_interleave(r, -1)
-            self._row_scales = tuple(t.to(x.dtype).view(*rows, t.shape[-1]) for t in (S, S_grad, keep[:, None]))
-            self._row_scales_of = (self.m, self.d, layout)  # holds m and d: their ids stay theirs while kept
-        return self._row_scales
+            factors = tuple(t.to(x.dtype).view(*rows, t.shape[-1]) for t in (S, S_grad, keep[:, None]))
+            kept = self._row_scales[key] = (self.m, self.d, factors)
+        return kept[2]
 
     def at_recompute(self):
         """context_fn for torch.utils.checkpoint: the recompute in the backward runs under the
