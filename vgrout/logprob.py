@@ -8,7 +8,9 @@
   steps, so [batch, time, vocab] is never materialised, in fp32 or at all. The lora2r masks in
   force at the forward are restored for the recompute in the backward, so `loss.backward()` may
   run outside `Lora2r.masked`. With fused_adapter the adapter's routing state selects FusedDelta
-  (`Lora2rDelta` in the model's dtype) and the RMSNorms run as torch's fused rms_norm.
+  (`Lora2rDelta` in the model's dtype) and the RMSNorms run as torch's fused rms_norm. The
+  rotation (with Qwen3's q/k norms), SiLU·up and each chunk's log-probs are `vgrout.compiled`'s
+  chains: one kernel each on a GPU, the same ops eagerly elsewhere.
 
 The fast forward runs the layout of `vgrout.arch` (Llama / Qwen3, full attention in every layer).
 """
@@ -75,8 +77,9 @@ def _layer_forward(layer, h, st, fused_adapter, **kw):
 
 def _fused_layer(layer, h, attention_mask, position_ids, position_embeddings):
     """transformers' Llama / Qwen3 decoder layer op for op (its attention function), except that
-    its RMSNorms, q_norm and k_norm included, run through `rms_norm`. position_ids: unused (the
-    rotation comes in position_embeddings), taken as transformers' layer takes it."""
+    its RMSNorms, q_norm and k_norm included, run through `rms_norm`, and its element-wise chains
+    through `vgrout.compiled`. position_ids: unused (the rotation comes in position_embeddings),
+    taken as transformers' layer takes it."""
     attn = layer.self_attn
     q, k, v = (t.transpose(1, 2) for t in _project_qkv(layer, rms_norm(layer.input_layernorm, h),
                                                          *position_embeddings, rms_norm))
