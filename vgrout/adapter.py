@@ -221,7 +221,7 @@ class RoutingState:
         layout = (r, x.dtype, x.dim(), x.shape[0], x.device, *(t._version for t in (self.m, self.d) if t is not None))
         key = (id(self.m), id(self.d), layout)
         kept = self._row_scales.get(key)  # (m, d, factors): holding m and d, their ids stay theirs
-        if kept is None or kept[0] is not self.m or kept[1] is not self.d:
+        if kept is None:
             if len(self._row_scales) >= 8:  # a two-pass forward uses two: its prompts' and its tokens'
                 self._row_scales.clear()
             n, rows = x.shape[0], (-1,) + (1,) * (x.dim() - 2)

@@ -20,7 +20,7 @@ import functools
 
 import torch
 import torch.nn.functional as F
-from transformers.models.llama.modeling_llama import rotate_half
+from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
 COMPILE = "cuda"
 
@@ -45,14 +45,13 @@ def _compiled_on_gpu(tokens_first: int):
 
 
 @_compiled_on_gpu(tokens_first=4)
-def norm_rotate(q, k, cos, sin, q_w, k_w, eps: float, head_dim: int):
+def norm_rotate(q, k, cos, sin, q_w, k_w, q_eps: float, k_eps: float, head_dim: int):
     """q [M, Hq·Dh], k [M, Hk·Dh] of M tokens → q [M, Hq, Dh], k [M, Hk, Dh]: Qwen3's per-head
     RMSNorm (q_w, k_w None: none, as in Llama), then transformers' rotation by cos, sin [M, Dh]."""
     q, k = q.unflatten(-1, (-1, head_dim)), k.unflatten(-1, (-1, head_dim))
     if q_w is not None:
-        q, k = F.rms_norm(q, (head_dim,), q_w, eps), F.rms_norm(k, (head_dim,), k_w, eps)
-    cos, sin = cos[:, None], sin[:, None]
-    return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+        q, k = F.rms_norm(q, (head_dim,), q_w, q_eps), F.rms_norm(k, (head_dim,), k_w, k_eps)
+    return apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1)
 
 
 @_compiled_on_gpu(tokens_first=2)

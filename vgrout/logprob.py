@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention.bias import causal_lower_right
 from torch.utils.checkpoint import checkpoint
-from transformers.models.llama.modeling_llama import rotate_half
+from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 import vgrout.arch as arch_module
@@ -271,15 +271,15 @@ def _project_qkv(layer, x, cos, sin, norm):
     q, k, v = attn.q_proj(x), attn.k_proj(x), attn.v_proj(x).view(shape)
     qk_norm = hasattr(attn, "q_norm")  # Qwen3: RMSNorm per head before the rotation
     if _chains(norm):  # as tokens × features
-        w = (attn.q_norm.weight, attn.k_norm.weight, attn.q_norm.variance_epsilon) if qk_norm else (None, None, 0.0)
+        norms = (attn.q_norm.weight, attn.k_norm.weight, attn.q_norm.variance_epsilon, attn.k_norm.variance_epsilon) \
+            if qk_norm else (None, None, 0.0, 0.0)
         q, k = compiled.norm_rotate(q.flatten(0, -2), k.flatten(0, -2), cos.flatten(0, -2), sin.flatten(0, -2),
-                                    *w, attn.head_dim)
+                                    *norms, attn.head_dim)
         return q.view(shape), k.view(shape), v
     q, k = q.view(shape), k.view(shape)
     if qk_norm:
         q, k = norm(attn.q_norm, q), norm(attn.k_norm, k)
-    cos, sin = cos[:, :, None], sin[:, :, None]
-    return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin, v
+    return (*apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=2), v)
 
 
 def _after_attention(layer, h, o, norm):
