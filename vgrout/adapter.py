@@ -374,12 +374,14 @@ class Lora2r:
         """L2 norm over all modules of each block's parameters (or of their gradients)."""
         out = {}
         for block in ("deployed", "quarantine"):
-            sq = torch.zeros(())
+            # summed where the tensors are, in module order, and read once: a read per tensor
+            # would make the host wait for the GPU a thousand times a step
+            sq = torch.zeros((), device=next(iter(self.modules.values())).A.device)
             for mod in self.modules.values():
                 for t, is_A in ((mod.A, True), (mod.B, False)):
                     t = t.grad if grads else t.detach()
                     if t is not None:
-                        sq = sq + _block_slice(t, mod, is_A, block).float().pow(2).sum().cpu()
+                        sq = sq + _block_slice(t, mod, is_A, block).float().pow(2).sum()
             out[block] = float(sq) ** 0.5
         return out
 

@@ -1,0 +1,56 @@
+"""The train phase alone, timed several times over the same rollouts: `train.train_forward_backward`
+at a `vgrout.bench` preset's shape (random completion tokens at full length, the preset's masks and
+micro-batches), after the frozen scorer's pass and logπ_sample as `vgrout.bench.grpo_step` runs them.
+No optimizer step, so every repeat does the same work; the first compiles the chains.
+
+    python bench/train_phase.py --preset issue --repeats 6
+"""
+from __future__ import annotations
+
+import argparse
+import time
+from types import SimpleNamespace
+
+import torch
+
+from vgrout import adapter as ad
+from vgrout import config, grpo, rollout, train
+from vgrout.bench import PAD, PRESETS, build_model, random_prompts
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--preset", default="issue", choices=sorted(PRESETS))
+    ap.add_argument("--repeats", type=int, default=6)
+    args = ap.parse_args()
+    p = PRESETS[args.preset]
+    model, _ = build_model("qwen3-4b-random", "cuda")
+    lora = ad.attach(model, r=p["r"])
+    n, v = p["batch"], model.config.vocab_size
+    prompts = [row for row in random_prompts(n // p["group"], p["prompt_len"], v) for _ in range(p["group"])]
+    g = torch.Generator().manual_seed(1)
+    seqs = rollout.pack(prompts, torch.randint(PAD + 2, v, (n, p["new_tokens"]), generator=g).tolist(), PAD)
+    cfg = SimpleNamespace(fast=True, t=config.Train(keep_layers=p.get("keep_layers", 0), micro_batch=p["micro_batch"],
+                                                    old_micro_batch=p.get("old_micro_batch") or 0, clip_eps=0.2,
+                                                    max_new_tokens=p["new_tokens"], temperature=1.0))
+    adv = grpo.advantages(torch.randn(n, generator=g), p["group"])
+    zones = [ad.ZONES[i % 3] for i in torch.randperm(n, generator=g).tolist()]
+    rollouts = [SimpleNamespace(deploy=False, source="student")] * n
+    _, trunks = train.frozen_acts(cfg, lora, seqs)
+    logps_sample = train.sample_forward(cfg, lora, seqs, rollouts, zones, trunks)
+    times = []
+    for _ in range(args.repeats):
+        for q in lora.parameters():
+            q.grad = None
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        train.train_forward_backward(cfg, lora, seqs, logps_sample, trunks, adv, zones, rollouts, n)
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+    later = sorted(times[1:])
+    print({"preset": args.preset, "train_fwd_bwd_s": [round(t, 3) for t in times],
+           "median_after_first_s": round(later[len(later) // 2], 3)})
+
+
+if __name__ == "__main__":
+    main()
