@@ -21,12 +21,13 @@ import torch
 from vgrout import adapter as ad
 from vgrout.bench import PRESETS, build_model, grpo_step, natural_lengths, random_prompts
 
-PHASES = ("generate_ids", "frozen_acts", "sample_forward", "train_forward_backward", "clip_grad_norms", "step")
+PHASES = ("generate_ids", "frozen_acts", "score", "sample_forward", "train_forward_backward", "clip_grad_norms")
+STEP_PRESETS = sorted(k for k, v in PRESETS.items() if "micro_batch" in v)  # presets that run a train step
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--preset", default="issue", choices=sorted(PRESETS))
+    ap.add_argument("--preset", default="issue", choices=STEP_PRESETS)
     args = ap.parse_args()
     p = PRESETS[args.preset]
     model, _ = build_model("qwen3-4b-random", "cuda")
@@ -46,7 +47,9 @@ def main() -> None:
     counts: collections.Counter = collections.Counter()
 
     def record(message, category, filename, lineno, file=None, line=None):
-        stack = traceback.extract_stack()[:-1]
+        if "synchroniz" not in str(message):  # torch's sync warnings only
+            return
+        stack = [f for f in traceback.extract_stack()[:-1] if not f.filename.endswith("warnings.py")]
         ours = [f for f in stack if f.filename.startswith(root)]
         phase = next((f.name for f in ours if f.name in PHASES), "?")
         site = ours[-1] if ours else stack[-1]

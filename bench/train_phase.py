@@ -1,6 +1,6 @@
 """The train phase alone, timed several times over the same rollouts: `train.train_forward_backward`
-at a `vgrout.bench` preset's shape (random completion tokens at full length, the preset's masks and
-micro-batches), after the frozen scorer's pass and logπ_sample as `vgrout.bench.grpo_step` runs them.
+at a `vgrout.bench` preset's shape (random completion tokens, at full length or at the preset's
+natural lengths; its masks and micro-batches), after the frozen scorer's pass and logπ_sample as `vgrout.bench.grpo_step` runs them.
 No optimizer step, so every repeat does the same work; the first compiles the chains.
 
     python bench/train_phase.py --preset issue --repeats 6
@@ -15,21 +15,28 @@ import torch
 
 from vgrout import adapter as ad
 from vgrout import config, grpo, rollout, train
-from vgrout.bench import PAD, PRESETS, build_model, random_prompts
+from vgrout.bench import PAD, PRESETS, build_model, natural_lengths, random_prompts
+
+STEP_PRESETS = sorted(k for k, v in PRESETS.items() if "micro_batch" in v)  # presets that run a train step
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--preset", default="issue", choices=sorted(PRESETS))
+    ap.add_argument("--preset", default="issue", choices=STEP_PRESETS)
     ap.add_argument("--repeats", type=int, default=6)
     args = ap.parse_args()
+    if args.repeats < 2:
+        raise SystemExit("train_phase: --repeats must be at least 2 (the first compiles the chains)")
     p = PRESETS[args.preset]
     model, _ = build_model("qwen3-4b-random", "cuda")
     lora = ad.attach(model, r=p["r"])
     n, v = p["batch"], model.config.vocab_size
     prompts = [row for row in random_prompts(n // p["group"], p["prompt_len"], v) for _ in range(p["group"])]
     g = torch.Generator().manual_seed(1)
-    seqs = rollout.pack(prompts, torch.randint(PAD + 2, v, (n, p["new_tokens"]), generator=g).tolist(), PAD)
+    lengths = natural_lengths(n, p["length_mean"], p["new_tokens"], p.get("length_sigma", 0.7), seed=0) \
+        if p.get("length_mean") else [p["new_tokens"]] * n
+    comps = torch.randint(PAD + 2, v, (n, p["new_tokens"]), generator=g).tolist()
+    seqs = rollout.pack(prompts, [c[:k] for c, k in zip(comps, lengths)], PAD)
     cfg = SimpleNamespace(fast=True, t=config.Train(keep_layers=p.get("keep_layers", 0), micro_batch=p["micro_batch"],
                                                     old_micro_batch=p.get("old_micro_batch") or 0, clip_eps=0.2,
                                                     max_new_tokens=p["new_tokens"], temperature=1.0))
