@@ -4,6 +4,10 @@ natural lengths; its masks and micro-batches), after the frozen scorer's pass an
 No optimizer step, so every repeat does the same work; the first compiles the chains.
 
     python bench/train_phase.py --preset issue --repeats 6
+    python bench/train_phase.py --empty-cache    # each repeat twice: as it is, and after torch.cuda.empty_cache()
+
+--empty-cache asks what a step's train phase pays for growing its memory again: a step frees the
+decode engine and empties the allocator's cache (`decode.release`) before its train forward.
 """
 from __future__ import annotations
 
@@ -24,6 +28,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--preset", default="issue", choices=STEP_PRESETS)
     ap.add_argument("--repeats", type=int, default=6)
+    ap.add_argument("--empty-cache", action="store_true",
+                    help="alternate repeats after torch.cuda.empty_cache() with repeats without it")
     args = ap.parse_args()
     if args.repeats < 2:
         raise SystemExit("train_phase: --repeats must be at least 2 (the first compiles the chains)")
@@ -45,18 +51,23 @@ def main() -> None:
     rollouts = [SimpleNamespace(deploy=False, source="student")] * n
     _, trunks = train.frozen_acts(cfg, lora, seqs)
     logps_sample = train.sample_forward(cfg, lora, seqs, rollouts, zones, trunks)
-    times = []
+    times: dict[bool, list[float]] = {False: [], True: []}
     for _ in range(args.repeats):
-        for q in lora.parameters():
-            q.grad = None
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        train.train_forward_backward(cfg, lora, seqs, logps_sample, trunks, adv, zones, rollouts, n)
-        torch.cuda.synchronize()
-        times.append(time.perf_counter() - t0)
-    later = sorted(times[1:])
-    print({"preset": args.preset, "train_fwd_bwd_s": [round(t, 3) for t in times],
-           "median_after_first_s": round(later[len(later) // 2], 3)})
+        for emptied in ((False, True) if args.empty_cache else (False,)):
+            for q in lora.parameters():
+                q.grad = None
+            if emptied:
+                torch.cuda.empty_cache()
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            train.train_forward_backward(cfg, lora, seqs, logps_sample, trunks, adv, zones, rollouts, n)
+            torch.cuda.synchronize()
+            times[emptied].append(time.perf_counter() - t0)
+    for emptied, ts in times.items():
+        if ts:
+            later = sorted(ts[1:])
+            print({"preset": args.preset, "after_empty_cache": emptied, "train_fwd_bwd_s": [round(t, 3) for t in ts],
+                   "median_after_first_s": round(later[len(later) // 2], 3)})
 
 
 if __name__ == "__main__":
