@@ -24,8 +24,7 @@ def natural_generation():
     mdl, _ = bench.build_model(shape.get("model", "qwen3-4b-random"), "cuda", seed=0)
     lora = ad.attach(mdl, r=shape["r"], seed=0)
     batch, group, new = shape["batch"], shape["group"], shape["new_tokens"]
-    prompts = [p for p in bench.random_prompts(batch // group, shape["prompt_len"], mdl.config.vocab_size, 0)
-               for _ in range(group)]
+    prompts = bench.random_prompts(batch // group, shape["prompt_len"], mdl.config.vocab_size, 0, group)
     lengths = bench.natural_lengths(batch, shape["length_mean"], new, shape.get("length_sigma", 0.7), 0)
 
     def run(timings: list | None = None) -> float:

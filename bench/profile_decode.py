@@ -62,8 +62,7 @@ def adapted_model(args, name: str = "qwen3-4b-random", device: str = "cuda"):
     """(model, its lora2r adapter of rank args.r, the prompts: args.group rows per random prompt)."""
     model, _ = build_model(name, device)
     lora = ad.attach(model, r=args.r)
-    prompts = [p for p in random_prompts(args.batch // args.group, args.prompt_len, model.config.vocab_size)
-               for _ in range(args.group)]
+    prompts = random_prompts(args.batch // args.group, args.prompt_len, model.config.vocab_size, group=args.group)
     return model, lora, prompts
 
 
@@ -89,8 +88,7 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=25)
     args = ap.parse_args()
     model, _ = build_model("qwen3-4b-random", "cuda")
-    prompts = [p for p in random_prompts(args.batch // args.group, args.prompt_len, model.config.vocab_size)
-               for _ in range(args.group)]
+    prompts = random_prompts(args.batch // args.group, args.prompt_len, model.config.vocab_size, group=args.group)
     span = min(decode.aligned(args.new_tokens - 1), decode.SPAN * 2)  # a mid-generation span
     print(f"no adapter, defaults: {variants(model, None, prompts, args.group, args.new_tokens, span)[0]}")
     lora = ad.attach(model, r=args.r)

@@ -19,10 +19,9 @@ from pathlib import Path
 import torch
 
 from vgrout import adapter as ad
-from vgrout.bench import PRESETS, build_model, grpo_step, natural_lengths, random_prompts
+from vgrout.bench import PRESETS, STEP_PRESETS, build_model, grpo_step, natural_lengths, random_prompts
 
 PHASES = ("generate_ids", "frozen_acts", "score", "sample_forward", "train_forward_backward", "clip_grad_norms")
-STEP_PRESETS = sorted(k for k, v in PRESETS.items() if "micro_batch" in v)  # presets that run a train step
 
 
 def main() -> None:
@@ -33,9 +32,7 @@ def main() -> None:
     model, _ = build_model("qwen3-4b-random", "cuda")
     lora = ad.attach(model, r=p["r"])
     opt = torch.optim.AdamW(lora.parameters(), lr=1e-5)
-    n_prompts = p["batch"] // p["group"]
-    prompts = [row for row in random_prompts(n_prompts, p["prompt_len"], model.config.vocab_size)
-               for _ in range(p["group"])]
+    prompts = random_prompts(p["batch"] // p["group"], p["prompt_len"], model.config.vocab_size, group=p["group"])
     lengths = natural_lengths(p["batch"], p["length_mean"], p["new_tokens"], p.get("length_sigma", 0.7), seed=0) \
         if p.get("length_mean") else None
     kw = dict(group=p["group"], new_tokens=p["new_tokens"], micro_batch=p["micro_batch"],

@@ -18,10 +18,8 @@ from types import SimpleNamespace
 import torch
 
 from vgrout import adapter as ad
-from vgrout import config, grpo, rollout, train
-from vgrout.bench import PAD, PRESETS, build_model, natural_lengths, random_prompts
-
-STEP_PRESETS = sorted(k for k, v in PRESETS.items() if "micro_batch" in v)  # presets that run a train step
+from vgrout import grpo, rollout, train
+from vgrout.bench import PAD, PRESETS, STEP_PRESETS, build_model, natural_lengths, random_prompts, step_config
 
 
 def main() -> None:
@@ -37,15 +35,13 @@ def main() -> None:
     model, _ = build_model("qwen3-4b-random", "cuda")
     lora = ad.attach(model, r=p["r"])
     n, v = p["batch"], model.config.vocab_size
-    prompts = [row for row in random_prompts(n // p["group"], p["prompt_len"], v) for _ in range(p["group"])]
+    prompts = random_prompts(n // p["group"], p["prompt_len"], v, group=p["group"])
     g = torch.Generator().manual_seed(1)
     lengths = natural_lengths(n, p["length_mean"], p["new_tokens"], p.get("length_sigma", 0.7), seed=0) \
         if p.get("length_mean") else [p["new_tokens"]] * n
     comps = torch.randint(PAD + 2, v, (n, p["new_tokens"]), generator=g).tolist()
     seqs = rollout.pack(prompts, [c[:k] for c, k in zip(comps, lengths)], PAD)
-    cfg = SimpleNamespace(fast=True, t=config.Train(keep_layers=p.get("keep_layers", 0), micro_batch=p["micro_batch"],
-                                                    old_micro_batch=p.get("old_micro_batch") or 0, clip_eps=0.2,
-                                                    max_new_tokens=p["new_tokens"], temperature=1.0))
+    cfg = step_config(p["new_tokens"], p["micro_batch"], p.get("keep_layers", 0), p.get("old_micro_batch"))
     adv = grpo.advantages(torch.randn(n, generator=g), p["group"])
     zones = [ad.ZONES[i % 3] for i in torch.randperm(n, generator=g).tolist()]
     rollouts = [SimpleNamespace(deploy=False, source="student")] * n

@@ -544,7 +544,7 @@ def test_bench_step_times_trains_own_step_functions(monkeypatch):
     lora = ad.attach(model, r=2, seed=0)
     opt = torch.optim.AdamW(lora.parameters(), lr=1e-2)
     before = [p.detach().clone() for p in lora.parameters()]
-    ps = [p for p in bench.random_prompts(2, 10, 512) for _ in range(4)]
+    ps = bench.random_prompts(2, 10, 512, group=4)
     t, comp = bench.grpo_step(lora, opt, ps, group=4, new_tokens=6, micro_batch=4, gen_batch=8, device="cpu", seed=0)
     assert calls == ["frozen_acts", "sample_forward", "train_forward_backward"]
     assert comp.shape == (8, 6) and t["step"] > 0 and t["sample_forward"] > 0

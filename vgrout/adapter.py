@@ -313,6 +313,10 @@ class Lora2r:
     def r(self) -> int:
         return self.config["r"]
 
+    @property
+    def device(self) -> torch.device:
+        return next(iter(self.modules.values())).A.device
+
     def parameters(self) -> list[nn.Parameter]:
         return [p for m in self.modules.values() for p in (m.A, m.B)]
 
@@ -323,7 +327,7 @@ class Lora2r:
         unknown = set(zones) - set(ZONES)
         if unknown:
             raise ValueError(f"unknown zone(s) {sorted(unknown)}; valid: {ZONES}")
-        device = next(iter(self.modules.values())).A.device
+        device = self.device
         m = torch.tensor([ZONE_MASKS[z][0] for z in zones], device=device)
         d = torch.tensor([ZONE_MASKS[z][1] for z in zones], device=device)
         with self.state.scope(m=m, d=d):
@@ -376,7 +380,7 @@ class Lora2r:
         for block in ("deployed", "quarantine"):
             # summed where the tensors are, in module order, and read once: a read per tensor
             # would make the host wait for the GPU a thousand times a step
-            sq = torch.zeros((), device=next(iter(self.modules.values())).A.device)
+            sq = torch.zeros((), device=self.device)
             for mod in self.modules.values():
                 for t, is_A in ((mod.A, True), (mod.B, False)):
                     t = t.grad if grads else t.detach()

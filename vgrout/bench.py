@@ -85,9 +85,10 @@ def build_model(name: str, device: str | torch.device, dtype: torch.dtype | None
     return model.eval(), synthetic_tokenizer(cfg.vocab_size)
 
 
-def random_prompts(n_prompts: int, prompt_len: int, vocab: int, seed: int = 0) -> list[list[int]]:
+def random_prompts(n_prompts: int, prompt_len: int, vocab: int, seed: int = 0, group: int = 1) -> list[list[int]]:
+    """n_prompts random prompts, each repeated group times in a row (a GRPO group per prompt)."""
     g = torch.Generator().manual_seed(seed)
-    return torch.randint(EOS + 1, vocab, (n_prompts, prompt_len), generator=g).tolist()
+    return [p for p in torch.randint(EOS + 1, vocab, (n_prompts, prompt_len), generator=g).tolist() for _ in range(group)]
 
 
 # -- ceilings and floor -----------------------------------------------------------------------
@@ -188,6 +189,13 @@ def hf_generate_time(model, lora, prompts: list[list[int]], n_new: int, device) 
     return time.perf_counter() - t0
 
 
+def step_config(new_tokens: int, micro_batch: int, keep_layers: int = 0, old_micro_batch: int | None = None):
+    """The parts of a TrainRun that train's step functions read, at a bench shape."""
+    return SimpleNamespace(fast=True, t=config.Train(keep_layers=keep_layers, micro_batch=micro_batch,
+                                                     old_micro_batch=old_micro_batch or 0, clip_eps=0.2,
+                                                     max_new_tokens=new_tokens, temperature=1.0))
+
+
 def grpo_step(lora, opt, prompts: list[list[int]], group: int, new_tokens: int, micro_batch: int,
               gen_batch: int, device, seed: int, keep_layers: int = 0,
               peaks: dict | None = None, old_micro_batch: int | None = None,
@@ -200,10 +208,7 @@ def grpo_step(lora, opt, prompts: list[list[int]], group: int, new_tokens: int, 
     each phase's peak GPU memory (GB)."""
     model, n = lora.model, len(prompts)
     cuda = torch.device(device).type == "cuda"
-    # the parts of a TrainRun that train's step functions read
-    cfg = SimpleNamespace(fast=True, t=config.Train(keep_layers=keep_layers, micro_batch=micro_batch,
-                                                    old_micro_batch=old_micro_batch or 0, clip_eps=0.2,
-                                                    max_new_tokens=new_tokens, temperature=1.0))
+    cfg = step_config(new_tokens, micro_batch, keep_layers, old_micro_batch)
 
     def peak(phase):
         if cuda and peaks is not None:
@@ -428,8 +433,7 @@ def bench(model: str = "qwen3-4b-random", batch: int = 64, prompt_len: int = 300
     mdl, _ = build_model(model, device, seed=seed)
     lora = ad.attach(mdl, r=r, seed=seed)
     a = arch(mdl)
-    prompts = [p for p in random_prompts(batch // group, prompt_len, mdl.config.vocab_size, seed)
-               for _ in range(group)]
+    prompts = random_prompts(batch // group, prompt_len, mdl.config.vocab_size, seed, group)
     if check:
         res["check"]["bf16_greedy_vs_hf"] = bf16_agreement(mdl, lora, prompts[::group][:8], 32, device)
 
@@ -587,6 +591,7 @@ PRESETS = {
                           old_micro_batch=32, r=32, keep_layers=10, steps=2, hf_tokens=None, check=False,
                           length_mean=500),
 }
+STEP_PRESETS = sorted(k for k, v in PRESETS.items() if "micro_batch" in v)  # the presets that run a train step
 
 
 def main(argv: list[str] | None = None) -> None:
