@@ -61,6 +61,26 @@ def test_metrics_match_direct_computation_and_flip_with_the_direction():
     assert neg["auroc_percentile_in_null"] < res["auroc_percentile_in_null"]
 
 
+@pytest.mark.parametrize("q_lo,q_hi", [(0.3, 0.8), (0.0, 1.0)])
+def test_the_null_scored_as_one_matrix_is_each_direction_scored_alone(q_lo, q_hi):
+    """gate_eval scores its Haar directions as the columns of one product: each column's AUROC and
+    precisions are what `_at_cuts` gives that direction alone, ties (integer activations) and an
+    empty selection (cuts at 0 and 1: nothing routed or kept) included."""
+    from vgrout.diagnostics import _at_cuts, _null_at_cuts
+    rollouts, acts, u, hacked = planted(n=200, seed=3)
+    acts = {m: a.round() for m, a in acts.items()}
+    draws = [haar_direction(u, 50 + i) for i in range(20)]
+    null = _null_at_cuts(gate_scores(acts, {m: torch.stack([d[m] for d in draws], 1) for m in u}), hacked, q_lo, q_hi)
+    for k, d in enumerate(draws):
+        alone = _at_cuts(gate_scores(acts, d), hacked, q_lo, q_hi)
+        assert null["auroc"][k] == pytest.approx(alone["auroc"], abs=1e-12)
+        for key in ("route_precision", "keep_precision"):
+            assert (alone[key] is None) == bool(np.isnan(null[key][k])), (key, k)
+            if alone[key] is not None:
+                assert null[key][k] == pytest.approx(alone[key], abs=1e-12)
+    assert np.isnan(null["route_precision"]).all() == (q_hi == 1.0)
+
+
 def test_teacher_rollouts_are_excluded():
     rollouts, acts, u, _ = planted(n=300, seed=2)
     base = gate_eval(rollouts, acts, u, q_lo=0.3, q_hi=0.8, n_null=5)
