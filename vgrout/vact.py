@@ -24,11 +24,9 @@ import torch
 from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 
-from vgrout import fastgen, logprob
 from vgrout.adapter import Lora2r
 from vgrout.io import InputError, atomic_path
 from vgrout.layout import Layout
-from vgrout.logprob import position_ids
 from vgrout.rollout import Seqs, encode
 
 Direction = dict[str, torch.Tensor]  # module name -> [r], unit norm per module
@@ -48,6 +46,7 @@ def pooled_activations(lora: Lora2r, seqs: Seqs, batch_size: int = 16, progress:
     False: return (activations, trunks), the frozen trunk's output of each batch of `batch_size`
     rows (the layers below the first adapter: the same in every mode, so the train forward starts
     above them), or None (not kept, or the model's layout gives none)."""
+    from vgrout import fastgen, logprob  # here, not above: what only reads directions (aggregate) skips transformers
     device = next(lora.model.parameters()).device
     engine = fastgen.select(lora.model, fast) is fastgen.FAST
     parts: dict[str, list[torch.Tensor]] = {name: [] for name in lora.modules}
@@ -68,7 +67,7 @@ def pooled_activations(lora: Lora2r, seqs: Seqs, batch_size: int = 16, progress:
                     trunks.append(trunk)
             else:
                 lora.model(input_ids=b.input_ids, attention_mask=b.attention_mask,
-                           position_ids=position_ids(b.attention_mask), logits_to_keep=1)
+                           position_ids=logprob.position_ids(b.attention_mask), logits_to_keep=1)
         for name in parts:
             parts[name].append(pooled[name].float().cpu())
     acts = {name: torch.cat(p) for name, p in parts.items()}
@@ -84,6 +83,7 @@ def probe_gradients(lora: Lora2r, seqs: Seqs, batch_size: int = 16, progress: bo
     at c = 1, so the forward is unchanged). frozen: in the frozen scorer's model (the base model, the
     adapter at its init); else the current deployed model, quarantine ablated (a live refresh). Rows
     never share a forward value (one pass, each row its own prompt), so a row's gradient is its own."""
+    from vgrout import fastgen, logprob  # here, not above: what only reads directions (aggregate) skips transformers
     device = next(lora.model.parameters()).device
     engine = fastgen.select(lora.model, fast) is fastgen.FAST
     parts: dict[str, list[torch.Tensor]] = {name: [] for name in lora.modules}
