@@ -250,7 +250,6 @@ def grpo_step(lora, opt, prompts: list[list[int]], group: int, new_tokens: int, 
     peak("sample_forward")
 
     t0 = time.perf_counter()
-    opt.zero_grad(set_to_none=True)
     train.train_forward_backward(cfg, lora, seqs, logps_sample, trunks, adv, zones, rollouts, n)
     _sync(device)
     t["train_fwd_bwd"] = time.perf_counter() - t0
@@ -259,6 +258,7 @@ def grpo_step(lora, opt, prompts: list[list[int]], group: int, new_tokens: int, 
     t0 = time.perf_counter()
     lora.clip_grad_norms(cfg.t.max_grad_norm)
     opt.step()
+    opt.zero_grad(set_to_none=True)  # as train.py does: the next generation has the gradients' memory
     _sync(device)
     t["optimizer"] = time.perf_counter() - t0
     peak("optimizer")

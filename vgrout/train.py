@@ -772,11 +772,11 @@ def train(cfg: TrainRun, progress: bool = True) -> Path:
 
         t0 = time.perf_counter()
         before = {n: (m.A.detach().clone(), m.B.detach().clone()) for n, m in lora.modules.items()}
-        opt.zero_grad(set_to_none=True)
         loss, token_rows = train_forward_backward(cfg, lora, seqs, logps_sample, trunks, adv, masks, rollouts,
                                                   len(rollouts))
         gnorm = lora.clip_grad_norms(cfg.t.max_grad_norm)  # the norms before the clip
         opt.step()
+        opt.zero_grad(set_to_none=True)  # now, not before the backward: the next generation has their memory
         upd = _update_norms(lora, before)
         times["train"] = time.perf_counter() - t0
 
