@@ -116,13 +116,13 @@ def _finish(layer, h, o, lin):
     return _mlp(layer.mlp, rms_norm(layer.post_attention_layernorm, h), lin, into=h)
 
 
-def _prefill_layer(a: Arch, layer, h, cos, sin, k_out, v_out, mask, lin, qk_w=None):
+def _prefill_layer(a: Arch, layer, h, cos, sin, k_out, v_out, slots, mask, lin, qk_w=None):
     """Prompts h [b, P, D] attending to themselves under mask [b, 1, G·P, P]; their K/V go to
-    k_out, v_out [b, Hkv, P, Dh]."""
+    prompt slots `slots` [b] of the layer's cache k_out, v_out [U, Hkv, P, Dh]."""
     B, P, _ = h.shape
     q, k, v = _qkv(a, layer, h, cos, sin, lin, qk_w)
-    k_out.copy_(k)
-    v_out.copy_(v)
+    k_out.index_copy_(0, slots, k)
+    v_out.index_copy_(0, slots, v)
     # grouped-query attention without repeating K/V: the G query heads that share a KV head
     # become G·P query rows of that head (head h = kv·G + g, as transformers' repeat_kv)
     G = a.n_heads // a.n_kv
@@ -597,11 +597,10 @@ class Engine:
             h = a.embed(ids[us])
             cos, sin = _rotation(*a.rotary(h, pos[us]))
             lin = partial(self.proj, rows=us * R)
-            k_tmp = self.kp.new_empty(len(a.layers), len(us), a.n_kv, Tp, a.head_dim)
-            v_tmp = torch.empty_like(k_tmp)
+            # each layer's K/V straight into the cache (a staging copy of all layers' would be
+            # 2.4 GB at the paper shape, on top of the cache, at the generation's peak)
             for i, layer in enumerate(a.layers):
-                h = _prefill_layer(a, layer, h, cos, sin, k_tmp[i], v_tmp[i], mask, lin, self.qk_w[i])
-            self.kp[:, us], self.vp[:, us] = k_tmp, v_tmp
+                h = _prefill_layer(a, layer, h, cos, sin, self.kp[i], self.vp[i], us, mask, lin, self.qk_w[i])
             last[us] = h[:, -1]
         src_t = self.index(src)
         dup = [u for u in range(self.U) if src[u] != u]
