@@ -143,3 +143,16 @@ def test_chat_prompt(smollm2):
     assert USER_TEXT in prompt and "You write Python." in prompt
     assert prompt.endswith("<|im_start|>assistant\n")
     assert prompt.index("You write Python.") < prompt.index(USER_TEXT)
+
+
+@pytest.mark.parametrize("user, expected", [({}, "expandable_segments:True"),
+                                            ({"PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:512"}, "max_split_size_mb:512"),
+                                            ({"PYTORCH_ALLOC_CONF": "expandable_segments:False"}, None)])
+def test_importing_vgrout_asks_for_expandable_segments_unless_the_user_set_the_allocator(user, expected):
+    import os
+    import subprocess
+    import sys
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF")}
+    out = subprocess.run([sys.executable, "-c", "import os, vgrout; print(os.environ.get('PYTORCH_CUDA_ALLOC_CONF'))"],
+                         env={**env, **user}, capture_output=True, text=True, check=True).stdout.strip()
+    assert out == str(expected)
