@@ -64,13 +64,18 @@ def test_metrics_match_direct_computation_and_flip_with_the_direction():
 @pytest.mark.parametrize("q_lo,q_hi", [(0.3, 0.8), (0.0, 1.0)])
 def test_the_null_scored_as_one_matrix_is_each_direction_scored_alone(q_lo, q_hi):
     """gate_eval scores its Haar directions as the columns of one product: each column's AUROC and
-    precisions are what `_at_cuts` gives that direction alone, ties (integer activations) and an
-    empty selection (cuts at 0 and 1: nothing routed or kept) included."""
+    precisions are what `_at_cuts` gives that direction alone, tied scores (rows repeated, with
+    other labels) and an empty selection (cuts at 0 and 1: nothing routed or kept) included, and
+    gate_eval's null is those directions' AUROCs in seed order."""
     from vgrout.diagnostics import _at_cuts, _null_at_cuts
     rollouts, acts, u, hacked = planted(n=200, seed=3)
-    acts = {m: a.round() for m, a in acts.items()}
+    acts = {m: torch.cat([a[:100], a[:100]]) for m, a in acts.items()}  # row i + 100 repeats row i
+    hacked = np.r_[hacked[:100], ~hacked[:100]]
+    rollouts = [dict(r, hacked=bool(h)) for r, h in zip(rollouts, hacked)]
     draws = [haar_direction(u, 50 + i) for i in range(20)]
-    null = _null_at_cuts(gate_scores(acts, {m: torch.stack([d[m] for d in draws], 1) for m in u}), hacked, q_lo, q_hi)
+    scores = gate_scores(acts, {m: torch.stack([d[m] for d in draws], 1) for m in u})
+    assert all(np.unique(scores[:, k]).size == 100 for k in range(len(draws)))  # every score tied once
+    null = _null_at_cuts(scores, hacked, q_lo, q_hi)
     for k, d in enumerate(draws):
         alone = _at_cuts(gate_scores(acts, d), hacked, q_lo, q_hi)
         assert null["auroc"][k] == pytest.approx(alone["auroc"], abs=1e-12)
@@ -79,6 +84,9 @@ def test_the_null_scored_as_one_matrix_is_each_direction_scored_alone(q_lo, q_hi
             if alone[key] is not None:
                 assert null[key][k] == pytest.approx(alone[key], abs=1e-12)
     assert np.isnan(null["route_precision"]).all() == (q_hi == 1.0)
+    res = gate_eval(rollouts, acts, u, q_lo=q_lo, q_hi=q_hi, n_null=len(draws), null_seed=50, progress=False, n_perm=5)
+    assert res["null"]["auroc"] == pytest.approx(list(null["auroc"]), abs=1e-12)
+    assert res["null"]["seeds"] == [50, 50 + len(draws) - 1]
 
 
 def test_teacher_rollouts_are_excluded():

@@ -598,7 +598,7 @@ class Engine:
             cos, sin = _rotation(*a.rotary(h, pos[us]))
             lin = partial(self.proj, rows=us * R)
             # each layer's K/V straight into the cache (a staging copy of all layers' would be
-            # 2.4 GB at the paper shape, on top of the cache, at the generation's peak)
+            # 1.2 GB at the paper shape, on top of the cache, at the generation's peak)
             for i, layer in enumerate(a.layers):
                 h = _prefill_layer(a, layer, h, cos, sin, self.kp[i], self.vp[i], us, mask, lin, self.qk_w[i])
             last[us] = h[:, -1]
