@@ -62,11 +62,11 @@ def test_metrics_match_direct_computation_and_flip_with_the_direction():
 
 
 @pytest.mark.parametrize("q_lo,q_hi", [(0.3, 0.8), (0.0, 1.0)])
-def test_the_null_scored_as_one_matrix_is_each_direction_scored_alone(q_lo, q_hi):
+def test_the_null_scored_as_one_matrix_is_each_direction_scored_alone(q_lo, q_hi, monkeypatch):
     """gate_eval scores its Haar directions as the columns of one product: each column's AUROC and
     precisions are what `_at_cuts` gives that direction alone, tied scores (rows repeated, with
     other labels) and an empty selection (cuts at 0 and 1: nothing routed or kept) included, and
-    gate_eval's null is those directions' AUROCs in seed order."""
+    gate_eval's null is those directions' AUROCs in seed order (scored in chunks of 7 columns here)."""
     from vgrout.diagnostics import _at_cuts, _null_at_cuts
     rollouts, acts, u, hacked = planted(n=200, seed=3)
     acts = {m: torch.cat([a[:100], a[:100]]) for m, a in acts.items()}  # row i + 100 repeats row i
@@ -84,6 +84,7 @@ def test_the_null_scored_as_one_matrix_is_each_direction_scored_alone(q_lo, q_hi
             if alone[key] is not None:
                 assert null[key][k] == pytest.approx(alone[key], abs=1e-12)
     assert np.isnan(null["route_precision"]).all() == (q_hi == 1.0)
+    monkeypatch.setattr("vgrout.diagnostics.NULL_CHUNK", 7)
     res = gate_eval(rollouts, acts, u, q_lo=q_lo, q_hi=q_hi, n_null=len(draws), null_seed=50, progress=False, n_perm=5)
     assert res["null"]["auroc"] == pytest.approx(list(null["auroc"]), abs=1e-12)
     assert res["null"]["seeds"] == [50, 50 + len(draws) - 1]

@@ -47,6 +47,7 @@ POPULATION = ("student rollouts (source == 'student') on problems of a hackable 
               "and rollouts on unhackable (mode none) problems excluded")
 N_NULL = 1000   # Haar directions in the null
 N_PERM = 1000   # label permutations in the null
+NULL_CHUNK = 100  # Haar directions scored together (bounds the null's memory on a long run's rows)
 
 
 def perm_p(real: float, null) -> float:
@@ -252,9 +253,12 @@ def gate_eval(rollouts: list[dict], acts: dict[str, torch.Tensor], direction: di
                 continue
             draws.append(d)
             bar.update(1)
-    # the n_null directions as the columns of one direction per module: scored in one product
-    null = _null_at_cuts(gate_scores(acts_s, {m: torch.stack([d[m] for d in draws], 1) for m in direction}),
-                         hacked, q_lo, q_hi)
+    # the null directions as the columns of one direction per module, NULL_CHUNK at a time: one
+    # product and one ranking per chunk (a run's rows x NULL_CHUNK float64 scores, not x n_null)
+    parts = [_null_at_cuts(gate_scores(acts_s, {m: torch.stack([d[m] for d in draws[c:c + NULL_CHUNK]], 1)
+                                                for m in direction}), hacked, q_lo, q_hi)
+             for c in range(0, n_null, NULL_CHUNK)]
+    null = {k: None if parts[0][k] is None else np.concatenate([x[k] for x in parts]) for k in parts[0]}
 
     null_summary = {"n": n_null, "seeds": [null_seed, seed - 1],
                     "auroc": None, "auroc_mean": None, "auroc_sd": None,
