@@ -426,7 +426,7 @@ def sample_forward(cfg, lora, seqs, rollouts, zones, trunks) -> torch.Tensor:
     mode, for the rows `needs_sample_logprobs` names; 0 on the others, which never read it. One
     forward per micro-batch of old_micro_batch rows holding such rows, over those rows only, from
     their rows of the scorer's trunk where it kept one (logprob.trunk_rows)."""
-    device = next(lora.model.parameters()).device
+    device = lora.device
     need = needs_sample_logprobs(rollouts, zones)
     out = torch.zeros(len(seqs), int(seqs.completion_mask.sum(1).max()), device=device)
     rows = cfg.t.old_rows
@@ -549,7 +549,7 @@ def train_forward_backward(cfg, lora, seqs, logps_sample, trunks, adv, zones, ro
     step: π_θ before it). logps_sample ([N, Lc], right-aligned, from sample_forward) is read on
     the rows `needs_sample_logprobs` names; every other row's behaviour policy is π_old (w = 1).
     Returns the loss and, per row, its completion tokens' grpo.TokenStats (1-D tensors on the CPU)."""
-    device = next(lora.model.parameters()).device
+    device = lora.device
     need = needs_sample_logprobs(rollouts, zones)
     loss_total, token_rows = 0.0, []
     for k, s in enumerate(range(0, len(seqs), cfg.t.micro_batch)):

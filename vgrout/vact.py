@@ -47,7 +47,7 @@ def pooled_activations(lora: Lora2r, seqs: Seqs, batch_size: int = 16, progress:
     rows (the layers below the first adapter: the same in every mode, so the train forward starts
     above them), or None (not kept, or the model's layout gives none)."""
     from vgrout import fastgen, logprob  # here, not above: what only reads directions (aggregate) skips transformers
-    device = next(lora.model.parameters()).device
+    device = lora.device
     engine = fastgen.select(lora.model, fast) is fastgen.FAST
     parts: dict[str, list[torch.Tensor]] = {name: [] for name in lora.modules}
     trunks = []
@@ -84,7 +84,7 @@ def probe_gradients(lora: Lora2r, seqs: Seqs, batch_size: int = 16, progress: bo
     adapter at its init); else the current deployed model, quarantine ablated (a live refresh). Rows
     never share a forward value (one pass, each row its own prompt), so a row's gradient is its own."""
     from vgrout import fastgen, logprob  # here, not above: what only reads directions (aggregate) skips transformers
-    device = next(lora.model.parameters()).device
+    device = lora.device
     engine = fastgen.select(lora.model, fast) is fastgen.FAST
     parts: dict[str, list[torch.Tensor]] = {name: [] for name in lora.modules}
     starts = range(0, len(seqs), batch_size)
