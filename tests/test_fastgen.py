@@ -7,7 +7,7 @@ from transformers import Qwen3Config, Qwen3ForCausalLM
 
 from tests.conftest import make_tiny_llama
 from vgrout import adapter as ad
-from vgrout import arch, decode, fastgen, logprob, rollout
+from vgrout import arch, decode, fastgen, flashdecode, logprob, rollout
 from vgrout.bench import synthetic_tokenizer
 from vgrout.io import InputError
 
@@ -773,3 +773,35 @@ def test_a_capture_behind_queued_steps_leaves_their_noise_alone():
     ref = draws(None)
     assert torch.equal(draws(decode.capture_graph), ref)
     assert not torch.equal(draws(unordered), ref)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="Triton's kernels run on a GPU")
+def test_the_decode_kernel_attends_as_the_matmul_path_on_a_gpu():
+    """vgrout.flashdecode's kernels against the engine's batched matmuls, in fp32 (the kernel's
+    exact-product path) and bf16: lanes in slots of unequal size and out of order (a packed layout
+    after a compaction), left-padded prompts, the written slot mid-block and mid-span, and lanes
+    few enough that the keys are split over several programs. The control: a lane read against
+    another slot's prompt moves the output."""
+    dev = "cuda"
+    g = torch.Generator(device=dev).manual_seed(0)
+    U, Hkv, G, Tp, Tc, Dh = 3, 2, 4, 128, 320, 64
+    lane_slot = torch.tensor([0, 0, 0, 2, 1, 1, 2], device=dev)  # slot 1's lanes after slot 2's
+    B = len(lane_slot)
+    pad = torch.tensor([0, 37, 100], device=dev)
+    prompt_ok = torch.arange(Tp, device=dev)[None] >= pad[lane_slot][:, None]
+    span, written = 256, 171
+    for dt, tol in ((torch.float32, 1e-5), (torch.bfloat16, 2e-2)):
+        q = (torch.randn(B, Hkv * G, Dh, generator=g, device=dev) * Dh ** -0.5).to(dt)
+        kp, vp = (torch.randn(U, Hkv, Tp, Dh, generator=g, device=dev).to(dt) for _ in range(2))
+        kc, vc = (torch.randn(B, Hkv, Tc, Dh, generator=g, device=dev).to(dt) for _ in range(2))
+        slot = torch.tensor([written], device=dev)
+        # the matmul path's grid layout: each lane with its own copy of its slot's prompt
+        own = (torch.arange(span, device=dev) <= written)[None].expand(B, -1)
+        blocked = ~torch.cat([prompt_ok, own], 1)[:, None, None, :]
+        ref = decode._decode_attention(q.float(), kp[lane_slot].float(), vp[lane_slot].float(), kc.float(),
+                                       vc.float(), blocked, span)
+        got = flashdecode.attend(q, kp, vp, kc, vc, prompt_ok, lane_slot, slot, span)
+        assert got.dtype == dt
+        torch.testing.assert_close(got.float(), ref, atol=tol, rtol=0)
+        wrong = flashdecode.attend(q, kp, vp, kc, vc, prompt_ok, lane_slot.roll(1), slot, span)
+        assert (wrong.float() - ref).abs().max() > 10 * tol

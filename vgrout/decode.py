@@ -47,6 +47,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from vgrout import arch as arch_module
+from vgrout import flashdecode
 from vgrout.adapter import Lora2r, Lora2rLinear
 from vgrout.arch import Arch, arch, base_linear, rms_norm
 from vgrout.rollout import pad_id
@@ -55,6 +56,7 @@ CACHE_ALIGN = 64       # cache lengths rounded up: aligned attention masks, fewe
 SPAN = 128             # a decode step attends the first k·SPAN completion slots, not all of them
 PREFILL_TOKENS = 16384  # prompt tokens per prefill chunk (bounds the fp32 lora2r activations)
 COMPACT_EVERY = 64     # decode steps between compactions of the running rows
+ATTENTION = "kernel"   # the decode step's attention: "kernel" (vgrout.flashdecode, where usable) or "matmul"
 # A compaction plans from which rows were done a quarter interval before it (`Engine.snapshot`): the
 # host moves the rows and captures the new layout's graphs while the device still runs the steps
 # queued since the snapshot.
@@ -132,16 +134,20 @@ def _prefill_layer(a: Arch, layer, h, cos, sin, k_out, v_out, slots, mask, lin, 
     return _finish(layer, h, o, lin)
 
 
-def _decode_layer(a: Arch, layer, h, cos, sin, kp, vp, kc, vc, slot, blocked, span, lin, lanes=None, qk_w=None):
+def _decode_layer(a: Arch, layer, h, cos, sin, kp, vp, kc, vc, slot, blocked, span, lin, lanes=None, qk_w=None,
+                  kernel=None):
     """One new token per lane, h [B, 1, D]; this token's K/V is written at completion `slot`, then
-    it attends (`_decode_attention`)."""
+    it attends (`_decode_attention`; kernel: (prompt_ok, lane_slot), through `flashdecode.attend`)."""
     B = h.shape[0]
     q, k, v = _qkv(a, layer, h, cos, sin, lin, qk_w)
     kc.index_copy_(2, slot, k)
     vc.index_copy_(2, slot, v)
     # scaled here, not the scores; the product is also q's contiguous copy, which Lanes.to_slots reads
     q = q.reshape(B, a.n_heads, a.head_dim) * layer.self_attn.scaling
-    o = _decode_attention(q, kp, vp, kc, vc, blocked, span, lanes)
+    if kernel is not None:
+        o = flashdecode.attend(q, kp, vp, kc, vc, *kernel, slot, span)
+    else:
+        o = _decode_attention(q, kp, vp, kc, vc, blocked, span, lanes)
     return _finish(layer, h, o.reshape(B, 1, -1), lin)
 
 
@@ -374,6 +380,7 @@ class Engine:
         self.done = torch.zeros(batch, dtype=torch.bool, device=dev)
         self.limit = torch.zeros(batch, **z)        # a row is done once it has this many tokens
         self.lane_row = torch.arange(batch, **z)
+        self.lane_slot = torch.arange(batch, **z) // group  # each lane's prompt slot (`place`)
         # the packed layout (`Lanes`), read by the captured steps: each lane's query row, each
         # query row's lane
         self.srow, self.lrow = torch.zeros(batch * kv, **z), torch.zeros(batch * kv, **z)
@@ -426,12 +433,16 @@ class Engine:
         lanes = Lanes(U, R, self.srow[:U * R * kv], self.lrow[:B * kv]) if self.packed else None
         h = a.embed(self.tok[:B])
         cos, sin = _rotation(*a.rotary(h, self.pos[:B]))
-        own = (self.ar[:span] <= self.slot)[None, :].expand(B, -1)
-        blocked = ~torch.cat([self.prompt_ok[:B], own], 1)[:, None, None, :]
+        kernel = blocked = None
+        if ATTENTION == "kernel" and flashdecode.usable(h, self.Tp, a.n_heads // a.n_kv, a.head_dim):
+            kernel = (self.prompt_ok[:B], self.lane_slot[:B])
+        else:
+            own = (self.ar[:span] <= self.slot)[None, :].expand(B, -1)
+            blocked = ~torch.cat([self.prompt_ok[:B], own], 1)[:, None, None, :]
         lin = partial(self.proj, rows=slice(0, B))
         for i, layer in enumerate(a.layers):
             h = _decode_layer(a, layer, h, cos, sin, self.kp[i, :U], self.vp[i, :U], self.kc[i, :B],
-                              self.vc[i, :B], self.slot, blocked, span, lin, lanes, self.qk_w[i])
+                              self.vc[i, :B], self.slot, blocked, span, lin, lanes, self.qk_w[i], kernel)
         nxt = self.sample(a.lm_head(rms_norm(a.norm, h[:, -1])))
         self.out[:B].index_copy_(1, self.col, nxt[:, None])
         self.tok[:B].copy_(nxt[:, None])
@@ -557,6 +568,7 @@ class Engine:
         query row r reads lane qrow[u·R + r]."""
         B, kv = len(lane_slot), self.a.n_kv
         self.slots_host = list(lane_slot)
+        self.lane_slot[:B] = self.index(lane_slot)
         self.srow[:U * kv * R] = self.index([qrow[u * R + r] * kv + h for u in range(U) for h in range(kv)
                                              for r in range(R)])
         self.lrow[:B * kv] = self.index([(lane_slot[b] * kv + h) * R + lane_r[b] for b in range(B)
