@@ -3,6 +3,7 @@ deploy sampling included), EOS cuts alike, chunked log-probs and their gradients
 logprob.reference_token_logprobs, and the GPU sampler draws from softmax(logits / T) within the top-p nucleus."""
 import pytest
 import torch
+import torch.nn.functional as F
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
 from tests.conftest import make_tiny_llama
@@ -805,3 +806,39 @@ def test_the_decode_kernel_attends_as_the_matmul_path_on_a_gpu():
         torch.testing.assert_close(got.float(), ref, atol=tol, rtol=0)
         wrong = flashdecode.attend(q, kp, vp, kc, vc, prompt_ok, lane_slot.roll(1), slot, span)
         assert (wrong.float() - ref).abs().max() > 10 * tol
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="Triton's kernels run on a GPU")
+def test_the_rotation_kernel_norms_rotates_and_writes_the_cache_as_the_eager_chain_on_a_gpu():
+    """flashdecode.rotate_into_cache against the engine's eager chain (`decode._qkv`'s per-head
+    norm and weights, `_rotation`'s tables, q's scaling, the cache writes at the step's slot), in
+    fp32 and bf16, with and without Qwen3's norm; the cache's other slots untouched. The control:
+    the kernel without the norm is far from the chain with it."""
+    dev = "cuda"
+    g = torch.Generator(device=dev).manual_seed(0)
+    B, H, Hkv, Dh, Tc, eps, scaling = 5, 8, 2, 64, 40, 1e-6, Dh ** -0.5
+    pos = torch.tensor([[3], [17], [0], [250], [9]], device=dev)
+    inv = 1.0 / (10000 ** (torch.arange(0, Dh, 2, device=dev).float() / Dh))
+    ang = torch.cat([pos[..., None] * inv, pos[..., None] * inv], -1)  # [B, 1, Dh]
+    cos, sin = decode._rotation(ang.cos(), ang.sin())
+    for dt, tol in ((torch.float32, 1e-5), (torch.bfloat16, 3e-2)):
+        y = torch.randn(B, 1, (H + 2 * Hkv) * Dh, generator=g, device=dev).to(dt)
+        w = (1 + 0.3 * torch.randn(H + Hkv, Dh, generator=g, device=dev)).to(dt)
+        slot = torch.tensor([11], device=dev)
+        for qk_w in (w, None):
+            heads = y.view(B, 1, H + 2 * Hkv, Dh).float()
+            qk = heads[:, :, :H + Hkv]
+            if qk_w is not None:
+                qk = F.rms_norm(qk, (Dh,), eps=eps) * qk_w.float()
+            qk = torch.addcmul(qk * cos.float(), qk.roll(Dh // 2, -1), sin.float())
+            kc, vc = (torch.randn(B, Hkv, Tc, Dh, generator=g, device=dev).to(dt) for _ in range(2))
+            kc0, vc0 = kc.clone(), vc.clone()
+            q = flashdecode.rotate_into_cache(y, qk_w, eps, cos, sin, scaling, kc, vc, slot, H)
+            torch.testing.assert_close(q.float(), qk[:, 0, :H] * scaling, atol=tol, rtol=0)
+            torch.testing.assert_close(kc[:, :, 11].float(), qk[:, 0, H:], atol=tol, rtol=0)
+            assert torch.equal(vc[:, :, 11], y.view(B, H + 2 * Hkv, Dh)[:, H + Hkv:])
+            others = torch.arange(Tc, device=dev) != 11
+            assert torch.equal(kc[:, :, others], kc0[:, :, others]) and torch.equal(vc[:, :, others], vc0[:, :, others])
+            if qk_w is not None:  # the control
+                unnormed = flashdecode.rotate_into_cache(y, None, eps, cos, sin, scaling, kc, vc, slot, H)
+                assert (unnormed.float() - qk[:, 0, :H] * scaling).abs().max() > 10 * tol

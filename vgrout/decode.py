@@ -89,6 +89,12 @@ def qk_norm_weights(a: Arch, layer) -> torch.Tensor | None:
     return torch.cat([attn.q_norm.weight.expand(a.n_heads, -1), attn.k_norm.weight.expand(a.n_kv, -1)])
 
 
+def _qkv_projection(layer, h, lin):
+    """q, k and v of h [B, L, D] side by side, [B, L, (H + 2·Hkv)·Dh], from one GEMM."""
+    attn = layer.self_attn
+    return lin((attn.q_proj, attn.k_proj, attn.v_proj), rms_norm(layer.input_layernorm, h))
+
+
 def _qkv(a: Arch, layer, h, cos, sin, lin, qk_w=None):
     """The attention inputs of h [B, L, D]: q [B, H, L, Dh], k and v [B, Hkv, L, Dh], rotated by
     `_rotation`'s tables. q, k and v come out of one projection, and q and k are rotated in one
@@ -97,8 +103,7 @@ def _qkv(a: Arch, layer, h, cos, sin, lin, qk_w=None):
     attn = layer.self_attn
     B, L, _ = h.shape
     H, Hkv = a.n_heads, a.n_kv
-    x = rms_norm(layer.input_layernorm, h)
-    y = lin((attn.q_proj, attn.k_proj, attn.v_proj), x).view(B, L, H + 2 * Hkv, a.head_dim)
+    y = _qkv_projection(layer, h, lin).view(B, L, H + 2 * Hkv, a.head_dim)
     qk, v = y[:, :, :H + Hkv], y[:, :, H + Hkv:]
     if qk_w is not None and arch_module.FAST_NORM:
         # Qwen3: RMSNorm per head before the rotation, q's and k's heads in one norm and their
@@ -138,12 +143,17 @@ def _decode_layer(a: Arch, layer, h, cos, sin, kp, vp, kc, vc, slot, blocked, sp
                   kernel=None):
     """One new token per lane, h [B, 1, D]; this token's K/V is written at completion `slot`, then
     it attends (`_decode_attention`; kernel: (prompt_ok, lane_slot), through `flashdecode.attend`)."""
-    B = h.shape[0]
+    B, attn = h.shape[0], layer.self_attn
+    if kernel is not None and (qk_w is None or arch_module.FAST_NORM):
+        q = flashdecode.rotate_into_cache(_qkv_projection(layer, h, lin), qk_w,
+                                          attn.q_norm.variance_epsilon if qk_w is not None else 0.0, cos, sin,
+                                          attn.scaling, kc, vc, slot, a.n_heads)
+        return _finish(layer, h, flashdecode.attend(q, kp, vp, kc, vc, *kernel, slot, span).reshape(B, 1, -1), lin)
     q, k, v = _qkv(a, layer, h, cos, sin, lin, qk_w)
     kc.index_copy_(2, slot, k)
     vc.index_copy_(2, slot, v)
     # scaled here, not the scores; the product is also q's contiguous copy, which Lanes.to_slots reads
-    q = q.reshape(B, a.n_heads, a.head_dim) * layer.self_attn.scaling
+    q = q.reshape(B, a.n_heads, a.head_dim) * attn.scaling
     if kernel is not None:
         o = flashdecode.attend(q, kp, vp, kc, vc, *kernel, slot, span)
     else:

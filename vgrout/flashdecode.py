@@ -1,6 +1,11 @@
-"""The decode step's attention as two Triton kernels: each lane's G query heads of one KV head
-against its prompt slot's keys and its own completion keys, split over the keys, then the
-splits merged by their log-sum-exp.
+"""The decode step's attention as Triton kernels: q and k normed, rotated and k, v written into
+the cache in one kernel (`rotate_into_cache`); then each lane's G query heads of one KV head
+against its prompt slot's keys and its own completion keys, split over the keys, and the
+splits merged by their log-sum-exp (`attend`).
+
+`rotate_into_cache` replaces eight kernels a layer (Qwen3's per-head norm and its weights, the
+rotation's multiply, roll and multiply-add, q's scaling, two cache writes): a decode step is
+bound by its kernels' count at few lanes.
 
 `decode._decode_attention` runs it as batched matmuls: the prompt's scores per slot, the row's
 own scores, their concatenation, a masked fill, a softmax and two products with V, with layout
@@ -36,6 +41,29 @@ def usable(x: torch.Tensor, Tp: int, groups: int, head_dim: int) -> bool:
 
 
 if triton is not None:
+    @triton.jit
+    def _rotate_kernel(y_ptr, w_ptr, cos_ptr, sin_ptr, q_ptr, kc_ptr, vc_ptr, slot_ptr,
+                       s_yb, s_cos, s_sin, s_cb, s_ch, s_ct, eps, scaling,
+                       H: tl.constexpr, HKV: tl.constexpr, DH: tl.constexpr, NORM: tl.constexpr):
+        b, head = tl.program_id(0), tl.program_id(1)  # head < H: q's; else k's head − H, with its v
+        d = tl.arange(0, DH)
+        partner = (d + DH // 2) % DH  # rotate_half's partner; its sign is folded into sin
+        row = y_ptr + b * s_yb + head * DH
+        x = tl.load(row + d).to(tl.float32)
+        xp = tl.load(row + partner).to(tl.float32)
+        if NORM:  # Qwen3: RMSNorm over the head, then its weight
+            r = tl.rsqrt(tl.sum(x * x, 0) / DH + eps)
+            x = x * r * tl.load(w_ptr + head * DH + d).to(tl.float32)
+            xp = xp * r * tl.load(w_ptr + head * DH + partner).to(tl.float32)
+        out = x * tl.load(cos_ptr + b * s_cos + d).to(tl.float32) + xp * tl.load(sin_ptr + b * s_sin + d).to(tl.float32)
+        if head < H:
+            tl.store(q_ptr + (b * H + head) * DH + d, (out * scaling).to(q_ptr.dtype.element_ty))
+        else:
+            j = head - H
+            at = b * s_cb + j * s_ch + tl.load(slot_ptr) * s_ct + d
+            tl.store(kc_ptr + at, out.to(kc_ptr.dtype.element_ty))
+            tl.store(vc_ptr + at, tl.load(y_ptr + b * s_yb + (H + HKV + j) * DH + d))
+
     @triton.jit
     def _block(q, k_ptrs, v_ptrs, valid, m_i, l_i, acc, IEEE: tl.constexpr):
         k = tl.load(k_ptrs, mask=valid[:, None], other=0.0)
@@ -138,3 +166,21 @@ def attend(q: torch.Tensor, kp: torch.Tensor, vp: torch.Tensor, kc: torch.Tensor
     out = torch.empty_like(q)
     _merge_kernel[(B * H,)](m, l, o, out, n_split, SP=max(16, triton.next_power_of_2(n_split)), DH=Dh, num_warps=4)
     return out
+
+
+def rotate_into_cache(y: torch.Tensor, qk_w: torch.Tensor | None, eps: float, cos: torch.Tensor, sin: torch.Tensor,
+                      scaling: float, kc: torch.Tensor, vc: torch.Tensor, written: torch.Tensor, heads: int) -> torch.Tensor:
+    """One token per lane: its projections y [B, 1, (H + 2·Hkv)·Dh] (q, k, v heads in turn) ->
+    q [B, H, Dh], normed (qk_w [H + Hkv, Dh], `decode.qk_norm_weights`; None: no norm), rotated
+    by cos, sin [B, 1, 1, Dh] (`decode._rotation`'s, sin's signs folded) and scaled; k normed and
+    rotated, and v, written at completion slot `written` of kc, vc [B, Hkv, Tc, Dh]."""
+    B, Hkv, Dh = y.shape[0], kc.shape[1], kc.shape[-1]
+    for t in (y, cos, sin, kc):
+        if t.stride(-1) != 1:
+            raise ValueError("flashdecode: rotate_into_cache needs contiguous heads")
+    q = torch.empty(B, heads, Dh, dtype=y.dtype, device=y.device)
+    _rotate_kernel[(B, heads + Hkv)](
+        y, qk_w if qk_w is not None else y, cos, sin, q, kc, vc, written,
+        y.stride(0), cos.stride(0), sin.stride(0), kc.stride(0), kc.stride(1), kc.stride(2), eps, scaling,
+        H=heads, HKV=Hkv, DH=Dh, NORM=qk_w is not None, num_warps=1)
+    return q
