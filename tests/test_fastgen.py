@@ -816,13 +816,14 @@ def test_the_rotation_kernel_norms_rotates_and_writes_the_cache_as_the_eager_cha
     the kernel without the norm is far from the chain with it."""
     dev = "cuda"
     g = torch.Generator(device=dev).manual_seed(0)
-    B, H, Hkv, Dh, Tc, eps, scaling = 5, 8, 2, 64, 40, 1e-6, Dh ** -0.5
+    B, H, Hkv, Dh, Tc, eps = 5, 8, 2, 64, 40, 1e-6
+    scaling = Dh ** -0.5
     pos = torch.tensor([[3], [17], [0], [250], [9]], device=dev)
     inv = 1.0 / (10000 ** (torch.arange(0, Dh, 2, device=dev).float() / Dh))
     ang = torch.cat([pos[..., None] * inv, pos[..., None] * inv], -1)  # [B, 1, Dh]
     cos, sin = decode._rotation(ang.cos(), ang.sin())
-    for dt, tol in ((torch.float32, 1e-5), (torch.bfloat16, 3e-2)):
-        y = torch.randn(B, 1, (H + 2 * Hkv) * Dh, generator=g, device=dev).to(dt)
+    for dt, atol, rtol in ((torch.float32, 1e-5, 1e-5), (torch.bfloat16, 2e-3, 8e-3)):  # bf16: one rounding
+        y = (3 * torch.randn(B, 1, (H + 2 * Hkv) * Dh, generator=g, device=dev)).to(dt)
         w = (1 + 0.3 * torch.randn(H + Hkv, Dh, generator=g, device=dev)).to(dt)
         slot = torch.tensor([11], device=dev)
         for qk_w in (w, None):
@@ -834,11 +835,11 @@ def test_the_rotation_kernel_norms_rotates_and_writes_the_cache_as_the_eager_cha
             kc, vc = (torch.randn(B, Hkv, Tc, Dh, generator=g, device=dev).to(dt) for _ in range(2))
             kc0, vc0 = kc.clone(), vc.clone()
             q = flashdecode.rotate_into_cache(y, qk_w, eps, cos, sin, scaling, kc, vc, slot, H)
-            torch.testing.assert_close(q.float(), qk[:, 0, :H] * scaling, atol=tol, rtol=0)
-            torch.testing.assert_close(kc[:, :, 11].float(), qk[:, 0, H:], atol=tol, rtol=0)
+            torch.testing.assert_close(q.float(), qk[:, 0, :H] * scaling, atol=atol, rtol=rtol)
+            torch.testing.assert_close(kc[:, :, 11].float(), qk[:, 0, H:], atol=atol, rtol=rtol)
             assert torch.equal(vc[:, :, 11], y.view(B, H + 2 * Hkv, Dh)[:, H + Hkv:])
             others = torch.arange(Tc, device=dev) != 11
             assert torch.equal(kc[:, :, others], kc0[:, :, others]) and torch.equal(vc[:, :, others], vc0[:, :, others])
             if qk_w is not None:  # the control
                 unnormed = flashdecode.rotate_into_cache(y, None, eps, cos, sin, scaling, kc, vc, slot, H)
-                assert (unnormed.float() - qk[:, 0, :H] * scaling).abs().max() > 10 * tol
+                assert (unnormed.float() - qk[:, 0, :H] * scaling).abs().max() > 0.1
