@@ -5,9 +5,13 @@ import os
 # OpenMP threads on two cores run torch's small kernels several times slower, not faster.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+import shutil
+
 import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
+
+from tests.workspace import reproduce_ci_once
 
 
 def make_tiny_llama(seed: int = 0, vocab: int = 97, layers: int = 2) -> LlamaForCausalLM:
@@ -24,10 +28,31 @@ def tiny_llama():
     return make_tiny_llama()
 
 
-FIRST = "test_pipeline.py"  # the longest module (a chain of DVC runs on one module fixture): started first
+@pytest.fixture(scope="session")
+def reproduced(tmp_path_factory):
+    """The CI preset's tracked tree after a full `dvc repro`, one build for both xdist workers (in
+    the directory they share). Read it, never change it, nor run DVC in it (DVC writes its state
+    and locks there): a test that does takes `reproduced_copy`."""
+    base = tmp_path_factory.getbasetemp()
+    return reproduce_ci_once(base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base)
+
+
+@pytest.fixture
+def reproduced_copy(reproduced, tmp_path):
+    """A throwaway copy of the reproduced repository (git, DVC cache and outputs), at tmp_path/vgrout."""
+    dest = tmp_path / "vgrout"
+    shutil.copytree(reproduced, dest, symlinks=True)
+    return dest
+
+
+# Under `--dist loadfile` a module is one unit of work (its module fixtures built once), handed out
+# in this order as a worker runs low. test_pipeline.py builds `reproduced` (minutes) first; the
+# other worker meanwhile takes modules that need no repro, about as long as the build, so that the
+# modules reading it come up once it is there; the rest after them, in collection order.
+ORDER = ["test_pipeline.py", "test_train.py", "test_sandbox.py", "test_model.py", "test_arms_train.py",
+         "test_pipeline_fanout.py", "test_pipeline_exp.py", "test_pipeline_cache.py", "test_dvc_deps.py"]
 
 
 def pytest_collection_modifyitems(items):
-    """Under `--dist loadfile` a module runs on one worker (its module fixtures built once), in
-    collection order: the longest first, so the other worker takes the rest meanwhile."""
-    items.sort(key=lambda item: item.path.name != FIRST)  # stable: the rest keep their order
+    rank = {name: i for i, name in enumerate(ORDER)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(ORDER)))  # stable: the rest keep their order

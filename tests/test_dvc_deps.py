@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.workspace import ROOT, ci_copy, copy_tracked_tree, sh
+from tests.workspace import ROOT, copy_tracked_tree, sh
 
 PYTHON = re.compile(r"python(\d+(\.\d+)*)?$")
 SHELL_OPERATORS = {"&&", "||", ";", "|", "&", "("}
@@ -411,15 +411,11 @@ def test_git_tracked_metrics_persist():
 
 
 @pytest.mark.slow
-def test_a_failed_stage_keeps_its_tracked_metrics(tmp_path):
-    """The CI preset's substrate (of 12 problems: the property is the stage's, not the size's),
-    then a substrate source that does not exist: the repro fails and the committed self-check is
-    still there, byte for byte."""
-    work = ci_copy(tmp_path / "vgrout")
-    params = yaml.safe_load((work / "params.yaml").read_text())
-    params["substrate"]["limit"] = 12
-    (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    sh("dvc repro substrate", work)
+def test_a_failed_stage_keeps_its_tracked_metrics(reproduced_copy):
+    """A copy of the reproduced CI repository, its substrate's self-check committed, then a
+    substrate source that does not exist: the repro fails and the committed self-check is still
+    there, byte for byte."""
+    work = reproduced_copy
     check = work / "metrics/substrate_check.json"
     before = check.read_bytes()
     assert json.loads(before)["ok"]

@@ -5,7 +5,9 @@ own `vgrout` (PYTHONPATH is the copy's root), never the checkout that pytest run
 """
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -50,3 +52,51 @@ def ci_copy(dest: Path) -> Path:
     sh("git init -q && git add -A && git -c user.name=t -c user.email=t@t commit -qm init", dest)
     sh(f"{sys.executable} -m vgrout.cli preset ci", dest)
     return dest
+
+
+def ran(log: str) -> set[str]:
+    """The stages a `dvc repro` (or `dvc exp run`) log says it ran."""
+    return set(re.findall(r"Running stage '([^']+)'", log))
+
+
+def reproduce_ci_once(shared: Path) -> Path:
+    """shared/ci/vgrout: a CI-preset copy after a full `dvc repro`, built by whichever process asks
+    first; the others wait on the lock and reuse it (the build is the suite's longest step, and
+    xdist workers share nothing else). A failed build is recorded, so a second worker reports it
+    instead of spending minutes failing again."""
+    from filelock import FileLock
+
+    home = shared / "ci"
+    work, failed = home / "vgrout", home / "failed.txt"
+    home.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(home / "build.lock")):
+        if failed.exists():
+            raise AssertionError(f"the shared CI repro failed:\n{failed.read_text()}")
+        if not (home / "done").exists():
+            try:
+                ci_copy(work)
+                log = sh("dvc repro", work)
+                assert {"model", "substrate", "pairs", "teacher_pool", "aggregate"} <= ran(log), log[-3000:]
+            except BaseException as e:
+                failed.write_text(str(e))
+                raise
+            (home / "done").touch()
+    return work
+
+
+ARMS = ["none", "routeA", "placebo_routeA", "heldout"]  # the CI preset's runs; placebo is yoked to routeA
+
+
+def stage_of(kind: str, arm: str) -> str:
+    """`train@routeA-0`, `train_yoked@placebo-routeA-0`, `eval_yoked@placebo-routeA-0`, ..."""
+    from vgrout import arms
+    to = arms.yoke_target(arm)
+    return f"{kind}_yoked@{arms.get(arm).name}-{to}-0" if to else f"{kind}@{arm}-0"
+
+
+def stdout_json(cmd: str, cwd: Path):
+    """A command's stdout, parsed as JSON (stderr apart: DVC's warnings go there)."""
+    out = subprocess.run(cmd, cwd=cwd, shell=True, capture_output=True, text=True, env=env_for(cwd))
+    if out.returncode:
+        raise AssertionError(f"{cmd} failed ({out.returncode}):\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout)
