@@ -31,7 +31,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # every vgrout module the routing path runs (the test below fails if they import one more)
 ROUTING_MODULES = ["vgrout/vact.py", "vgrout/gate.py", "vgrout/adapter.py", "vgrout/logprob.py",
                    "vgrout/compiled.py", "vgrout/arms.py", "vgrout/fastgen.py", "vgrout/decode.py",
-                   "vgrout/arch.py", "vgrout/rollout.py", "vgrout/io.py", "vgrout/layout.py"]
+                   "vgrout/flashdecode.py", "vgrout/arch.py", "vgrout/rollout.py", "vgrout/io.py",
+                   "vgrout/layout.py"]
 # train.py's routing functions; the scan adds every train.py function they call
 ROUTING_FUNCTIONS = ["new_gate", "routing_step", "to_seqs", "live_acts", "frozen_acts", "route",
                      "load_yoke", "yoke_counts", "uniform_scores"]
