@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
-from scipy import stats as sps
 
 # A p-value needs replication: with fewer seeds a t-test's few degrees of freedom make its
 # p-value say little, and the design asks for >= 5 seeds per claim.
@@ -112,6 +111,7 @@ def paired_t(a: Sequence[float], b: Sequence[float], sampling_var: Sequence[floa
         # no spread over seeds and none from sampling: t is ±inf or nan and scipy's p 0 or nan; neither is evidence
         return PairedTest(n=int(a.size), mean_diff=mean_diff, sem=sem, t=None, p=None)
     t = mean_diff / sem
+    from scipy import stats as sps  # here, not above: scipy.stats costs an eval stage 0.6 s to import
     p = float(2 * sps.t.sf(abs(t), a.size - 1))
     return PairedTest(n=int(a.size), mean_diff=mean_diff, sem=sem, t=float(t), p=p, floored=floored)
 
@@ -227,6 +227,7 @@ def few_seeds_factor(n_seeds: int, level: float = 0.95) -> float:
     if n_seeds < 2:
         return 1.0
     q = 0.5 + level / 2
+    from scipy import stats as sps
     return float(sps.t.ppf(q, n_seeds - 1) / sps.norm.ppf(q) * math.sqrt(n_seeds / (n_seeds - 1)))
 
 
@@ -257,6 +258,7 @@ def auroc(scores: Sequence[float], labels: Sequence[bool]) -> float:
     labels = np.asarray(labels, dtype=bool)
     if scores.shape != labels.shape:
         raise ValueError(f"auroc: {scores.shape[0]} scores but {labels.shape[0]} labels")
+    from scipy import stats as sps
     return auroc_of_ranks(sps.rankdata(scores), labels)
 
 
