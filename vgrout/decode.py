@@ -483,7 +483,7 @@ class Engine:
         (`capture_graph`: the steps queued before it run on while the host records). A capture
         records without running, so the buffers it reads keep their values. The graphs share one
         memory pool: they never run at once."""
-        key = (*self.layout(), self.packed, span)
+        key = (*self.layout(), self.packed, span, ATTENTION, arch_module.FAST_NORM)  # a switch recaptures
         if key not in self.graphs:
             t0 = time.perf_counter()
             self.graphs[key] = capture_graph(partial(self.decode_step, span), self.pool, self.capture_stream)

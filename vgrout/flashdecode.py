@@ -16,8 +16,9 @@ written at this step (the span's empty tail), and a second merges the splits. A 
 read by each of its slot's lanes, but those are consecutive programs, so the repeated reads
 mostly come from L2.
 
-Same function as the matmul path up to rounding: scores and weights stay fp32 here, where the
-matmul path rounds them to the model's dtype. Only the sampler reads it (see vgrout.decode).
+Same function as the matmul path up to rounding: the scores and the softmax's running max and sum
+stay fp32 here, where the matmul path rounds the scores and weights to the model's dtype (in bf16
+the weights are rounded to bf16 for the product with V, as flash attention does). Only the sampler reads it (see vgrout.decode).
 Runs on a GPU with Triton; `usable` says when, and the engine keeps the matmul path elsewhere.
 """
 from __future__ import annotations
@@ -45,7 +46,7 @@ if triton is not None:
     def _rotate_kernel(y_ptr, w_ptr, cos_ptr, sin_ptr, q_ptr, kc_ptr, vc_ptr, slot_ptr,
                        s_yb, s_cos, s_sin, s_cb, s_ch, s_ct, eps, scaling,
                        H: tl.constexpr, HKV: tl.constexpr, DH: tl.constexpr, NORM: tl.constexpr):
-        b, head = tl.program_id(0), tl.program_id(1)  # head < H: q's; else k's head − H, with its v
+        b, head = tl.program_id(0).to(tl.int64), tl.program_id(1)  # head < H: q's; else k's head − H, with its v
         d = tl.arange(0, DH)
         partner = (d + DH // 2) % DH  # rotate_half's partner; its sign is folded into sin
         row = y_ptr + b * s_yb + head * DH
@@ -94,7 +95,7 @@ if triton is not None:
                       BLOCK_N: tl.constexpr, IEEE: tl.constexpr):
         lane_head = tl.program_id(0)  # lane b, KV head h
         split = tl.program_id(1)
-        b, h = lane_head // HKV, lane_head % HKV
+        b, h = (lane_head // HKV).to(tl.int64), lane_head % HKV  # 64-bit offsets: a layer's cache may pass 2^31 elements
         u = tl.load(lane_slot_ptr + b)
         written = tl.load(slot_ptr)  # the own slots 0 … written hold keys
         g, d, n = tl.arange(0, GP), tl.arange(0, DH), tl.arange(0, BLOCK_N)
