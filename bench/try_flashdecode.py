@@ -3,7 +3,7 @@ against vgrout.flashdecode's Triton kernels, on a GPU. Each runs `--layers` time
 distinct layers' caches, more than L2 holds) in one captured CUDA graph, as in the engine's
 step; prints ms per step, and each one's largest difference from the same attention in fp32.
 
-    python bench/try_flashdecode.py [--layers 36] [--programs 1024,2048]
+    python bench/try_flashdecode.py [--layers 36] [--programs 1024,4096]
 """
 from __future__ import annotations
 
