@@ -54,6 +54,7 @@ def main() -> None:
         # the scorer's trunks are per micro-batch (train.keeps_trunks): made again at each layout
         _, trunks = train.frozen_acts(cfg, lora, seqs)
         logps_sample = train.sample_forward(cfg, lora, seqs, rollouts, zones, trunks)
+        torch.cuda.empty_cache()  # each layout's reserved peak its own, not the previous layout's
         torch.cuda.reset_peak_memory_stats()
         times: dict[bool, list[float]] = {False: [], True: []}
         for _ in range(args.repeats):

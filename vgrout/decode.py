@@ -21,7 +21,8 @@ Finished rows leave the decode batch. Every COMPACT_EVERY steps the engine count
 rows and, when they fit a smaller shape, moves them (their caches, tokens and positions) to the
 front, densely: the step's projections, MLP and own-completion attention run on as many lanes as
 hold them, and only the prompt part of the attention lays them out per prompt slot (U' slots of
-R' query rows, R' set by the slot with the most; `Lanes`). Each size comes from a short list
+R' query rows, R' set by the slot with the most; `Lanes`, the matmul path's layout; the Triton
+kernels of `vgrout.flashdecode` read each lane's slot from `Engine.lane_slot` instead). Each size comes from a short list
 (`shape_sizes`), each shape with its own captured graphs. A step then costs what its running
 rows cost, not the batch's. The rows a compaction drops are those done a quarter interval before
 it (a row done since stays a lane, sampling pad, until the next one): the host waits only for the

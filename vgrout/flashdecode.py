@@ -38,7 +38,7 @@ PROGRAMS = 1024  # splits over the keys until lanes × KV heads × splits reach 
 def usable(x: torch.Tensor, Tp: int, groups: int, head_dim: int) -> bool:
     """Whether the kernels serve a step on x's device: a GPU, Triton present, prompt slots a whole
     number of blocks, a KV head's query heads within one 16-row tile, a power-of-two head."""
-    return triton is not None and x.is_cuda and Tp % BLOCK == 0 and groups <= 16 and head_dim in (64, 128, 256)
+    return triton is not None and x.is_cuda and Tp % BLOCK == 0 and groups <= 16 and head_dim in (64, 128)
 
 
 if triton is not None:
@@ -154,9 +154,9 @@ def attend(q: torch.Tensor, kp: torch.Tensor, vp: torch.Tensor, kc: torch.Tensor
     m = torch.empty(B * H * n_split, dtype=torch.float32, device=q.device)
     l = torch.empty_like(m)
     o = torch.empty(B * H * n_split, Dh, dtype=torch.float32, device=q.device)
-    for t in (kp, kc):
-        if t.stride(-1) != 1:
-            raise ValueError("flashdecode: K/V caches need contiguous heads")
+    if kp.stride() != vp.stride() or kc.stride() != vc.stride() or not q.is_contiguous() or kp.stride(-1) != 1 \
+            or kc.stride(-1) != 1:
+        raise ValueError("flashdecode: attend needs q contiguous and K, V caches of one layout with contiguous heads")
     ieee = q.dtype == torch.float32
     _split_kernel[(B * Hkv, n_split)](
         q, kp, vp, kc, vc, prompt_ok, lane_slot, written, m, l, o,
@@ -179,6 +179,9 @@ def rotate_into_cache(y: torch.Tensor, qk_w: torch.Tensor | None, eps: float, co
     for t in (y, cos, sin, kc):
         if t.stride(-1) != 1:
             raise ValueError("flashdecode: rotate_into_cache needs contiguous heads")
+    if cos.shape[-1] != Dh or sin.shape[-1] != Dh or y.shape[-1] != (heads + 2 * Hkv) * Dh:
+        raise ValueError(f"flashdecode: rotate_into_cache got rotary tables of {cos.shape[-1]} and projections "
+                         f"of {y.shape[-1]} for {heads} + 2·{Hkv} heads of {Dh}")
     q = torch.empty(B, heads, Dh, dtype=y.dtype, device=y.device)
     _rotate_kernel[(B, heads + Hkv)](
         y, qk_w if qk_w is not None else y, cos, sin, q, kc, vc, written,
