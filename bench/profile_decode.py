@@ -30,6 +30,19 @@ def timed(fn, n: int = 30) -> float:
     return 1e3 * (time.perf_counter() - t0) / n
 
 
+def graph(fn) -> torch.cuda.CUDAGraph:
+    """fn captured as a CUDA graph, after one eager call on a side stream (the libraries' lazy set-up)."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        fn()
+    torch.cuda.current_stream().wait_stream(s)
+    gr = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(gr):
+        fn()
+    return gr
+
+
 def step_ms(eng: decode.Engine, span: int, n: int = 30) -> float:
     return timed(lambda: eng.replay(span), n)  # the first untimed call captures the step's graph at this span
 

@@ -23,7 +23,7 @@ import json
 
 import torch
 
-from profile_decode import timed  # noqa: E402 (this folder is on the path: the script's own)
+from profile_decode import graph, timed  # noqa: E402 (this folder is on the path: the script's own)
 from vgrout import decode
 
 DISTINCT = 4  # distinct layers' caches: more than the L2 cache holds, as in the real step
@@ -101,17 +101,6 @@ def case(B, U, Tp, Tc, span, pad, layers, H, Hkv, Dh, dev, dt) -> dict:
            "diff_flash_vs_fp32": float((got.float() - exact).abs().max()),
            "diff_batched_vs_fp32": float((ref.float() - exact).abs().max()),
            "diff_flash_gqa_vs_fp32": float((got_gqa.float() - exact).abs().max())}
-
-    def graph(fn):
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            fn()
-        torch.cuda.current_stream().wait_stream(s)
-        gr = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(gr):
-            fn()
-        return gr
 
     g_b = graph(lambda: [batched(q, kp[i % n], vp[i % n], kc[i % n], vc[i % n], blocked, span, scale)
                          for i in range(layers)])

@@ -12,22 +12,10 @@ import json
 
 import torch
 
-from profile_decode import timed  # noqa: E402 (this folder is on the path: the script's own)
+from profile_decode import graph, timed  # noqa: E402 (this folder is on the path: the script's own)
 from vgrout import decode, flashdecode
 
 DISTINCT = 4
-
-
-def graph(fn):
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        fn()
-    torch.cuda.current_stream().wait_stream(s)
-    gr = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(gr):
-        fn()
-    return gr
 
 
 def case(B, U, Tp, Tc, span, written, layers, H, Hkv, Dh, programs, dev, dt) -> dict:
