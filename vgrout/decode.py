@@ -22,8 +22,8 @@ rows and, when they fit a smaller shape, moves them (their caches, tokens and po
 front, densely: the step's projections, MLP and own-completion attention run on as many lanes as
 hold them, and only the prompt part of the attention lays them out per prompt slot (U' slots of
 R' query rows, R' set by the slot with the most; `Lanes`, the matmul path's layout; the Triton
-kernels of `vgrout.flashdecode` read each lane's slot from `Engine.lane_slot` instead). Each size comes from a short list
-(`shape_sizes`), each shape with its own captured graphs. A step then costs what its running
+kernels of `vgrout.flashdecode` read each lane's slot from `Engine.lane_slot` instead). Each
+size comes from a short list (`shape_sizes`), each shape with its own captured graphs. A step then costs what its running
 rows cost, not the batch's. The rows a compaction drops are those done a quarter interval before
 it (a row done since stays a lane, sampling pad, until the next one): the host waits only for the
 steps before that snapshot, so the device still holds a quarter interval of queued steps while
@@ -149,12 +149,12 @@ def _decode_layer(a: Arch, layer, h, cos, sin, kp, vp, kc, vc, slot, blocked, sp
         q = flashdecode.rotate_into_cache(_qkv_projection(layer, h, lin), qk_w,
                                           attn.q_norm.variance_epsilon if qk_w is not None else 0.0, cos, sin,
                                           attn.scaling, kc, vc, slot, a.n_heads)
-        return _finish(layer, h, flashdecode.attend(q, kp, vp, kc, vc, *kernel, slot, span).reshape(B, 1, -1), lin)
-    q, k, v = _qkv(a, layer, h, cos, sin, lin, qk_w)
-    kc.index_copy_(2, slot, k)
-    vc.index_copy_(2, slot, v)
-    # scaled here, not the scores; the product is also q's contiguous copy, which Lanes.to_slots reads
-    q = q.reshape(B, a.n_heads, a.head_dim) * attn.scaling
+    else:
+        q, k, v = _qkv(a, layer, h, cos, sin, lin, qk_w)
+        kc.index_copy_(2, slot, k)
+        vc.index_copy_(2, slot, v)
+        # scaled here, not the scores; the product is also q's contiguous copy, which Lanes.to_slots reads
+        q = q.reshape(B, a.n_heads, a.head_dim) * attn.scaling
     if kernel is not None:
         o = flashdecode.attend(q, kp, vp, kc, vc, *kernel, slot, span)
     else:

@@ -147,6 +147,9 @@ def attend(q: torch.Tensor, kp: torch.Tensor, vp: torch.Tensor, kc: torch.Tensor
     B, H, Dh = q.shape
     Hkv, Tp = kp.shape[1], kp.shape[2]
     G = H // Hkv
+    if kp.stride() != vp.stride() or kc.stride() != vc.stride() or not q.is_contiguous() or kp.stride(-1) != 1 \
+            or kc.stride(-1) != 1:
+        raise ValueError("flashdecode: attend needs q contiguous and K, V caches of one layout with contiguous heads")
     n_blocks = Tp // BLOCK + triton.cdiv(span, BLOCK)
     n_split = max(1, min(n_blocks, triton.cdiv(PROGRAMS, B * Hkv)))
     per_split = triton.cdiv(n_blocks, n_split)
@@ -154,9 +157,6 @@ def attend(q: torch.Tensor, kp: torch.Tensor, vp: torch.Tensor, kc: torch.Tensor
     m = torch.empty(B * H * n_split, dtype=torch.float32, device=q.device)
     l = torch.empty_like(m)
     o = torch.empty(B * H * n_split, Dh, dtype=torch.float32, device=q.device)
-    if kp.stride() != vp.stride() or kc.stride() != vc.stride() or not q.is_contiguous() or kp.stride(-1) != 1 \
-            or kc.stride(-1) != 1:
-        raise ValueError("flashdecode: attend needs q contiguous and K, V caches of one layout with contiguous heads")
     ieee = q.dtype == torch.float32
     _split_kernel[(B * Hkv, n_split)](
         q, kp, vp, kc, vc, prompt_ok, lane_slot, written, m, l, o,
@@ -176,9 +176,8 @@ def rotate_into_cache(y: torch.Tensor, qk_w: torch.Tensor | None, eps: float, co
     by cos, sin [B, 1, 1, Dh] (`decode._rotation`'s, sin's signs folded) and scaled; k normed and
     rotated, and v, written at completion slot `written` of kc, vc [B, Hkv, Tc, Dh]."""
     B, Hkv, Dh = y.shape[0], kc.shape[1], kc.shape[-1]
-    for t in (y, cos, sin, kc):
-        if t.stride(-1) != 1:
-            raise ValueError("flashdecode: rotate_into_cache needs contiguous heads")
+    if any(t.stride(-1) != 1 for t in (y, cos, sin, kc)) or vc.stride() != kc.stride():
+        raise ValueError("flashdecode: rotate_into_cache needs contiguous heads and K, V caches of one layout")
     if cos.shape[-1] != Dh or sin.shape[-1] != Dh or y.shape[-1] != (heads + 2 * Hkv) * Dh:
         raise ValueError(f"flashdecode: rotate_into_cache got rotary tables of {cos.shape[-1]} and projections "
                          f"of {y.shape[-1]} for {heads} + 2·{Hkv} heads of {Dh}")
