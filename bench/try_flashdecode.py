@@ -28,7 +28,7 @@ def case(B, U, Tp, Tc, span, written, layers, H, Hkv, Dh, programs, dev, dt) -> 
     vc = [torch.randn_like(k) for k in kc]
     pad = torch.randint(0, Tp // 2, (U,), generator=torch.Generator().manual_seed(B)).to(dev)
     prompt_ok = (torch.arange(Tp, device=dev)[None] >= pad[:, None]).repeat_interleave(B // U, 0)
-    lane_slot = torch.arange(B, device=dev) // (B // U)
+    slot_lane, lane_qrow = torch.arange(B, device=dev).view(U, B // U), torch.arange(B, device=dev)  # the grid
     slot = torch.tensor([written], device=dev)
     own = (torch.arange(span, device=dev) <= slot)[None].expand(B, -1)
     blocked = ~torch.cat([prompt_ok, own], 1)[:, None, None, :]
@@ -37,7 +37,7 @@ def case(B, U, Tp, Tc, span, written, layers, H, Hkv, Dh, programs, dev, dt) -> 
         return decode._decode_attention(q, kp[i], vp[i], kc[i], vc[i], blocked, span)
 
     def kernel(i):
-        return flashdecode.attend(q, kp[i], vp[i], kc[i], vc[i], prompt_ok, lane_slot, slot, span)
+        return flashdecode.attend(q, kp[i], vp[i], kc[i], vc[i], prompt_ok, slot_lane, lane_qrow, slot, span)
 
     exact = decode._decode_attention(q.float(), kp[0].float(), vp[0].float(), kc[0].float(), vc[0].float(),
                                      blocked, span)

@@ -1,6 +1,8 @@
 """The fast path computes what the plain path computes: greedy tokens equal to HF generate (per-row
 deploy sampling included), EOS cuts alike, chunked log-probs and their gradients equal to
 logprob.reference_token_logprobs, and the GPU sampler draws from softmax(logits / T) within the top-p nucleus."""
+from collections import Counter
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -776,22 +778,43 @@ def test_a_capture_behind_queued_steps_leaves_their_noise_alone():
     assert not torch.equal(draws(unordered), ref)
 
 
+def kernel_layout(lane_slot: list[int], U: int, dev) -> tuple[torch.Tensor, torch.Tensor]:
+    """flashdecode.attend's layout of lanes in prompt slots, in lane order within a slot: slot_lane
+    [U, R] (−1: no lane) and lane_qrow [B], a lane given slot −1 being in none (a spare lane)."""
+    R = max(Counter(u for u in lane_slot if u >= 0).values())
+    slot_lane, lane_qrow, fill = torch.full((U, R), -1), [], [0] * U
+    for b, u in enumerate(lane_slot):
+        lane_qrow.append(-1 if u < 0 else u * R + fill[u])
+        if u >= 0:
+            slot_lane[u, fill[u]] = b
+            fill[u] += 1
+    return slot_lane.to(dev), torch.tensor(lane_qrow, device=dev)
+
+
 @pytest.mark.skipif(not torch.cuda.is_available() or flashdecode.triton is None,
                     reason="Triton's kernels run on a GPU")
-def test_the_decode_kernel_attends_as_the_matmul_path_on_a_gpu():
+@pytest.mark.parametrize("rows,programs", [(64, 1024), (16, 1)])
+def test_the_decode_kernel_attends_as_the_matmul_path_on_a_gpu(rows, programs, monkeypatch):
     """vgrout.flashdecode's kernels against the engine's batched matmuls, in fp32 (the kernel's
     fp32 products) and bf16: lanes in slots of unequal size and out of order (a packed layout
-    after a compaction), left-padded prompts, the written slot at a block's first and last key and
-    mid-block, scores large enough that an unshifted merge would overflow, and lanes few enough
-    that the keys are split over several programs. The control: a lane read against another
-    slot's prompt moves the output."""
+    after a compaction), a spare lane in no slot (it attends its own keys only), left-padded
+    prompts, the written slot at a block's first and last key and mid-block, and scores large
+    enough that an unshifted merge would overflow. The prompt's keys are split over programs; with
+    the defaults the own keys are too (few lanes) and a slot's rows fit one tile; with 16-row tiles
+    and one program's worth, a slot's rows take two tiles and the own keys one split, which writes
+    the output itself. The control: lanes read against the wrong slots' prompts."""
+    monkeypatch.setattr(flashdecode, "ROWS", rows)
+    monkeypatch.setattr(flashdecode, "PROGRAMS", programs)
     dev = "cuda"
     g = torch.Generator(device=dev).manual_seed(0)
     U, Hkv, G, Tp, Tc, Dh = 3, 2, 4, 128, 320, 64
-    lane_slot = torch.tensor([0, 0, 0, 2, 1, 1, 2], device=dev)  # slot 1's lanes after slot 2's
+    lane_slot = [0, 0, 0, 2, 1, 1, 2, 0, -1, 0]  # slot 1's lanes after slot 2's; slot 0's five (20 rows); a spare
     B = len(lane_slot)
+    slot_lane, lane_qrow = kernel_layout(lane_slot, U, dev)
+    of = torch.tensor(lane_slot, device=dev).clamp(min=0)
     pad = torch.tensor([0, 37, 100], device=dev)
-    prompt_ok = torch.arange(Tp, device=dev)[None] >= pad[lane_slot][:, None]
+    prompt_ok = torch.arange(Tp, device=dev)[None] >= pad[of][:, None]
+    in_slot = torch.tensor([u >= 0 for u in lane_slot], device=dev)
     span = 256
     for dt, tol in ((torch.float32, 1e-5), (torch.bfloat16, 1e-2)):
         q = (torch.randn(B, Hkv * G, Dh, generator=g, device=dev) * 12 * Dh ** -0.5).to(dt)
@@ -801,14 +824,36 @@ def test_the_decode_kernel_attends_as_the_matmul_path_on_a_gpu():
             slot = torch.tensor([written], device=dev)
             # the matmul path's grid layout: each lane with its own copy of its slot's prompt
             own = (torch.arange(span, device=dev) <= written)[None].expand(B, -1)
-            blocked = ~torch.cat([prompt_ok, own], 1)[:, None, None, :]
-            ref = decode._decode_attention(q.float(), kp[lane_slot].float(), vp[lane_slot].float(), kc.float(),
+            blocked = ~torch.cat([prompt_ok & in_slot[:, None], own], 1)[:, None, None, :]
+            ref = decode._decode_attention(q.float(), kp[of].float(), vp[of].float(), kc.float(),
                                            vc.float(), blocked, span)
-            got = flashdecode.attend(q, kp, vp, kc, vc, prompt_ok, lane_slot, slot, span)
+            got = flashdecode.attend(q, kp, vp, kc, vc, prompt_ok, slot_lane, lane_qrow, slot, span)
             assert got.dtype == dt
             torch.testing.assert_close(got.float(), ref, atol=tol, rtol=0, msg=lambda m: f"written {written}: {m}")
-        wrong = flashdecode.attend(q, kp, vp, kc, vc, prompt_ok, lane_slot.roll(1), slot, span)
-        assert (wrong.float() - ref).abs().max() > 10 * tol
+            if written == 0:  # one own key: the prompt carries most of the weight, for every lane in a slot
+                wrong = flashdecode.attend(q, kp.roll(1, 0), vp.roll(1, 0), kc, vc, prompt_ok, slot_lane, lane_qrow,
+                                           slot, span)
+                assert (wrong.float() - ref)[in_slot].abs().amax((1, 2)).min() > 10 * tol
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or flashdecode.triton is None,
+                    reason="Triton's kernels run on a GPU")
+def test_the_fused_silu_product_is_the_eager_one_on_a_gpu():
+    """flashdecode.silu_mul against the gated MLP's eager act_fn(g) · u (silu rounded to the
+    model's dtype, then the product), with a tail past the last full block. The control: the
+    operands swapped."""
+    from transformers.activations import SiLUActivation
+    g = torch.Generator(device="cuda").manual_seed(0)
+    act = SiLUActivation()
+    for dt in (torch.float32, torch.bfloat16):
+        a, b = (torch.randn(5, 1, 3000, generator=g, device="cuda") * 4).to(dt), torch.randn(5, 1, 3000, device="cuda").to(dt)
+        assert flashdecode.fuses_silu(act, a)
+        ref, got = act(a) * b, flashdecode.silu_mul(a, b)
+        ulp = 2 ** -23 if dt == torch.float32 else 2 ** -7
+        torch.testing.assert_close(got, ref, rtol=4 * ulp, atol=1e-6)  # exp's last bits may differ
+        if dt == torch.bfloat16:  # those rarely survive the rounding to bf16
+            assert (got == ref).float().mean() > 0.99
+        assert not torch.allclose(flashdecode.silu_mul(b, a), ref, rtol=0.1)
 
 
 def _engine_tokens(model, lora, ids, deploy, lengths, attention, monkeypatch):

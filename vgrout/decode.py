@@ -22,7 +22,7 @@ rows and, when they fit a smaller shape, moves them (their caches, tokens and po
 front, densely: the step's projections, MLP and own-completion attention run on as many lanes as
 hold them, and only the prompt part of the attention lays them out per prompt slot (U' slots of
 R' query rows, R' set by the slot with the most; `Lanes`, the matmul path's layout; the Triton
-kernels of `vgrout.flashdecode` read each lane's slot from `Engine.lane_slot` instead). Each
+kernels of `vgrout.flashdecode` read the same layout from `Engine.slot_lane` and `lane_qrow`). Each
 size comes from a short list (`shape_sizes`), each shape with its own captured graphs. A step then costs what its running
 rows cost, not the batch's. The rows a compaction drops are those done a quarter interval before
 it (a row done since stays a lane, sampling pad, until the next one): the host waits only for the
@@ -143,7 +143,7 @@ def _prefill_layer(a: Arch, layer, h, cos, sin, k_out, v_out, slots, mask, lin, 
 def _decode_layer(a: Arch, layer, h, cos, sin, kp, vp, kc, vc, slot, blocked, span, lin, lanes=None, qk_w=None,
                   kernel=None):
     """One new token per lane, h [B, 1, D]; this token's K/V is written at completion `slot`, then
-    it attends (`_decode_attention`; kernel: (prompt_ok, lane_slot), through `flashdecode.attend`)."""
+    it attends (`_decode_attention`; kernel: (prompt_ok, slot_lane, lane_qrow), through `flashdecode.attend`)."""
     B, attn = h.shape[0], layer.self_attn
     if kernel is not None and (qk_w is None or arch_module.FAST_NORM):
         q = flashdecode.rotate_into_cache(_qkv_projection(layer, h, lin), qk_w,
@@ -219,7 +219,9 @@ class Lanes:
 
 
 def _mlp(mlp, x, lin, into=None):
-    return lin((mlp.down_proj,), mlp.act_fn(lin((mlp.gate_proj,), x)) * lin((mlp.up_proj,), x), into=into)
+    g, u = lin((mlp.gate_proj,), x), lin((mlp.up_proj,), x)
+    a = flashdecode.silu_mul(g, u) if flashdecode.fuses_silu(mlp.act_fn, g) else mlp.act_fn(g) * u
+    return lin((mlp.down_proj,), a, into=into)
 
 
 class Projections:
@@ -391,7 +393,8 @@ class Engine:
         self.done = torch.zeros(batch, dtype=torch.bool, device=dev)
         self.limit = torch.zeros(batch, **z)        # a row is done once it has this many tokens
         self.lane_row = torch.arange(batch, **z)
-        self.lane_slot = torch.arange(batch, **z) // group  # each lane's prompt slot (`place`)
+        # the layout as the kernels read it (`place`): each slot query row's lane, each lane's query row
+        self.slot_lane, self.lane_qrow = torch.arange(batch, **z), torch.arange(batch, **z)
         # the packed layout (`Lanes`), read by the captured steps: each lane's query row, each
         # query row's lane
         self.srow, self.lrow = torch.zeros(batch * kv, **z), torch.zeros(batch * kv, **z)
@@ -446,7 +449,7 @@ class Engine:
         cos, sin = _rotation(*a.rotary(h, self.pos[:B]))
         kernel = blocked = None
         if ATTENTION == "kernel" and flashdecode.usable(h, self.Tp, a.n_heads // a.n_kv, a.head_dim):
-            kernel = (self.prompt_ok[:B], self.lane_slot[:B])
+            kernel = (self.prompt_ok[:B], self.slot_lane[:U * R].view(U, R), self.lane_qrow[:B])
         else:
             own = (self.ar[:span] <= self.slot)[None, :].expand(B, -1)
             blocked = ~torch.cat([self.prompt_ok[:B], own], 1)[:, None, None, :]
@@ -579,7 +582,12 @@ class Engine:
         query row r reads lane qrow[u·R + r]."""
         B, kv = len(lane_slot), self.a.n_kv
         self.slots_host = list(lane_slot)
-        self.lane_slot[:B] = self.index(lane_slot)
+        # a lane owns its query row where that row reads it; a spare lane (a copy, done) owns none,
+        # and a row no lane owns (a repeat, a spare slot's) is no lane's for the kernels
+        lane_qrow = [lane_slot[b] * R + lane_r[b] if qrow[lane_slot[b] * R + lane_r[b]] == b else -1
+                     for b in range(B)]
+        self.lane_qrow[:B] = self.index(lane_qrow)
+        self.slot_lane[:U * R] = self.index([b if lane_qrow[b] == i else -1 for i, b in enumerate(qrow)])
         self.srow[:U * kv * R] = self.index([qrow[u * R + r] * kv + h for u in range(U) for h in range(kv)
                                              for r in range(R)])
         self.lrow[:B * kv] = self.index([(lane_slot[b] * kv + h) * R + lane_r[b] for b in range(B)

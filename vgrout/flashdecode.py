@@ -1,7 +1,8 @@
 """The decode step's attention as Triton kernels: q and k normed, rotated and k, v written into
-the cache in one kernel (`rotate_into_cache`); then each lane's G query heads of one KV head
-against its prompt slot's keys and its own completion keys, split over the keys, and the
-splits merged by their log-sum-exp (`attend`).
+the cache in one kernel (`rotate_into_cache`); then the attention (`attend`): each prompt slot's
+query rows (its lanes' G query heads of one KV head) against the slot's keys, and each lane's
+against its own completion keys, starting from the prompt's partial result; split over the keys
+while lanes are few, the splits merged by their log-sum-exp.
 
 `rotate_into_cache` replaces eight kernels a layer (Qwen3's per-head norm and its weights, the
 rotation's multiply, roll and multiply-add, q's scaling, two cache writes): a decode step is
@@ -10,11 +11,13 @@ bound by its kernels' count at few lanes.
 `decode._decode_attention` runs it as batched matmuls: the prompt's scores per slot, the row's
 own scores, their concatenation, a masked fill, a softmax and two products with V, with layout
 copies between them, about ten kernels a layer, and the own products read the cache at about
-80% of the copy rate. Here one kernel reads each K/V block once for the lane's G heads, keeps
-the softmax online in fp32 (as flash attention does), skips the completion slots past the one
-written at this step (the span's empty tail), and a second merges the splits. A lane's prompt is
-read by each of its slot's lanes, but those are consecutive programs, so the repeated reads
-mostly come from L2.
+80% of the copy rate. Here a kernel reads each prompt K/V block once for the slot's R lanes and
+G heads (an R·G-row tile: a group's rollouts share their prompt), another each completion block
+once for its lane's G heads, both keep the softmax online in fp32 (as flash attention does), the
+second skips the completion slots past the one written at this step (the span's empty tail) and,
+with one split per lane, writes the output itself; with more, a third merges them. Until
+2026-11-27 one kernel per lane read its slot's prompt as well, each lane of a slot reading it
+again (from L2 mostly): at the `paper` shape that was most of a step's attention at short spans.
 
 Same function as the matmul path up to rounding: the scores and the softmax's running max and sum
 stay fp32 here, where the matmul path rounds the scores and weights to the model's dtype (in bf16
@@ -24,6 +27,7 @@ Runs on a GPU with Triton; `usable` says when, and the engine keeps the matmul p
 from __future__ import annotations
 
 import torch
+from transformers.activations import SiLUActivation
 
 try:
     import triton
@@ -32,7 +36,10 @@ except ImportError:  # CPU-only installs: the engine's matmul path
     triton = None
 
 BLOCK = 64      # keys per block; the prompt cache length is a multiple of it (decode.CACHE_ALIGN)
-PROGRAMS = 1024  # splits over the keys until lanes × KV heads × splits reach this many programs
+PROGRAMS = 1024  # the own keys split until lanes × KV heads × splits reach this many programs
+PROMPT_PROGRAMS = 128  # the prompt's keys split until slots × row tiles × KV heads × splits reach this many
+PROMPT_WARPS = 4  # warps of a prompt program
+ROWS = 64       # a prompt program's query rows (a slot's lanes × G heads), at most
 
 
 def usable(x: torch.Tensor, Tp: int, groups: int, head_dim: int) -> bool:
@@ -87,42 +94,83 @@ if triton is not None:
         return m_new, l_i, acc
 
     @triton.jit
-    def _split_kernel(q_ptr, kp_ptr, vp_ptr, kc_ptr, vc_ptr, ok_ptr, lane_slot_ptr, slot_ptr,
-                      m_ptr, l_ptr, o_ptr,
-                      s_qb, s_qh, s_pu, s_ph, s_pt, s_cb, s_ch, s_ct, s_ok,
-                      Tp, per_split, n_split,
-                      HKV: tl.constexpr, G: tl.constexpr, GP: tl.constexpr, DH: tl.constexpr,
-                      BLOCK_N: tl.constexpr, IEEE: tl.constexpr):
-        lane_head = tl.program_id(0)  # lane b, KV head h
-        split = tl.program_id(1)
-        b, h = (lane_head // HKV).to(tl.int64), lane_head % HKV  # 64-bit offsets: a layer's cache may pass 2^31 elements
-        u = tl.load(lane_slot_ptr + b)
+    def _prompt_kernel(q_ptr, kp_ptr, vp_ptr, ok_ptr, slot_lane_ptr, m_ptr, l_ptr, o_ptr,
+                       s_qb, s_qh, s_pu, s_ph, s_pt, s_ok, R, n_tiles, n_prompt, per_split, n_split,
+                       HKV: tl.constexpr, G: tl.constexpr, ROWS: tl.constexpr, DH: tl.constexpr,
+                       BLOCK_N: tl.constexpr, IEEE: tl.constexpr):
+        # one prompt slot's query rows (its R lanes' G heads of KV head h) against the slot's keys:
+        # each K/V block is read once for the whole group of rollouts
+        u, tile = tl.program_id(0) // n_tiles, tl.program_id(0) % n_tiles
+        h, split = tl.program_id(1), tl.program_id(2)
+        i, d, n = tl.arange(0, ROWS), tl.arange(0, DH), tl.arange(0, BLOCK_N)
+        qr = tile * ROWS + i  # the slot's query row r·G + g
+        r, g = qr // G, qr % G
+        lane = tl.load(slot_lane_ptr + u * R + r, mask=r < R, other=-1)
+        live = lane >= 0
+        b = tl.maximum(lane, 0).to(tl.int64)  # 64-bit offsets: a layer's cache may pass 2^31 elements
+        q = tl.load(q_ptr + b[:, None] * s_qb + (h * G + g)[:, None] * s_qh + d[None, :], mask=live[:, None], other=0.0)
+        if IEEE:
+            q = q.to(tl.float32)
+        # the slot's lanes share its prompt and so its padding: the mask of its first row's lane
+        first = tl.maximum(tl.load(slot_lane_ptr + u * R), 0).to(tl.int64)
+        m_i = tl.full([ROWS], float("-inf"), tl.float32)
+        l_i = tl.zeros([ROWS], tl.float32)
+        acc = tl.zeros([ROWS, DH], tl.float32)
+        lo = split * per_split
+        for blk in range(lo, tl.minimum(lo + per_split, n_prompt)):
+            t = blk * BLOCK_N + n
+            valid = tl.load(ok_ptr + first * s_ok + t) != 0
+            off = u.to(tl.int64) * s_pu + h * s_ph + t[:, None] * s_pt + d[None, :]
+            m_i, l_i, acc = _block(q, kp_ptr + off, vp_ptr + off, valid, m_i, l_i, acc, IEEE)
+        row = ((u * R + r).to(tl.int64) * HKV * G + h * G + g) * n_split + split  # [U·R, H, n_split]
+        tl.store(m_ptr + row, m_i, mask=live)
+        tl.store(l_ptr + row, l_i, mask=live)
+        tl.store(o_ptr + row[:, None] * DH + d[None, :], acc, mask=live[:, None])
+
+    @triton.jit
+    def _own_kernel(q_ptr, kc_ptr, vc_ptr, slot_ptr, lane_qrow_ptr, mp_ptr, lp_ptr, op_ptr, m_ptr, l_ptr, o_ptr,
+                    s_qb, s_qh, s_cb, s_ch, s_ct, n_prompt_split, per_split, n_split,
+                    HKV: tl.constexpr, G: tl.constexpr, GP: tl.constexpr, DH: tl.constexpr,
+                    BLOCK_N: tl.constexpr, IEEE: tl.constexpr, FINAL: tl.constexpr):
+        # one lane's G heads of KV head h against its own completion keys; the first split starts
+        # from the prompt's partial results (`_prompt_kernel`), and with one split this writes o
+        lane_head, split = tl.program_id(0), tl.program_id(1)
+        b, h = (lane_head // HKV).to(tl.int64), lane_head % HKV
         written = tl.load(slot_ptr)  # the own slots 0 … written hold keys
         g, d, n = tl.arange(0, GP), tl.arange(0, DH), tl.arange(0, BLOCK_N)
-        q = tl.load(q_ptr + b * s_qb + (h * G + g)[:, None] * s_qh + d[None, :], mask=(g < G)[:, None], other=0.0)
+        gm = g < G
+        q = tl.load(q_ptr + b * s_qb + (h * G + g)[:, None] * s_qh + d[None, :], mask=gm[:, None], other=0.0)
         if IEEE:
             q = q.to(tl.float32)
         m_i = tl.full([GP], float("-inf"), tl.float32)
         l_i = tl.zeros([GP], tl.float32)
         acc = tl.zeros([GP, DH], tl.float32)
-        n_prompt = Tp // BLOCK_N
-        n_blocks = n_prompt + (written + BLOCK_N) // BLOCK_N
+        qrow = tl.load(lane_qrow_ptr + b)  # −1: a spare lane, in no slot (it samples pad)
+        if (split == 0) & (qrow >= 0):
+            for j in range(n_prompt_split):
+                at = (qrow * HKV * G + h * G + g) * n_prompt_split + j
+                m_p = tl.load(mp_ptr + at, mask=gm, other=float("-inf"))
+                m_new = tl.maximum(m_i, m_p)
+                m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+                alpha, beta = tl.exp(m_i - m_safe), tl.exp(m_p - m_safe)
+                l_i = l_i * alpha + tl.load(lp_ptr + at, mask=gm, other=0.0) * beta
+                acc = acc * alpha[:, None] + tl.load(op_ptr + at[:, None] * DH + d[None, :], mask=gm[:, None],
+                                                     other=0.0) * beta[:, None]
+                m_i = m_new
         lo = split * per_split
-        hi = tl.minimum(lo + per_split, n_blocks)
-        for blk in range(lo, tl.minimum(hi, n_prompt)):  # the prompt slot's keys
+        for blk in range(lo, tl.minimum(lo + per_split, (written + BLOCK_N) // BLOCK_N)):
             t = blk * BLOCK_N + n
-            valid = tl.load(ok_ptr + b * s_ok + t) != 0
-            off = u * s_pu + h * s_ph + t[:, None] * s_pt + d[None, :]
-            m_i, l_i, acc = _block(q, kp_ptr + off, vp_ptr + off, valid, m_i, l_i, acc, IEEE)
-        for blk in range(tl.maximum(lo, n_prompt), hi):  # the lane's own keys, up to this step's
-            t = (blk - n_prompt) * BLOCK_N + n
             off = b * s_cb + h * s_ch + t[:, None] * s_ct + d[None, :]
             m_i, l_i, acc = _block(q, kc_ptr + off, vc_ptr + off, t <= written, m_i, l_i, acc, IEEE)
-        row = (b * HKV * G + h * G + g) * n_split + split  # query head b·H + h·G + g
-        gm = g < G
-        tl.store(m_ptr + row, m_i, mask=gm)
-        tl.store(l_ptr + row, l_i, mask=gm)
-        tl.store(o_ptr + row[:, None] * DH + d[None, :], acc, mask=gm[:, None])
+        head = b * HKV * G + h * G + g  # query head b·H + h·G + g
+        if FINAL:
+            tl.store(o_ptr + head[:, None] * DH + d[None, :], (acc / l_i[:, None]).to(o_ptr.dtype.element_ty),
+                     mask=gm[:, None])
+        else:
+            row = head * n_split + split
+            tl.store(m_ptr + row, m_i, mask=gm)
+            tl.store(l_ptr + row, l_i, mask=gm)
+            tl.store(o_ptr + row[:, None] * DH + d[None, :], acc, mask=gm[:, None])
 
     @triton.jit
     def _merge_kernel(m_ptr, l_ptr, o_ptr, out_ptr, n_split, SP: tl.constexpr, DH: tl.constexpr):
@@ -138,34 +186,82 @@ if triton is not None:
         tl.store(out_ptr + qh * DH + d, out.to(out_ptr.dtype.element_ty))
 
 
+    @triton.jit
+    def _silu_mul_kernel(g_ptr, u_ptr, out_ptr, n, BLOCK_E: tl.constexpr):
+        i = tl.program_id(0).to(tl.int64) * BLOCK_E + tl.arange(0, BLOCK_E)
+        ok = i < n
+        g = tl.load(g_ptr + i, mask=ok, other=0.0).to(tl.float32)
+        u = tl.load(u_ptr + i, mask=ok, other=0.0)
+        # as eager: silu in fp32, rounded to the model's dtype, then the product, rounded
+        a = (g / (1.0 + tl.exp(-g))).to(u.dtype)
+        tl.store(out_ptr + i, (a.to(tl.float32) * u.to(tl.float32)).to(u.dtype), mask=ok)
+
+
+def fuses_silu(act_fn, x: torch.Tensor) -> bool:
+    """Whether `silu_mul` serves a gated MLP with this activation on x's device."""
+    return triton is not None and x.is_cuda and isinstance(act_fn, (torch.nn.SiLU, SiLUActivation))
+
+
+def silu_mul(g: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """silu(g) · u, the gated MLP's product, in one pass over g and u (eager: two kernels, the
+    activation written out and read again)."""
+    if g.shape != u.shape or g.dtype != u.dtype or not (g.is_contiguous() and u.is_contiguous()):
+        raise ValueError(f"flashdecode: silu_mul needs g, u contiguous, of one shape and dtype; got "
+                         f"{tuple(g.shape)} {g.dtype}, {tuple(u.shape)} {u.dtype}")
+    out = torch.empty_like(g)
+    _silu_mul_kernel[(triton.cdiv(g.numel(), 1024),)](g, u, out, g.numel(), BLOCK_E=1024, num_warps=4)
+    return out
+
+
 def attend(q: torch.Tensor, kp: torch.Tensor, vp: torch.Tensor, kc: torch.Tensor, vc: torch.Tensor,
-           prompt_ok: torch.Tensor, lane_slot: torch.Tensor, written: torch.Tensor, span: int) -> torch.Tensor:
-    """q [B, H, Dh] (scaled) -> o [B, H, Dh]: lane b attends its prompt slot lane_slot[b]'s keys
-    kp, vp [U, Hkv, Tp, Dh] where prompt_ok[b] [Tp], and its own completion keys kc, vc [B, Hkv,
-    Tc, Dh] at slots 0 … written (a one-element tensor, read on the device: capturable); span
-    bounds how many own slots a split may need, so the host sizes the splits."""
+           prompt_ok: torch.Tensor, slot_lane: torch.Tensor, lane_qrow: torch.Tensor, written: torch.Tensor,
+           span: int) -> torch.Tensor:
+    """q [B, H, Dh] (scaled) -> o [B, H, Dh]: each lane attends its prompt slot's keys kp, vp
+    [U, Hkv, Tp, Dh] where its prompt_ok [Tp], and its own completion keys kc, vc [B, Hkv, Tc, Dh]
+    at slots 0 … written (a one-element tensor, read on the device: capturable). The layout
+    (`decode.Engine.place`): slot u's R query rows are lanes slot_lane [U, R] (−1: no lane), and
+    lane b is query row lane_qrow[b] = u·R + r of them (−1: in no slot). span bounds how many own
+    slots a split may need, so the host sizes the splits."""
     B, H, Dh = q.shape
-    Hkv, Tp = kp.shape[1], kp.shape[2]
-    G = H // Hkv
+    U, Hkv, Tp = kp.shape[0], kp.shape[1], kp.shape[2]
+    R, G = slot_lane.shape[1], H // Hkv
     if kp.stride() != vp.stride() or kc.stride() != vc.stride() or not q.is_contiguous() or kp.stride(-1) != 1 \
-            or kc.stride(-1) != 1:
-        raise ValueError("flashdecode: attend needs q contiguous and K, V caches of one layout with contiguous heads")
-    n_blocks = Tp // BLOCK + triton.cdiv(span, BLOCK)
-    n_split = max(1, min(n_blocks, triton.cdiv(PROGRAMS, B * Hkv)))
-    per_split = triton.cdiv(n_blocks, n_split)
-    n_split = triton.cdiv(n_blocks, per_split)
-    m = torch.empty(B * H * n_split, dtype=torch.float32, device=q.device)
-    l = torch.empty_like(m)
-    o = torch.empty(B * H * n_split, Dh, dtype=torch.float32, device=q.device)
+            or kc.stride(-1) != 1 or not slot_lane.is_contiguous() or slot_lane.shape[0] != U:
+        raise ValueError("flashdecode: attend needs q contiguous, K, V caches of one layout with contiguous heads, "
+                         f"and slot_lane [{U}, R] contiguous (got {tuple(slot_lane.shape)})")
     ieee = q.dtype == torch.float32
-    _split_kernel[(B * Hkv, n_split)](
-        q, kp, vp, kc, vc, prompt_ok, lane_slot, written, m, l, o,
-        q.stride(0), q.stride(1), kp.stride(0), kp.stride(1), kp.stride(2),
-        kc.stride(0), kc.stride(1), kc.stride(2), prompt_ok.stride(0),
-        Tp, per_split, n_split,
-        HKV=Hkv, G=G, GP=16, DH=Dh, BLOCK_N=BLOCK, IEEE=ieee, num_warps=4)
+    f32 = dict(dtype=torch.float32, device=q.device)
+    # the prompt: a program per slot, tile of its query rows and KV head, split over the keys while few
+    rows = min(ROWS, max(16, triton.next_power_of_2(R * G)))
+    tiles, n_prompt = triton.cdiv(R * G, rows), Tp // BLOCK
+    per_p = triton.cdiv(n_prompt, max(1, min(n_prompt, triton.cdiv(PROMPT_PROGRAMS, U * tiles * Hkv))))
+    n_split_p = triton.cdiv(n_prompt, per_p)
+    mp = torch.empty(U * R * H * n_split_p, **f32)
+    lp = torch.empty_like(mp)
+    op = torch.empty(U * R * H * n_split_p, Dh, **f32)
+    _prompt_kernel[(U * tiles, Hkv, n_split_p)](
+        q, kp, vp, prompt_ok, slot_lane, mp, lp, op,
+        q.stride(0), q.stride(1), kp.stride(0), kp.stride(1), kp.stride(2), prompt_ok.stride(0),
+        R, tiles, n_prompt, per_p, n_split_p,
+        HKV=Hkv, G=G, ROWS=rows, DH=Dh, BLOCK_N=BLOCK, IEEE=ieee, num_warps=PROMPT_WARPS)
+    # each lane's own keys, split over them while lanes are few; one split writes o itself
+    n_own = triton.cdiv(span, BLOCK)
+    per_c = triton.cdiv(n_own, max(1, min(n_own, triton.cdiv(PROGRAMS, B * Hkv))))
+    n_split = triton.cdiv(n_own, per_c)
     out = torch.empty_like(q)
-    _merge_kernel[(B * H,)](m, l, o, out, n_split, SP=max(16, triton.next_power_of_2(n_split)), DH=Dh, num_warps=4)
+    final = n_split == 1
+    m = l = o = out
+    if not final:
+        m = torch.empty(B * H * n_split, **f32)
+        l = torch.empty_like(m)
+        o = torch.empty(B * H * n_split, Dh, **f32)
+    _own_kernel[(B * Hkv, n_split)](
+        q, kc, vc, written, lane_qrow, mp, lp, op, m, l, o,
+        q.stride(0), q.stride(1), kc.stride(0), kc.stride(1), kc.stride(2), n_split_p, per_c, n_split,
+        HKV=Hkv, G=G, GP=16, DH=Dh, BLOCK_N=BLOCK, IEEE=ieee, FINAL=final, num_warps=4)
+    if not final:
+        _merge_kernel[(B * H,)](m, l, o, out, n_split, SP=max(16, triton.next_power_of_2(n_split)), DH=Dh,
+                                num_warps=4)
     return out
 
 
