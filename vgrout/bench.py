@@ -582,13 +582,13 @@ PRESETS = {
     "gen256": dict(batch=256, prompt_len=512, new_tokens=256, group=8, r=16, steps=0, check=False),
     # two steps: the first compiles the log-prob chains (vgrout.compiled), as a run's first step
     # does, and only the second is reported
-    # old_micro_batch 32: presets/paper.yaml's train.old_micro_batch (the scorer's and logπ_sample's
-    # forwards two groups at a time)
+    # old_micro_batch 32 and keep_layers 16: presets/paper.yaml's train.old_micro_batch (the scorer's
+    # and logπ_sample's forwards two groups at a time) and train.keep_layers
     "paper": dict(batch=256, prompt_len=512, new_tokens=1536, group=16, micro_batch=16, old_micro_batch=32,
-                  r=32, keep_layers=10, steps=2, hf_tokens=None, check=False),
+                  r=32, keep_layers=16, steps=2, hf_tokens=None, check=False),
     # the paper preset with rows ending at their own lengths: lognormal, mean 500, capped at 1,536;
     # micro-batches of two groups (about the token count of one forced-length group: 16 rows of
-    # ~470 tokens are bound by kernel launches, not arithmetic)
+    # ~470 tokens are bound by kernel launches, not arithmetic), and so 10 kept layers, not paper's 16
     "paper_natural": dict(batch=256, prompt_len=512, new_tokens=1536, group=16, micro_batch=32,
                           old_micro_batch=32, r=32, keep_layers=10, steps=2, hf_tokens=None, check=False,
                           length_mean=500),
