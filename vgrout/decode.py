@@ -58,6 +58,7 @@ SPAN = 128             # a decode step attends the first k·SPAN completion slot
 PREFILL_TOKENS = 16384  # prompt tokens per prefill chunk (bounds the fp32 lora2r activations)
 COMPACT_EVERY = 64     # decode steps between compactions of the running rows
 ATTENTION = "kernel"   # the decode step's attention: "kernel" (vgrout.flashdecode, where usable) or "matmul"
+FUSED_MLP = True       # the gated MLP's silu(gate)·up through flashdecode.silu_mul, where it serves (a GPU with Triton)
 # A compaction plans from which rows were done a quarter interval before it (`Engine.snapshot`): the
 # host moves the rows and captures the new layout's graphs while the device still runs the steps
 # queued since the snapshot.
@@ -219,9 +220,12 @@ class Lanes:
 
 
 def _mlp(mlp, x, lin, into=None):
+    # not compiled.silu_mul (the log-prob forwards'): the engine runs it inside CUDA-graph captures at
+    # lane counts that change with each compaction, where a Dynamo recompile was never tried, and
+    # flashdecode's keeps eager's rounding (silu rounded to the model's dtype before the product)
     g, u = lin((mlp.gate_proj,), x), lin((mlp.up_proj,), x)
-    a = flashdecode.silu_mul(g, u) if flashdecode.fuses_silu(mlp.act_fn, g) else mlp.act_fn(g) * u
-    return lin((mlp.down_proj,), a, into=into)
+    fused = FUSED_MLP and flashdecode.fuses_silu(mlp.act_fn, g)
+    return lin((mlp.down_proj,), flashdecode.silu_mul(g, u) if fused else mlp.act_fn(g) * u, into=into)
 
 
 class Projections:
@@ -487,7 +491,7 @@ class Engine:
         (`capture_graph`: the steps queued before it run on while the host records). A capture
         records without running, so the buffers it reads keep their values. The graphs share one
         memory pool: they never run at once."""
-        key = (*self.layout(), self.packed, span, ATTENTION, arch_module.FAST_NORM)  # a switch recaptures
+        key = (*self.layout(), self.packed, span, ATTENTION, FUSED_MLP, arch_module.FAST_NORM)  # a switch recaptures
         if key not in self.graphs:
             t0 = time.perf_counter()
             self.graphs[key] = capture_graph(partial(self.decode_step, span), self.pool, self.capture_stream)
@@ -586,8 +590,12 @@ class Engine:
         # and a row no lane owns (a repeat, a spare slot's) is no lane's for the kernels
         lane_qrow = [lane_slot[b] * R + lane_r[b] if qrow[lane_slot[b] * R + lane_r[b]] == b else -1
                      for b in range(B)]
+        slot_lane = [b if lane_qrow[b] == i else -1 for i, b in enumerate(qrow)]
+        # flashdecode's prompt kernel reads a slot's padding from the lane in its row 0
+        if any(slot_lane[u * R] < 0 <= max(slot_lane[u * R:(u + 1) * R]) for u in range(U)):
+            raise RuntimeError(f"Engine.place: a slot's lanes do not start at its row 0 ({slot_lane})")
         self.lane_qrow[:B] = self.index(lane_qrow)
-        self.slot_lane[:U * R] = self.index([b if lane_qrow[b] == i else -1 for i, b in enumerate(qrow)])
+        self.slot_lane[:U * R] = self.index(slot_lane)
         self.srow[:U * kv * R] = self.index([qrow[u * R + r] * kv + h for u in range(U) for h in range(kv)
                                              for r in range(R)])
         self.lrow[:B * kv] = self.index([(lane_slot[b] * kv + h) * R + lane_r[b] for b in range(B)

@@ -12,12 +12,15 @@ bound by its kernels' count at few lanes.
 own scores, their concatenation, a masked fill, a softmax and two products with V, with layout
 copies between them, about ten kernels a layer, and the own products read the cache at about
 80% of the copy rate. Here a kernel reads each prompt K/V block once for the slot's R lanes and
-G heads (an R·G-row tile: a group's rollouts share their prompt), another each completion block
+G heads (a tile of up to ROWS = 64 of those R·G rows, so once per slot where R·G ≤ 64, as at
+Qwen3-4B's G = 4 and groups of 16: a group's rollouts share their prompt), another each completion block
 once for its lane's G heads, both keep the softmax online in fp32 (as flash attention does), the
 second skips the completion slots past the one written at this step (the span's empty tail) and,
 with one split per lane, writes the output itself; with more, a third merges them. Until
 2026-11-27 one kernel per lane read its slot's prompt as well, each lane of a slot reading it
 again (from L2 mostly): at the `paper` shape that was most of a step's attention at short spans.
+
+`silu_mul` is the gated MLP's silu(gate)·up in one pass, eager's rounding kept (`decode._mlp`).
 
 Same function as the matmul path up to rounding: the scores and the softmax's running max and sum
 stay fp32 here, where the matmul path rounds the scores and weights to the model's dtype (in bf16
@@ -220,15 +223,22 @@ def attend(q: torch.Tensor, kp: torch.Tensor, vp: torch.Tensor, kc: torch.Tensor
     [U, Hkv, Tp, Dh] where its prompt_ok [Tp], and its own completion keys kc, vc [B, Hkv, Tc, Dh]
     at slots 0 … written (a one-element tensor, read on the device: capturable). The layout
     (`decode.Engine.place`): slot u's R query rows are lanes slot_lane [U, R] (−1: no lane), and
-    lane b is query row lane_qrow[b] = u·R + r of them (−1: in no slot). span bounds how many own
-    slots a split may need, so the host sizes the splits."""
+    lane b is query row lane_qrow[b] = u·R + r of them (−1: in no slot). A slot's lanes share its
+    prompt, whose padding is read from prompt_ok of the lane in its row 0, so a slot with lanes has
+    one there (`place` checks it). span bounds how many own slots a split may need, so the host
+    sizes the splits."""
     B, H, Dh = q.shape
     U, Hkv, Tp = kp.shape[0], kp.shape[1], kp.shape[2]
     R, G = slot_lane.shape[1], H // Hkv
-    if kp.stride() != vp.stride() or kc.stride() != vc.stride() or not q.is_contiguous() or kp.stride(-1) != 1 \
-            or kc.stride(-1) != 1 or not slot_lane.is_contiguous() or slot_lane.shape[0] != U:
-        raise ValueError("flashdecode: attend needs q contiguous, K, V caches of one layout with contiguous heads, "
-                         f"and slot_lane [{U}, R] contiguous (got {tuple(slot_lane.shape)})")
+    if not q.is_contiguous():
+        raise ValueError(f"flashdecode: attend needs q contiguous (strides {q.stride()})")
+    if kp.stride() != vp.stride() or kc.stride() != vc.stride() or kp.stride(-1) != 1 or kc.stride(-1) != 1:
+        raise ValueError("flashdecode: attend needs each K, V cache pair in one layout with contiguous heads "
+                         f"(prompt {kp.stride()}, {vp.stride()}; own {kc.stride()}, {vc.stride()})")
+    if slot_lane.shape[0] != U or not slot_lane.is_contiguous() or lane_qrow.shape != (B,) \
+            or slot_lane.dtype != torch.long or lane_qrow.dtype != torch.long:
+        raise ValueError(f"flashdecode: attend needs slot_lane [{U}, R] contiguous and lane_qrow [{B}], int64; got "
+                         f"{tuple(slot_lane.shape)} {slot_lane.dtype}, {tuple(lane_qrow.shape)} {lane_qrow.dtype}")
     ieee = q.dtype == torch.float32
     f32 = dict(dtype=torch.float32, device=q.device)
     # the prompt: a program per slot, tile of its query rows and KV head, split over the keys while few
