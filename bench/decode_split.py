@@ -8,14 +8,13 @@ kernels' sum is what the device spends between kernels. The engine at `paper`'s 
 """
 from __future__ import annotations
 
-import argparse
 import json
 from collections import defaultdict
 
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from profile_decode import adapted_model, make_engine, timed  # noqa: E402 (this folder is on the path: the script's own)
+from profile_decode import adapted_model, make_engine, shape_args, timed  # noqa: E402 (this folder is on the path: the script's own)
 from vgrout import flashdecode
 
 # _split_kernel: the attention kernel of trees before 16a63fb, for runs of this script there
@@ -32,12 +31,7 @@ def device_us(e) -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--batch", type=int, default=256)
-    ap.add_argument("--group", type=int, default=16)
-    ap.add_argument("--prompt-len", type=int, default=512)
-    ap.add_argument("--new-tokens", type=int, default=1536)
-    ap.add_argument("--r", type=int, default=32)
+    ap = shape_args(256, 16, 1536)
     ap.add_argument("--spans", default="256,768,1536")
     ap.add_argument("--top", type=int, default=12)
     ap.add_argument("--prompt-programs", default=str(flashdecode.PROMPT_PROGRAMS),
@@ -49,6 +43,7 @@ def main() -> None:
     eng = make_engine(model, lora, prompts, args.group, args.new_tokens)
     defaults = flashdecode.PROMPT_PROGRAMS, flashdecode.PROMPT_WARPS
     out = []
+
     def replay_ms(span: int, start: int, programs: int, warps: int) -> float:
         flashdecode.PROMPT_PROGRAMS, flashdecode.PROMPT_WARPS = programs, warps
         eng.graphs.clear()  # the graphs hold the kernels' grid: recaptured, into a fresh pool

@@ -61,14 +61,21 @@ def make_engine(model, lora, prompts, group, new_tokens) -> decode.Engine:
 def experiment_args(batch: int, group: int, new_tokens: int) -> argparse.Namespace:
     """The decode-step experiments' command line (bench/try_*.py): the shape (`batch` rows in
     prompt slots of `group`), the adapter's rank and the attended span, with these defaults."""
+    ap = shape_args(batch, group, new_tokens)
+    ap.add_argument("--span", type=int, default=256)
+    return ap.parse_args()
+
+
+def shape_args(batch: int, group: int, new_tokens: int) -> argparse.ArgumentParser:
+    """A command line with the engine's shape (`batch` rows in prompt slots of `group`, 512-token
+    prompts, `new_tokens` new) and the adapter's rank (32), with these defaults."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--batch", type=int, default=batch)
     ap.add_argument("--group", type=int, default=group)
     ap.add_argument("--prompt-len", type=int, default=512)
     ap.add_argument("--new-tokens", type=int, default=new_tokens)
     ap.add_argument("--r", type=int, default=32)
-    ap.add_argument("--span", type=int, default=256)
-    return ap.parse_args()
+    return ap
 
 
 def adapted_model(args, name: str = "qwen3-4b-random", device: str = "cuda"):

@@ -216,6 +216,19 @@ def silu_mul(g: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     return out
 
 
+def _splits(n_blocks: int, programs: int, budget: int) -> tuple[int, int]:
+    """(blocks per split, splits): n_blocks split over programs while `programs` of them (one per
+    split) stay under `budget`, and no split is empty."""
+    per = triton.cdiv(n_blocks, max(1, min(n_blocks, triton.cdiv(budget, programs))))
+    return per, triton.cdiv(n_blocks, per)
+
+
+def _partials(rows: int, Dh: int, device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A split's partial results for `rows` query heads: running max, sum and unnormalised output, fp32."""
+    m = torch.empty(rows, dtype=torch.float32, device=device)
+    return m, torch.empty_like(m), torch.empty(rows, Dh, dtype=torch.float32, device=device)
+
+
 def attend(q: torch.Tensor, kp: torch.Tensor, vp: torch.Tensor, kc: torch.Tensor, vc: torch.Tensor,
            prompt_ok: torch.Tensor, slot_lane: torch.Tensor, lane_qrow: torch.Tensor, written: torch.Tensor,
            span: int) -> torch.Tensor:
@@ -240,31 +253,21 @@ def attend(q: torch.Tensor, kp: torch.Tensor, vp: torch.Tensor, kc: torch.Tensor
         raise ValueError(f"flashdecode: attend needs slot_lane [{U}, R] contiguous and lane_qrow [{B}], int64; got "
                          f"{tuple(slot_lane.shape)} {slot_lane.dtype}, {tuple(lane_qrow.shape)} {lane_qrow.dtype}")
     ieee = q.dtype == torch.float32
-    f32 = dict(dtype=torch.float32, device=q.device)
     # the prompt: a program per slot, tile of its query rows and KV head, split over the keys while few
     rows = min(ROWS, max(16, triton.next_power_of_2(R * G)))
     tiles, n_prompt = triton.cdiv(R * G, rows), Tp // BLOCK
-    per_p = triton.cdiv(n_prompt, max(1, min(n_prompt, triton.cdiv(PROMPT_PROGRAMS, U * tiles * Hkv))))
-    n_split_p = triton.cdiv(n_prompt, per_p)
-    mp = torch.empty(U * R * H * n_split_p, **f32)
-    lp = torch.empty_like(mp)
-    op = torch.empty(U * R * H * n_split_p, Dh, **f32)
+    per_p, n_split_p = _splits(n_prompt, U * tiles * Hkv, PROMPT_PROGRAMS)
+    mp, lp, op = _partials(U * R * H * n_split_p, Dh, q.device)
     _prompt_kernel[(U * tiles, Hkv, n_split_p)](
         q, kp, vp, prompt_ok, slot_lane, mp, lp, op,
         q.stride(0), q.stride(1), kp.stride(0), kp.stride(1), kp.stride(2), prompt_ok.stride(0),
         R, tiles, n_prompt, per_p, n_split_p,
         HKV=Hkv, G=G, ROWS=rows, DH=Dh, BLOCK_N=BLOCK, IEEE=ieee, num_warps=PROMPT_WARPS)
     # each lane's own keys, split over them while lanes are few; one split writes o itself
-    n_own = triton.cdiv(span, BLOCK)
-    per_c = triton.cdiv(n_own, max(1, min(n_own, triton.cdiv(PROGRAMS, B * Hkv))))
-    n_split = triton.cdiv(n_own, per_c)
+    per_c, n_split = _splits(triton.cdiv(span, BLOCK), B * Hkv, PROGRAMS)
     out = torch.empty_like(q)
     final = n_split == 1
-    m = l = o = out
-    if not final:
-        m = torch.empty(B * H * n_split, **f32)
-        l = torch.empty_like(m)
-        o = torch.empty(B * H * n_split, Dh, **f32)
+    m, l, o = (out, out, out) if final else _partials(B * H * n_split, Dh, q.device)
     _own_kernel[(B * Hkv, n_split)](
         q, kc, vc, written, lane_qrow, mp, lp, op, m, l, o,
         q.stride(0), q.stride(1), kc.stride(0), kc.stride(1), kc.stride(2), n_split_p, per_c, n_split,
