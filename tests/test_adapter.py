@@ -1,5 +1,6 @@
 """lora2r: zero delta at init, per-row keep/absorb/route gradients, ablation, persistence, export."""
 import copy
+import re
 
 import pytest
 import torch
@@ -200,6 +201,19 @@ def test_fused_variant_computes_and_routes_like_the_exact_one():
             assert (e[block] == 0) == (f[block] == 0)
             assert abs(e[block] - f[block]) <= 1e-4 * e[block]
     assert not any("forward" in vars(m) for m in model.modules())  # no module's forward replaced
+
+
+def test_the_fused_variant_refuses_a_trainable_base_weight():
+    """Lora2rDelta computes the base product itself and returns no gradient for W: a base weight
+    that requires grad would train silently not at all, so the fused forward names the module."""
+    model = make_tiny_llama()
+    lora = ad.attach(model, r=4, seed=0)
+    name, mod = next(iter(lora.modules.items()))
+    mod.base.weight.requires_grad_(True)
+    with lora.fused(), pytest.raises(ValueError, match=re.escape(name)):
+        model(_batch(n=1)).logits.sum().backward()
+    with torch.no_grad(), lora.fused():  # no graph, no gradient to lose
+        model(_batch(n=1))
 
 
 def _grads(lora):

@@ -87,8 +87,8 @@ class ExactDelta(Lora2rVariant):
 
 
 class FusedDelta(Lora2rVariant):
-    """The delta from `Lora2rDelta`: two matmuls in x's dtype (bf16 on a GPU) with fp32
-    accumulation, like a standard bf16 LoRA. The pooled bottleneck activations (the gate's input)
+    """The base product and the delta from `Lora2rDelta`: matmuls in x's dtype (bf16 on a GPU)
+    with fp32 accumulation, like a standard bf16 LoRA, the delta added inside the GEMMs. The pooled bottleneck activations (the gate's input)
     stay fp32: mean_t(w_t·A_d·x_t) = A_d·(Σ_t w_t·x_t)."""
 
     @staticmethod
@@ -99,10 +99,13 @@ class FusedDelta(Lora2rVariant):
             st.pooled[mod.name] = F.linear(xp, mod.A[:mod.r].detach())
         Ac, Bc = mod.stacked(x.dtype)
         S, S_grad, keep = st.row_scales(x, mod.r)
-        y = mod.base(x)
+        W, bias = mod.base.weight, mod.base.bias
         if torch.is_grad_enabled():
-            return Lora2rDelta.apply(x, y, mod.A, mod.B, Ac, Bc, S, S_grad, keep)
-        return _delta(x, y, Ac, Bc, S)[0]  # no graph to record: the autograd Function's host time saved
+            if W.requires_grad or (bias is not None and bias.requires_grad):
+                raise ValueError(f"FusedDelta: {mod.name}'s base weight requires grad; lora2r trains its adapter alone "
+                                 "(Lora2rDelta returns no gradient for the base)")
+            return Lora2rDelta.apply(x, W, bias, mod.A, mod.B, Ac, Bc, S, S_grad, keep)
+        return _delta(x, W, bias, Ac, Bc, S)[0]  # no graph to record: the autograd Function's host time saved
 
 
 class FrozenReader(Lora2rVariant):
@@ -145,9 +148,14 @@ class ProbeReader(FrozenReader):
 
 
 class Lora2rDelta(torch.autograd.Function):
-    """y + the lora2r delta of `Lora2rLinear` with its keep/absorb/route semantics, for the base
-    output y: two matmuls in x's dtype (fp32 accumulation; the second adds y in its epilogue, so
-    the [tokens, d_out] delta is never written and re-read) and a hand-written backward. B·A − B0·A0 is a difference of
+    """W·x (+ bias) + the lora2r delta of `Lora2rLinear` with its keep/absorb/route semantics: the
+    base product and two matmuls in x's dtype (fp32 accumulation) with a hand-written backward.
+    The base product is this Function's own, so each sum accumulates inside a GEMM (β = 1): the
+    delta's second product adds into the base output in place, and the backward's input gradient
+    g·W takes the adapter's gH·Ac in the same way. As a base Linear and a delta added after it,
+    the forward copied the base output (an out-of-place addmm) and autograd added the two input
+    gradients in a kernel of their own: one pass over [tokens, d_out] and one over [tokens, d_in]
+    per module, more than a second of a `paper` train phase. B·A − B0·A0 is a difference of
     nearly equal terms, so it is regrouped before rounding to bf16 (the differences are formed
     in fp32, exactly zero at init and after ablation; `Lora2rLinear.stacked`):
 
@@ -156,35 +164,39 @@ class Lora2rDelta(torch.autograd.Function):
         S = (1, 1, m, m)
 
     Backward: the deployed columns see the gradient only on rows whose deployed output is not
-    detached (keep_d = 1 − d), the quarantine columns see it scaled by m; A0, B0 get none."""
+    detached (keep_d = 1 − d), the quarantine columns see it scaled by m; A0, B0 get none, and
+    neither do W and its bias (frozen: `FusedDelta` checks)."""
 
     @staticmethod
-    def forward(ctx, x, y, A, B, Ac, Bc, S, S_grad, keep):
-        out, HS = _delta(x, y, Ac, Bc, S)
-        ctx.save_for_backward(x, HS, S_grad, keep, Ac, Bc)
+    def forward(ctx, x, W, bias, A, B, Ac, Bc, S, S_grad, keep):
+        out, HS = _delta(x, W, bias, Ac, Bc, S)
+        ctx.save_for_backward(x, W, HS, S_grad, keep, Ac, Bc)
         ctx.r, ctx.dtypes = A.shape[0] // 2, (A.dtype, B.dtype)
         return out
 
     @staticmethod
     def backward(ctx, g):
-        x, HS, S_grad, keep, Ac, Bc = ctx.saved_tensors
+        x, W, HS, S_grad, keep, Ac, Bc = ctx.saved_tensors
         r = ctx.r
         # deployed columns: detached rows get no gradient. A row factor commutes with the
         # matmuls, so it scales the rank-sized tensors, never the [tokens, d_out] gradient,
         # and each product below reads g once.
         gH = F.linear(g, Bc.t()) * S_grad
-        x2, g2 = x.flatten(0, -2), g.flatten(0, -2)
+        x2, g2, gH2 = x.flatten(0, -2), g.flatten(0, -2), gH.flatten(0, -2)
         # B enters as B − B0 against A·x; A enters twice, as A·x and as (A − A0)·x
         grad_B = g2.t() @ torch.cat([HS[..., :r] * keep, HS[..., 2 * r:3 * r]], -1).flatten(0, -2)
-        grad_A = gH.flatten(0, -2).view(-1, 2, 2, r).sum(2).flatten(1).t() @ x2  # per block: A·x and (A − A0)·x
-        grad_x = F.linear(gH, Ac.t()) if ctx.needs_input_grad[0] else None
-        return grad_x, g, grad_A.to(ctx.dtypes[0]), grad_B.to(ctx.dtypes[1]), None, None, None, None, None
+        grad_A = gH2.view(-1, 2, 2, r).sum(2).flatten(1).t() @ x2  # per block: A·x and (A − A0)·x
+        grad_x = (g2 @ W).addmm_(gH2, Ac).view_as(x) if ctx.needs_input_grad[0] else None
+        return grad_x, None, None, grad_A.to(ctx.dtypes[0]), grad_B.to(ctx.dtypes[1]), None, None, None, None, None
 
 
-def _delta(x, y, Ac, Bc, S) -> tuple[torch.Tensor, torch.Tensor]:
-    """(y + (H ⊙ S)·Bcᵀ, H ⊙ S) with H = x·Acᵀ: the second product adds y in its epilogue."""
+def _delta(x, W, bias, Ac, Bc, S) -> tuple[torch.Tensor, torch.Tensor]:
+    """(W·x + bias + (H ⊙ S)·Bcᵀ, H ⊙ S) with H = x·Acᵀ: the second product adds into the
+    base output in its epilogue."""
     HS = F.linear(x, Ac) * S
-    return torch.addmm(y.flatten(0, -2), HS.flatten(0, -2), Bc.t()).view_as(y), HS
+    y = F.linear(x, W, bias)
+    y.view(-1, y.shape[-1]).addmm_(HS.flatten(0, -2), Bc.t())
+    return y, HS
 
 
 @dataclass
