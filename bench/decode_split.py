@@ -5,6 +5,7 @@ kernels' sum is what the device spends between kernels. The engine at `paper`'s 
 
     python bench/decode_split.py --spans 256,768,1536
     python bench/decode_split.py --batch 64 --group 8 --prompt-len 300 --new-tokens 256 --r 16 --spans 256
+    python bench/decode_split.py --batch 64 --group 8 --prompt-len 300 --new-tokens 256 --r 16 --spans 256 --programs 512,1024
 """
 from __future__ import annotations
 
@@ -38,14 +39,16 @@ def main() -> None:
                     help="flashdecode.PROMPT_PROGRAMS values to time the replay at, in turn")
     ap.add_argument("--prompt-warps", default=str(flashdecode.PROMPT_WARPS),
                     help="flashdecode.PROMPT_WARPS values, each with every PROMPT_PROGRAMS value (the profile: at the defaults)")
+    ap.add_argument("--programs", default=str(flashdecode.PROGRAMS),
+                    help="flashdecode.PROGRAMS values (the own keys' split), each with every prompt setting above")
     args = ap.parse_args()
     model, lora, prompts = adapted_model(args)
     eng = make_engine(model, lora, prompts, args.group, args.new_tokens)
-    defaults = flashdecode.PROMPT_PROGRAMS, flashdecode.PROMPT_WARPS
+    defaults = flashdecode.PROMPT_PROGRAMS, flashdecode.PROMPT_WARPS, flashdecode.PROGRAMS
     out = []
 
-    def replay_ms(span: int, start: int, programs: int, warps: int) -> float:
-        flashdecode.PROMPT_PROGRAMS, flashdecode.PROMPT_WARPS = programs, warps
+    def replay_ms(span: int, start: int, prompt_programs: int, warps: int, programs: int) -> float:
+        flashdecode.PROMPT_PROGRAMS, flashdecode.PROMPT_WARPS, flashdecode.PROGRAMS = prompt_programs, warps, programs
         eng.graphs.clear()  # the graphs hold the kernels' grid: recaptured, into a fresh pool
         eng.pool = torch.cuda.graph_pool_handle()
         eng.slot.fill_(start)
@@ -53,10 +56,11 @@ def main() -> None:
 
     for span in map(int, args.spans.split(",")):
         start = span - 40  # the written slot near the span's end; 33 replays below stay inside it
-        for pw in map(int, args.prompt_warps.split(",")):
-            for pp in map(int, args.prompt_programs.split(",")):
-                print(json.dumps({"span": span, "prompt_programs": pp, "prompt_warps": pw,
-                                  "replay_ms": round(replay_ms(span, start, pp, pw), 3)}))
+        for op in map(int, args.programs.split(",")):
+            for pw in map(int, args.prompt_warps.split(",")):
+                for pp in map(int, args.prompt_programs.split(",")):
+                    print(json.dumps({"span": span, "programs": op, "prompt_programs": pp, "prompt_warps": pw,
+                                      "replay_ms": round(replay_ms(span, start, pp, pw, op), 3)}))
         step_ms = replay_ms(span, start, *defaults)  # the profile and its row: at the defaults
         eng.slot.fill_(start)
         eng.decode_step(span)  # lazy set-up outside the profile
@@ -72,7 +76,7 @@ def main() -> None:
             count[kind(e.key)] += e.count
         total = sum(by_kind.values())
         row = {"lanes": eng.lanes, "span": span, "written": start, "prompt_programs": defaults[0],
-               "prompt_warps": defaults[1], "replay_ms": round(step_ms, 3),
+               "prompt_warps": defaults[1], "programs": defaults[2], "replay_ms": round(step_ms, 3),
                "kernel_sum_ms": round(total, 3), "between_kernels_ms": round(step_ms - total, 3),
                "kernels": sum(count.values()), "ms_by_kind": {k: round(v, 3) for k, v in by_kind.items()},
                "count_by_kind": dict(count)}
