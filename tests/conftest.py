@@ -14,13 +14,19 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from tests.workspace import reproduce_ci_once
 
 
-def make_tiny_llama(seed: int = 0, vocab: int = 97, layers: int = 2) -> LlamaForCausalLM:
-    """A few-thousand-parameter Llama: real transformers code, instant on CPU."""
+def make_tiny_llama(seed: int = 0, vocab: int = 97, layers: int = 2, bias: bool = False) -> LlamaForCausalLM:
+    """A few-thousand-parameter Llama: real transformers code, instant on CPU. bias: every
+    projection has a bias, drawn nonzero (transformers initialises biases to zero)."""
     torch.manual_seed(seed)
     cfg = LlamaConfig(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=layers,
                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
-                      tie_word_embeddings=False)
-    return LlamaForCausalLM(cfg).eval()
+                      tie_word_embeddings=False, attention_bias=bias, mlp_bias=bias)
+    model = LlamaForCausalLM(cfg).eval()
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, torch.nn.Linear) and m.bias is not None:
+                m.bias.normal_(0, 0.1)
+    return model
 
 
 @pytest.fixture

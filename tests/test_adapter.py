@@ -176,11 +176,13 @@ def test_capture_pools_deployed_bottleneck_over_completion_tokens():
     assert torch.allclose(pooled[name], expected, atol=1e-6)
 
 
-def test_fused_variant_computes_and_routes_like_the_exact_one():
+@pytest.mark.parametrize("bias", [False, True])
+def test_fused_variant_computes_and_routes_like_the_exact_one(bias):
     """The routing state names the variant every wrapped Linear computes with: under
     `Lora2r.fused` the delta comes from Lora2rDelta in the input's dtype, with the same outputs
-    (fp32 here) and the same keep / absorb / route gradient routing per row; restored after."""
-    model = make_tiny_llama()
+    (fp32 here) and the same keep / absorb / route gradient routing per row; restored after.
+    bias: the base projections have biases, which Lora2rDelta adds itself."""
+    model = make_tiny_llama(bias=bias)
     lora = ad.attach(model, r=4, seed=0)
     ids = _batch(n=3)
     _train_a_bit(lora, ids)
@@ -203,16 +205,33 @@ def test_fused_variant_computes_and_routes_like_the_exact_one():
     assert not any("forward" in vars(m) for m in model.modules())  # no module's forward replaced
 
 
-def test_the_fused_variant_refuses_a_trainable_base_weight():
-    """Lora2rDelta computes the base product itself and returns no gradient for W: a base weight
-    that requires grad would train silently not at all, so the fused forward names the module."""
-    model = make_tiny_llama()
+@pytest.mark.parametrize("param", ["weight", "bias"])
+def test_the_fused_variant_refuses_a_trainable_base_weight(param):
+    """Lora2rDelta computes the base product itself and returns no gradient for W or its bias: a
+    base parameter that requires grad would silently not train, so the fused forward names the module."""
+    model = make_tiny_llama(bias=True)
     lora = ad.attach(model, r=4, seed=0)
     name, mod = next(iter(lora.modules.items()))
-    mod.base.weight.requires_grad_(True)
+    getattr(mod.base, param).requires_grad_(True)
     with lora.fused(), pytest.raises(ValueError, match=re.escape(name)):
         model(_batch(n=1)).logits.sum().backward()
     with torch.no_grad(), lora.fused():  # no graph, no gradient to lose
+        model(_batch(n=1))
+
+
+def test_the_fused_variant_refuses_a_base_with_its_own_forward():
+    """Lora2rDelta stands in for an nn.Linear's product; a subclass's forward (a quantised or
+    hooked Linear) would be skipped, so the fused forward refuses it and names the module."""
+    class Scaled(torch.nn.Linear):
+        def forward(self, x):
+            return 2 * super().forward(x)
+
+    model = make_tiny_llama()
+    lora = ad.attach(model, r=4, seed=0)
+    name, mod = next(iter(lora.modules.items()))
+    mod.base.__class__ = Scaled
+    model(_batch(n=1))  # the exact variant calls the base's forward: served
+    with torch.no_grad(), lora.fused(), pytest.raises(ValueError, match=re.escape(name)):
         model(_batch(n=1))
 
 

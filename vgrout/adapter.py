@@ -19,8 +19,9 @@ The gate reads h = A_deployed·x (the deployed-block bottleneck), pooled over co
 tokens; `Lora2r.capture` collects it during the no-grad sampling-mode log-prob forward.
 
 The masks, the pooling and the variant that computes the delta live in one `RoutingState` shared
-by the model's wrapped Linears: ExactDelta (fp32, the default) or FusedDelta (`Lora2rDelta`, two
-matmuls in the input's dtype; `Lora2r.fused`). The fast log-prob forwards select it there.
+by the model's wrapped Linears: ExactDelta (fp32, the default) or FusedDelta (`Lora2rDelta`: the
+base product and the delta's two matmuls in the input's dtype; `Lora2r.fused`). The fast log-prob
+forwards select it there.
 """
 from __future__ import annotations
 
@@ -88,8 +89,9 @@ class ExactDelta(Lora2rVariant):
 
 class FusedDelta(Lora2rVariant):
     """The base product and the delta from `Lora2rDelta`: matmuls in x's dtype (bf16 on a GPU)
-    with fp32 accumulation, like a standard bf16 LoRA, the delta added inside the GEMMs. The pooled bottleneck activations (the gate's input)
-    stay fp32: mean_t(w_t·A_d·x_t) = A_d·(Σ_t w_t·x_t)."""
+    with fp32 accumulation, like a standard bf16 LoRA, the delta added inside the GEMMs. The base
+    Linear's weight and bias are read, its forward is not called. The pooled bottleneck
+    activations (the gate's input) stay fp32: mean_t(w_t·A_d·x_t) = A_d·(Σ_t w_t·x_t)."""
 
     @staticmethod
     def forward(mod: "Lora2rLinear", x: torch.Tensor) -> torch.Tensor:
@@ -97,6 +99,9 @@ class FusedDelta(Lora2rVariant):
         if st.pool_weights is not None:
             xp = torch.einsum("bt,bti->bi", st.pool_weights.float(), x.float())
             st.pooled[mod.name] = F.linear(xp, mod.A[:mod.r].detach())
+        if type(mod.base) is not nn.Linear:  # a subclass's own forward would be skipped, not run
+            raise ValueError(f"FusedDelta: {mod.name}'s base is a {type(mod.base).__name__}, not an nn.Linear; "
+                             "Lora2rDelta computes an nn.Linear's product in its place")
         Ac, Bc = mod.stacked(x.dtype)
         S, S_grad, keep = st.row_scales(x, mod.r)
         W, bias = mod.base.weight, mod.base.bias
@@ -155,7 +160,7 @@ class Lora2rDelta(torch.autograd.Function):
     g·W takes the adapter's gH·Ac in the same way. As a base Linear and a delta added after it,
     the forward copied the base output (an out-of-place addmm) and autograd added the two input
     gradients in a kernel of their own: one pass over [tokens, d_out] and one over [tokens, d_in]
-    per module, more than a second of a `paper` train phase. B·A − B0·A0 is a difference of
+    per module (docs/performance.md has the before and after). B·A − B0·A0 is a difference of
     nearly equal terms, so it is regrouped before rounding to bf16 (the differences are formed
     in fp32, exactly zero at init and after ablation; `Lora2rLinear.stacked`):
 
@@ -369,8 +374,9 @@ class Lora2r:
         return self.state.scope(variant=ProbeReader, probe=gates, probe_live=live, m=None, d=None)
 
     def fused(self, on: bool = True) -> contextlib.AbstractContextManager:
-        """The forwards inside the block compute each delta with `Lora2rDelta` in the input's
-        dtype (FusedDelta) instead of in fp32 (ExactDelta): same masks, other rounding."""
+        """The forwards inside the block compute each wrapped Linear with `Lora2rDelta` in the
+        input's dtype, base product and delta (FusedDelta), instead of the delta in fp32 after the
+        base Linear (ExactDelta): same masks, other rounding."""
         return self.state.scope(variant=FusedDelta if on else ExactDelta)
 
     # -- deployment ----------------------------------------------------------------------
