@@ -107,7 +107,7 @@ class FusedDelta(Lora2rVariant):
         W, bias = mod.base.weight, mod.base.bias
         if torch.is_grad_enabled():
             if W.requires_grad or (bias is not None and bias.requires_grad):
-                raise ValueError(f"FusedDelta: {mod.name}'s base weight requires grad; lora2r trains its adapter alone "
+                raise ValueError(f"FusedDelta: {mod.name}'s base weight or bias requires grad; lora2r trains its adapter alone "
                                  "(Lora2rDelta returns no gradient for the base)")
             return Lora2rDelta.apply(x, W, bias, mod.A, mod.B, Ac, Bc, S, S_grad, keep)
         return _delta(x, W, bias, Ac, Bc, S)[0]  # no graph to record: the autograd Function's host time saved
