@@ -30,6 +30,7 @@ def main() -> None:
     ap.add_argument("--shared", action="store_true")
     ap.add_argument("--length-mean", type=float, default=None)
     ap.add_argument("--top", type=int, default=30)
+    ap.add_argument("--reps", type=int, default=3, help="timed micro-batches per grad mode, after the first")
     ap.add_argument("--eager", action="store_true", help="the element-wise chains eagerly (vgrout.compiled.COMPILE = 'never')")
     ap.add_argument("--stack", action="store_true", help="also a table of operators by their source lines (grad=True)")
     args = ap.parse_args()
@@ -57,16 +58,22 @@ def main() -> None:
         step(grad)
         torch.cuda.synchronize()
         print(f"grad={grad}: first micro-batch (compiles the chains) {time.perf_counter() - t0:.1f} s")
-        t0 = time.perf_counter()
-        for _ in range(3):
+        each = []
+        for _ in range(args.reps):
+            torch.cuda.synchronize()
+            t1 = time.perf_counter()
             step(grad)
-        torch.cuda.synchronize()
-        print(f"grad={grad}: {(time.perf_counter() - t0) / 3:.3f} s per micro-batch")
+            torch.cuda.synchronize()
+            each.append(time.perf_counter() - t1)
+        print(f"grad={grad}: {sum(each) / len(each):.3f} s per micro-batch "
+              f"(median {sorted(each)[len(each) // 2]:.3f}, min {min(each):.3f}, max {max(each):.3f} of {len(each)})")
         stack = args.stack and grad
         acts = [ProfilerActivity.CUDA, ProfilerActivity.CPU] if stack else [ProfilerActivity.CUDA]
         with profile(activities=acts, with_stack=stack) as prof:
             step(grad)
             torch.cuda.synchronize()
+        ev = [e for e in prof.key_averages() if e.device_type == torch.autograd.DeviceType.CUDA]
+        print(f"grad={grad}: {sum(e.count for e in ev)} kernels and copies, GPU busy {sum(e.self_device_time_total for e in ev) / 1e3:.1f} ms")
         print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=args.top, max_name_column_width=70))
         if stack:  # which lines of the forward and backward launch the time
             print(prof.key_averages(group_by_stack_n=6).table(sort_by="self_cuda_time_total", row_limit=args.top,
