@@ -39,7 +39,10 @@ except ImportError:  # CPU-only installs: the engine's matmul path
     triton = None
 
 BLOCK = 64      # keys per block; the prompt cache length is a multiple of it (decode.CACHE_ALIGN)
-PROGRAMS = 1024  # the own keys split until lanes × KV heads × splits reach this many programs
+# the own keys split until lanes × KV heads × splits reach this many programs. 512: at 64 lanes
+# (the issue shape, 8 KV heads) the keys are not split, which saves the merge kernel (1024: 7.88
+# against 7.69 ms a decode step, H100, docs/performance.md); paper_natural's generation was not slower
+PROGRAMS = 512
 PROMPT_PROGRAMS = 128  # the prompt's keys split until slots × row tiles × KV heads × splits reach this many
 PROMPT_WARPS = 4  # warps of a prompt program
 ROWS = 64       # a prompt program's query rows (a slot's lanes × G heads), at most
