@@ -495,8 +495,10 @@ def bench(model: str = "qwen3-4b-random", batch: int = 64, prompt_len: int = 300
 
     if trl:  # TRL with its default gradient checkpointing, and without (faster, more memory)
         for name, ckpt in (("trl", True), ("trl_no_checkpointing", False)):
+            # as many steps as ours, so each side's figure is the same statistic of its later steps
             res[name] = run_trl(model=model, batch=batch, prompt_len=prompt_len, new_tokens=new_tokens,
-                                group=group, micro_batch=micro_batch, rank=2 * r, seed=seed, checkpointing=ckpt)
+                                group=group, micro_batch=micro_batch, rank=2 * r, seed=seed, checkpointing=ckpt,
+                                steps=max(steps, 2))
         done = [res[k]["step_s"] for k in ("trl", "trl_no_checkpointing") if "step_s" in res[k]]
         if done and "step" in res:
             res["ratio_vs_trl"] = res["step"]["step"] / min(done)  # against TRL's faster setting

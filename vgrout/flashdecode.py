@@ -39,9 +39,10 @@ except ImportError:  # CPU-only installs: the engine's matmul path
     triton = None
 
 BLOCK = 64      # keys per block; the prompt cache length is a multiple of it (decode.CACHE_ALIGN)
-# the own keys split until lanes × KV heads × splits reach this many programs. 512: at 64 lanes
-# (the issue shape, 8 KV heads) the keys are not split, which saves the merge kernel (1024: 7.88
-# against 7.69 ms a decode step, H100, docs/performance.md); paper_natural's generation was not slower
+# the own keys split until lanes × KV heads × splits reach this many programs. 512 (was 1024): at
+# 64 lanes and 8 KV heads the keys are not split, so no merge kernel runs. Evidence, thin: one replay
+# pair at the issue shape (span 256, H100: 7.69 ms at 512, 7.88 at 1024) and paper_natural's
+# generation in two warm runs at 512 against one at 1024 (docs/performance.md)
 PROGRAMS = 512
 PROMPT_PROGRAMS = 128  # the prompt's keys split until slots × row tiles × KV heads × splits reach this many
 PROMPT_WARPS = 4  # warps of a prompt program
