@@ -4,6 +4,10 @@ import os
 # thread per process (and per DVC stage it starts), since two processes each spinning two
 # OpenMP threads on two cores run torch's small kernels several times slower, not faster.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# No DVC usage report: each `dvc` command the suite runs would start a daemon that imports DVC
+# again (about a CPU second) to send it, and leave a file in the shared temp dir when it cannot
+# (the grader's reaper walks that dir). `vgrout fanout` sets the same for its own DVC calls.
+os.environ.setdefault("DVC_NO_ANALYTICS", "1")
 
 import shutil
 

@@ -19,12 +19,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import torch
-
-from vgrout import easy, fastgen, modes
+from vgrout import easy, modes
 from vgrout.io import InputError
 from vgrout.layout import Layout
-from vgrout.model import chat_prompt, load
 from vgrout.pairs import Pair, check_stage
 from vgrout.substrate import Problem, load_problems, with_mode
 
@@ -69,6 +66,13 @@ def generate(model_dir: str | Path, substrate_prompts: set[str], n_per_mode: int
              temperature: float, top_p: float, batch_size: int, fast: bool) -> list[Pair]:
     """One pair per fresh problem, n_per_mode per hackable mode, both sides sampled from the model in
     model_dir (seeded) within `budget` tokens, the rollouts' budget."""
+    # here, not above: the authored pairs (the default source) need the tokenizer only, not the
+    # imports of torch and the model code (seconds of every `pairs` stage)
+    import torch
+
+    from vgrout import fastgen
+    from vgrout.model import chat_prompt, load
+
     problems = fresh_problems(n_per_mode, substrate_prompts, seed)
     model, tok = load(str(model_dir))
     rows = [(mode, p) for mode, ps in problems.items() for p in ps]
