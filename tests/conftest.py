@@ -56,11 +56,15 @@ def reproduced_copy(reproduced, tmp_path):
 
 
 # Under `--dist loadfile` a module is one unit of work (its module fixtures built once), handed out
-# in this order as a worker runs low. test_pipeline.py builds `reproduced` (minutes) first; the
-# other worker meanwhile takes modules that need no repro, about as long as the build, so that the
-# modules reading it come up once it is there; the rest after them, in collection order.
-ORDER = ["test_pipeline.py", "test_train.py", "test_sandbox.py", "test_model.py", "test_arms_train.py",
-         "test_pipeline_fanout.py", "test_pipeline_exp.py", "test_pipeline_cache.py", "test_dvc_deps.py"]
+# in this order; xdist hands a worker its next unit as soon as it has two tests or fewer left, so
+# a worker on a one-test module already holds the next one. One worker: test_pipeline.py builds
+# `reproduced` (minutes), test_train.py comes to it meanwhile, then the fan-out test (long, mostly
+# waiting on one stage at a time). The other takes every other module as it frees up, those that
+# read the repro (cache, exp) once the build is about done; the rest after them, in collection
+# order, fill in at the end on whichever worker is free.
+ORDER = ["test_pipeline.py", "test_model.py", "test_train.py", "test_fanout.py", "test_sandbox.py", "test_vact.py",
+         "test_oracle_free.py", "test_pipeline_cache.py", "test_pipeline_exp.py", "test_dvc_deps.py",
+         "test_pipeline_fanout.py"]
 
 
 def pytest_collection_modifyitems(items):
