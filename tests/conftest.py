@@ -60,11 +60,11 @@ def reproduced_copy(reproduced, tmp_path):
 # a worker on a one-test module already holds the next one. One worker: test_pipeline.py builds
 # `reproduced` (minutes), test_train.py comes to it meanwhile, then the fan-out test (long, mostly
 # waiting on one stage at a time). The other takes every other module as it frees up, those that
-# read the repro (cache, exp) once the build is about done; the rest after them, in collection
-# order, fill in at the end on whichever worker is free.
+# read the repro (cache, exp) once the build is done (before it, they would wait on it); the rest
+# after them, in collection order, fill in at the end on whichever worker is free.
 ORDER = ["test_pipeline.py", "test_model.py", "test_train.py", "test_fanout.py", "test_sandbox.py", "test_vact.py",
-         "test_oracle_free.py", "test_pipeline_cache.py", "test_pipeline_exp.py", "test_dvc_deps.py",
-         "test_pipeline_fanout.py"]
+         "test_oracle_free.py", "test_arms_train.py", "test_easy.py", "test_pipeline_cache.py", "test_pipeline_exp.py",
+         "test_dvc_deps.py", "test_pipeline_fanout.py"]
 
 
 def pytest_collection_modifyitems(items):
