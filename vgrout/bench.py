@@ -495,7 +495,8 @@ def bench(model: str = "qwen3-4b-random", batch: int = 64, prompt_len: int = 300
 
     if trl:  # TRL with its default gradient checkpointing, and without (faster, more memory)
         for name, ckpt in (("trl", True), ("trl_no_checkpointing", False)):
-            # as many steps as ours, so each side's figure is the same statistic of its later steps
+            # as many steps as ours (at least two: the first is dropped), so each side's figure is the
+            # same statistic of its later steps
             res[name] = run_trl(model=model, batch=batch, prompt_len=prompt_len, new_tokens=new_tokens,
                                 group=group, micro_batch=micro_batch, rank=2 * r, seed=seed, checkpointing=ckpt,
                                 steps=max(steps, 2))
@@ -577,8 +578,8 @@ def _fmt(v) -> str:
 # The shapes docs/performance.md reports: the issue's side-by-side shape (8 prompts x G=8, ~300-token
 # prompts, 256 new tokens, train micro-batch 8 as TRL's, the no-grad forwards over all 64
 # rollouts at once, adapter rank 32 = TRL's LoRA r), generation at batch 256,
-# and the paper preset (16 prompts x 16 rollouts, 1,536 new tokens, r=32). issue runs four steps, as
-# bench/trl_grpo.py runs TRL's: each side's figure is the median of the three after the first (with
+# and the paper preset (16 prompts x 16 rollouts, 1,536 new tokens, r=32). issue runs four steps, and
+# `bench` gives TRL's runner as many: each side's figure is the median of the three after the first (with
 # two later steps, our median was the slower of the two against TRL's median of three)
 PRESETS = {
     "issue": dict(batch=64, prompt_len=300, new_tokens=256, group=8, micro_batch=8, old_micro_batch=64, r=16,
