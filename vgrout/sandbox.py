@@ -38,6 +38,7 @@ import math
 import os
 import pwd
 import random
+import secrets
 import select
 import shutil
 import signal
@@ -333,8 +334,10 @@ _sweeper = _Sweeper()
 
 # The rlimit-only path's answer to a grader killed with kill -9: a reaper process that holds the
 # read end of a pipe whose write end only the grader holds. Each run announces its uid and work
-# directory before it starts and withdraws them after; at EOF (the grader is gone, however it
-# died) the reaper kills what is still announced and removes its files.
+# directory before it starts (before the directory exists) and withdraws them after; at EOF (the
+# grader is gone, however it died) the reaper kills what is still announced, removes the work
+# directories, and only then walks the shared temporary directories, once for all uids: the walk
+# is the slow part (the shared /tmp can hold a test suite's or a pipeline's trees).
 REAPER = """\
 import os, subprocess, sys, shutil
 live = {}
@@ -344,20 +347,25 @@ for line in sys.stdin:
         live[(uid, work)] = True
     else:
         live.pop((uid, work), None)
-for uid, work in live:
-    if uid != "-":
-        subprocess.run([sys.argv[1], "-KILL", "-1"], user=int(uid), group=int(uid), extra_groups=[],
-                       stderr=subprocess.DEVNULL)
-        for top in sys.argv[2:]:
-            for root, dirs, files in os.walk(top):
-                for name in dirs + files:
-                    path = os.path.join(root, name)
-                    try:
-                        if os.lstat(path).st_uid == int(uid):
-                            shutil.rmtree(path) if os.path.isdir(path) and not os.path.islink(path) else os.unlink(path)
-                    except OSError:
-                        pass
+uids = {int(uid) for uid, _ in live if uid != "-"}
+for uid in uids:
+    subprocess.run([sys.argv[1], "-KILL", "-1"], user=uid, group=uid, extra_groups=[], stderr=subprocess.DEVNULL)
+for _, work in live:
     shutil.rmtree(work, ignore_errors=True)
+if uids:
+    for top in sys.argv[2:]:
+        for root, dirs, files in os.walk(top):
+            for name in dirs[:] + files:
+                path = os.path.join(root, name)
+                try:
+                    if os.lstat(path).st_uid in uids:
+                        if name in dirs and not os.path.islink(path):
+                            shutil.rmtree(path)
+                            dirs.remove(name)  # gone: not walked into
+                        else:
+                            os.unlink(path)
+                except OSError:
+                    pass
 """
 _reaper_lock = threading.Lock()
 _reaper: list = []
@@ -431,8 +439,10 @@ def run(files: dict[str, str], main: str, stdin: str = "", limits: Limits = Limi
             passed.append(info_w)
             argv, cwd, home = _bwrap_argv(limits, info_fd=info_w) + python, "/", SANDBOX_CWD
         else:
-            work = Path(tempfile.mkdtemp(prefix="vgrout-sandbox-"))
+            # named, announced, then made: a grader killed between the two leaves nothing unannounced
+            work = Path(tempfile.gettempdir()) / f"vgrout-sandbox-{secrets.token_hex(8)}"
             _announce("+", uid, work)
+            work.mkdir(mode=0o700)
             if uid is not None:
                 os.chown(work, uid, uid)
             argv, cwd, home = python, str(work), str(work)
