@@ -254,6 +254,14 @@ def test_decode_floor_counts_weights_and_growing_cache():
         2 * 100 + 4 * (2 * 2 * 10 + 3 * (1 + 2))
 
 
+def test_the_ratio_range_pairs_the_steps_after_the_first_on_each_side():
+    from vgrout.bench import ratio_range
+    # the first steps (compiles, warm-up) are left out; the extremes pair our slowest with their fastest
+    assert ratio_range([16.0, 5.0, 4.0, 6.0], [50.0, 30.0, 40.0, 32.0]) == [4.0 / 40.0, 6.0 / 30.0]
+    # one step a side: that step
+    assert ratio_range([5.0], [25.0]) == [0.2, 0.2]
+
+
 def test_natural_lengths_are_seeded_capped_and_have_their_mean():
     from vgrout.bench import natural_lengths
     n = natural_lengths(20000, mean=500, cap=100000, sigma=0.7, seed=0)

@@ -500,13 +500,23 @@ def bench(model: str = "qwen3-4b-random", batch: int = 64, prompt_len: int = 300
             res[name] = run_trl(model=model, batch=batch, prompt_len=prompt_len, new_tokens=new_tokens,
                                 group=group, micro_batch=micro_batch, rank=2 * r, seed=seed, checkpointing=ckpt,
                                 steps=max(steps, 2))
-        done = [res[k]["step_s"] for k in ("trl", "trl_no_checkpointing") if "step_s" in res[k]]
+        done = [res[k] for k in ("trl", "trl_no_checkpointing") if "step_s" in res[k]]
         if done and "step" in res:
-            res["ratio_vs_trl"] = res["step"]["step"] / min(done)  # against TRL's faster setting
+            faster = min(done, key=lambda t: t["step_s"])  # the ratio is against TRL's faster setting
+            res["ratio_vs_trl"] = res["step"]["step"] / faster["step_s"]
+            res["ratio_vs_trl_range"] = ratio_range(res["step"]["step_times_s"], faster["step_times_s"])
     _print(res)
     if out_json:
         write_json(out_json, res)
     return res
+
+
+def ratio_range(ours: list[float], theirs: list[float]) -> list[float]:
+    """The spread of our step / TRL's within one run: the least and the largest ratio of a step of
+    ours to a step of theirs, over every pairing of the steps after the first on each side (both
+    figures are medians of those steps; their own spread is wider than some goals' margins)."""
+    ours, theirs = ours[1:] or ours, theirs[1:] or theirs
+    return [min(ours) / max(theirs), max(ours) / min(theirs)]
 
 
 def _steps(lora, prompts, group, new_tokens, micro_batch, gen_batch, steps, device, seed,
@@ -564,6 +574,7 @@ def _print(res: dict) -> None:
             table.add_row(section, k, _fmt(v))
     if "ratio_vs_trl" in res:
         table.add_row("", "our step / TRL's faster step", _fmt(res["ratio_vs_trl"]))
+        table.add_row("", "its range over the later steps' pairings", _fmt(res["ratio_vs_trl_range"]))
     Console().print(table)
 
 
@@ -572,6 +583,8 @@ def _fmt(v) -> str:
         return f"{v:.4g}"
     if isinstance(v, dict):
         return ", ".join(f"{k}={_fmt(x)}" for k, x in v.items())
+    if isinstance(v, list):
+        return "[" + ", ".join(_fmt(x) for x in v) + "]"
     return str(v)
 
 
