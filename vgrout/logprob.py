@@ -34,6 +34,10 @@ from vgrout.arch import arch, rms_norm
 from vgrout.rollout import Seqs
 
 LOGP_TOKENS = 4096      # tokens per log-prob chunk: [LOGP_TOKENS, vocab] fp32 at most
+# On a CPU a chunk's fp32 logits stay under glibc's largest mmap threshold (32 MiB): a larger
+# block is fresh pages from the kernel at every allocation, and its page faults cost more than
+# the chunk's products (the tiny student's extract_vact probe ran twice as long at 768 tokens a chunk).
+CPU_LOGP_BYTES = 16 << 20
 CHECKPOINT_ABOVE_TOKENS = 8192  # micro-batches of more tokens checkpoint their decoder layers,
 KEEP_LAYERS = 0                 # all but the top KEEP_LAYERS (kept activations: memory for less recompute)
 SHARE_ABOVE_TOKENS = 8192       # on a GPU, micro-batches of more tokens compute each prompt once
@@ -530,6 +534,8 @@ def token_logprobs(model, seqs: Seqs, chunk_tokens: int = LOGP_TOKENS, fused_ada
     if packing is not None:  # one row of tokens: [N, D] -> [1, N, D]
         h, targets = h[None], packing.pack(targets)[None]
     weight = arch(model).lm_head.weight
+    if h.device.type == "cpu":
+        chunk_tokens = min(chunk_tokens, max(1, CPU_LOGP_BYTES // (4 * weight.shape[0])))
     step = max(1, chunk_tokens // h.shape[0])
     parts = []
     for t0 in range(0, h.shape[1], step):
