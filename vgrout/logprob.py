@@ -38,6 +38,10 @@ LOGP_TOKENS = 4096      # tokens per log-prob chunk: [LOGP_TOKENS, vocab] fp32 a
 # block is fresh pages from the kernel at every allocation, and its page faults cost more than
 # the chunk's products (the tiny student's extract_vact probe ran twice as long at 768 tokens a chunk).
 CPU_LOGP_BYTES = 16 << 20
+# On a CPU a call whose fp32 logits total at most this keeps them for the backward instead of
+# recomputing each chunk's (a third of the log-prob's cost); larger calls, and every call on a GPU,
+# recompute, so [tokens, vocab] is never held whole.
+CPU_KEEP_LOGITS_BYTES = 256 << 20
 CHECKPOINT_ABOVE_TOKENS = 8192  # micro-batches of more tokens checkpoint their decoder layers,
 KEEP_LAYERS = 0                 # all but the top KEEP_LAYERS (kept activations: memory for less recompute)
 SHARE_ABOVE_TOKENS = 8192       # on a GPU, micro-batches of more tokens compute each prompt once
@@ -534,14 +538,16 @@ def token_logprobs(model, seqs: Seqs, chunk_tokens: int = LOGP_TOKENS, fused_ada
     if packing is not None:  # one row of tokens: [N, D] -> [1, N, D]
         h, targets = h[None], packing.pack(targets)[None]
     weight = arch(model).lm_head.weight
-    if h.device.type == "cpu":
+    cpu = h.device.type == "cpu"
+    if cpu:
         chunk_tokens = min(chunk_tokens, max(1, CPU_LOGP_BYTES // (4 * weight.shape[0])))
+    recompute = not (cpu and h.shape[0] * h.shape[1] * weight.shape[0] * 4 <= CPU_KEEP_LOGITS_BYTES)
     step = max(1, chunk_tokens // h.shape[0])
     parts = []
     for t0 in range(0, h.shape[1], step):
         hc, tc = h[:, t0:t0 + step], targets[:, t0:t0 + step]
         args = (hc.flatten(0, 1), tc.flatten(), weight, temperature)  # as tokens × features
-        if torch.is_grad_enabled():  # recompute the chunk's logits in the backward
+        if torch.is_grad_enabled() and recompute:  # recompute the chunk's logits in the backward
             parts.append(checkpoint(compiled.logp_chunk, *args, use_reentrant=False).view(tc.shape))
         else:
             parts.append(compiled.logp_chunk(*args).view(tc.shape))
