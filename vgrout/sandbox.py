@@ -258,11 +258,15 @@ def _user_kwargs(uid: int | None) -> dict:
 
 
 def _as_user(argv: list[str], uid: int | None) -> tuple[list[str], dict]:
-    """argv and Popen's keyword arguments that run it as uid:gid uid with no supplementary groups
-    (uid None: as we are). Through setpriv, which switches before it execs argv, so that Popen may
-    vfork: with user= or group= CPython forks a copy of the caller instead, tens of milliseconds for
-    a grader that holds a model (its grading threads wait on each), about 1 ms with vfork. The
-    program ends with the same credentials either way (ids, no groups, no capabilities)."""
+    """argv and Popen's keyword arguments that start bwrap as uid:gid uid with no supplementary
+    groups (uid None: as we are). Through setpriv, which switches before it execs argv, so that Popen
+    may vfork: with user= or group= CPython forks a copy of the caller instead, tens of milliseconds
+    for a grader that holds a model (its grading threads wait on each), about 2 ms with vfork. The
+    program ends with the same credentials either way (ids, no groups, no capabilities).
+    bwrap's path only: `_bwrap_problem` starts it this way once and fails loudly where setpriv
+    cannot switch, and bwrap dies with its parent. The rlimit-only path keeps Popen's switch: there
+    a failed switch must raise, not end as the program's error, and the reaper's kill as the uid
+    must reach the program from the moment it can outlive the grader (setpriv runs as root first)."""
     if uid is None:
         return argv, {}
     if SETPRIV is None:
@@ -282,8 +286,7 @@ def _fresh_uid() -> int:
 
 def _kill_uid(uid: int) -> None:
     """SIGKILL every process owned by `uid`: kill(-1) sent as that uid reaches only its own."""
-    argv, as_user = _as_user([KILL, "-KILL", "-1"], uid)
-    subprocess.run(argv, **as_user, stderr=subprocess.DEVNULL, timeout=10)
+    subprocess.run([KILL, "-KILL", "-1"], **_user_kwargs(uid), stderr=subprocess.DEVNULL, timeout=10)
 
 
 def _remove_files_of(uids: set[int]) -> None:
@@ -456,16 +459,21 @@ def run(files: dict[str, str], main: str, stdin: str = "", limits: Limits = Limi
             argv, cwd, home = _bwrap_argv(limits, info_fd=info_w) + python, "/", SANDBOX_CWD
         else:
             # named, announced, then made: a grader killed between the two leaves nothing unannounced
-            work = Path(tempfile.gettempdir()) / f"vgrout-sandbox-{secrets.token_hex(8)}"
-            _announce("+", uid, work)
-            work.mkdir(mode=0o700)
+            name = Path(tempfile.gettempdir()) / f"vgrout-sandbox-{secrets.token_hex(8)}"
+            _announce("+", uid, name)
+            try:
+                name.mkdir(mode=0o700)  # never an existing path: what is removed after is only ours
+            except BaseException:
+                _announce("-", uid, name)
+                raise
+            work = name
             if uid is not None:
                 os.chown(work, uid, uid)
             argv, cwd, home = python, str(work), str(work)
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home, "TMPDIR": "/tmp" if iso == "bwrap" else home,
                "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
         deadline = time.monotonic() + limits.wall
-        argv, as_user = _as_user(argv, uid)
+        argv, as_user = _as_user(argv, uid) if iso == "bwrap" else (argv, _user_kwargs(uid))
         proc = subprocess.Popen(argv, stdin=in_fd, stdout=out_fd, stderr=err_fd, cwd=cwd, env=env,
                                 pass_fds=passed, start_new_session=True, **as_user)
         for fd in passed:  # the program's ends: closed here, so EOF means it is gone
