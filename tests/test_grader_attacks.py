@@ -203,11 +203,14 @@ def test_a_flood_of_colliding_keys_is_refused_in_linear_time():
     decoder refuses them (a forged reply line can carry any encoding); built in the sandbox, the
     same set costs the response its own CPU limit."""
     import time
-    flood = {"s": [i * (2**61 - 1) for i in range(1, 40_000)]}
+    # 200,000 keys: refused in about 0.2 s here, built as a set in about 5 minutes (4,000 took 0.11 s,
+    # and the time grows with the square), so the bound sits two orders of magnitude from either and
+    # a loaded machine cannot decide the test (at 40,000 keys and 2 s it once failed under the suite's load)
+    flood = {"s": [i * (2**61 - 1) for i in range(1, 200_000)]}
     t0 = time.perf_counter()
     with pytest.raises(TypeError, match="hash"):
         grader.decode(flood, {}, None)
-    assert time.perf_counter() - t0 < 2
+    assert time.perf_counter() - t0 < 30
     assert grader.decode({"s": list(range(40_000))}, {}, None) == set(range(40_000))  # honest keys pass
     p = _problem(["assert f() == set()"], "def f():\n    return set()")
     g = grader.grade(p, _completion("def f():\n    return {i * (2**61 - 1) for i in range(1, 40_000)}"))
