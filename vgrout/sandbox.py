@@ -354,11 +354,16 @@ _sweeper = _Sweeper()
 # The rlimit-only path's answer to a grader killed with kill -9: a reaper process that holds the
 # read end of a pipe whose write end only the grader holds. Each run announces its uid and work
 # directory before it starts (before the directory exists) and withdraws them after; at EOF (the
-# grader is gone, however it died) the reaper kills what is still announced, removes the work
-# directories, and only then walks the shared temporary directories, once for all uids: the walk
-# is the slow part (the shared /tmp can hold a test suite's or a pipeline's trees).
+# grader is gone, however it died) the reaper cleans up what is still announced in the order a
+# run's own `finally` does, with the same functions (imported from the package directory it is
+# given): it kills the uids, removes what they left in the shared temporary directories in one walk
+# for all of them (a work directory a program swapped for a symlink goes here, before _rmtree could
+# follow it), then the work directories.
 REAPER = """\
-import os, subprocess, sys, shutil
+import sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+from vgrout import sandbox
 live = {}
 for line in sys.stdin:
     sign, uid, work = line.rstrip("\\n").split(" ", 2)
@@ -368,23 +373,11 @@ for line in sys.stdin:
         live.pop((uid, work), None)
 uids = {int(uid) for uid, _ in live if uid != "-"}
 for uid in uids:
-    subprocess.run([sys.argv[1], "-KILL", "-1"], user=uid, group=uid, extra_groups=[], stderr=subprocess.DEVNULL)
-for _, work in live:
-    shutil.rmtree(work, ignore_errors=True)
+    sandbox._kill_uid(uid)
 if uids:
-    for top in sys.argv[2:]:
-        for root, dirs, files in os.walk(top):
-            for name in dirs[:] + files:
-                path = os.path.join(root, name)
-                try:
-                    if os.lstat(path).st_uid in uids:
-                        if name in dirs and not os.path.islink(path):
-                            shutil.rmtree(path)
-                            dirs.remove(name)  # gone: not walked into
-                        else:
-                            os.unlink(path)
-                except OSError:
-                    pass
+    sandbox._remove_files_of(uids)
+for _, work in live:
+    sandbox._rmtree(Path(work))
 """
 _reaper_lock = threading.Lock()
 _reaper: list = []
@@ -395,7 +388,7 @@ def _announce(sign: str, uid: int | None, work: Path) -> None:
     with _reaper_lock:
         if not _reaper:
             r, w = os.pipe()
-            subprocess.Popen([sys.executable, "-I", "-S", "-c", REAPER, KILL, *SHARED_TMP], stdin=r,
+            subprocess.Popen([sys.executable, "-I", "-S", "-c", REAPER, str(Path(__file__).resolve().parents[1])], stdin=r,
                              start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             os.close(r)
             _reaper.append(w)
