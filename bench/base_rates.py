@@ -1,5 +1,5 @@
 """The base student's pass@1 and pass@k on a candidate problem set, at a token budget: which
-substrate gives it solve headroom. Candidates: `easy` (vgrout/easy.py, the first N problems,
+substrate gives it solve headroom. Candidates: `easy` (vgrout/substrate/easy.py, the first N problems,
 which cover the families evenly) and `humaneval-fit` (the HumanEval problems whose canonical
 response fits the budget, in their order). Problems are in mode none; sampling as eval samples.
 
@@ -14,8 +14,10 @@ from collections import defaultdict
 
 import typer
 
-from vgrout import config, easy, evaluate, stats, substrate
-from vgrout.model import load
+from vgrout import config, stats
+from vgrout.engine.model import load
+from vgrout.substrate import easy, sampling
+from vgrout.substrate import problems as substrate
 
 
 def main(model_dir: str, candidates: str, n: int = typer.Option(60, help="problems (the first N)"),
@@ -31,7 +33,7 @@ def main(model_dir: str, candidates: str, n: int = typer.Option(60, help="proble
         raise typer.BadParameter(f"candidates '{candidates}': easy or humaneval-fit")
     e = config.Eval()
     t0 = time.time()
-    expanded, grades = evaluate.sample_and_grade(model, tok, problems, n_samples=k, temperature=e.temperature,
+    expanded, grades = sampling.sample_and_grade(model, tok, problems, n_samples=k, temperature=e.temperature,
                                                  max_new_tokens=budget, batch_size=e.batch_size, seed=e.seed,
                                                  fast=True, progress=True)
     solved = defaultdict(int)

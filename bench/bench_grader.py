@@ -24,7 +24,8 @@ import tempfile
 import time
 from collections import Counter
 
-from vgrout import grader, modes, sandbox, substrate
+from vgrout.substrate import grader, modes, sandbox
+from vgrout.substrate import problems as substrate
 
 
 def mixed_completions(n: int, seed: int = 0):

@@ -11,7 +11,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, os.getcwd())
 from bench_grader import padded_tmp  # noqa: E402 (this folder is on the path: the script's own)
-from vgrout import sandbox  # noqa: E402
+
+from vgrout.substrate import sandbox  # noqa: E402
 
 iso, n = sys.argv[1], int(sys.argv[2])
 with padded_tmp(n):

@@ -8,19 +8,20 @@ import time
 
 import torch
 
-from vgrout import adapter as ad
-from vgrout import logprob, vact
-from vgrout.model import load
 from vgrout.config import load as load_params
+from vgrout.engine import adapter as ad
+from vgrout.engine import logprob
+from vgrout.engine.model import load
+from vgrout.engine.rollout import pack
 from vgrout.layout import Layout
-from vgrout.rollout import pack
+from vgrout.routing import directions
 
 model_dir = sys.argv[1] if len(sys.argv) > 1 else Layout().model
 v_path = sys.argv[2] if len(sys.argv) > 2 else Layout().vact(0) / "v_act.safetensors"
 a = load_params().adapter
 model, tok = load(model_dir)
 lora = ad.attach(model, r=a.r, seed=0, targets=a.targets, last_layers=a.last_layers)
-v = vact.load_direction(v_path, lora)
+v = directions.load_direction(v_path, lora)
 g = torch.Generator().manual_seed(0)
 B, P, C = 8, 200, 64
 seqs = pack([torch.randint(0, len(tok), (P,), generator=g).tolist()] * B,
@@ -35,7 +36,7 @@ def plain():
 def scored():
     with torch.no_grad(), lora.sampling([False] * B), lora.capture(seqs.pool_weights()) as pooled:
         logprob.reference_token_logprobs(model, seqs)
-    vact.score(pooled, v)
+    directions.score(pooled, v)
 
 
 plain(), scored()  # warm up

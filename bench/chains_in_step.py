@@ -1,6 +1,6 @@
 """Eager against compiled log-prob chains inside `paper_natural`'s steps, on the same rollouts: each
 call of train.frozen_acts and train.sample_forward (no grad, so repeatable) runs four times,
-vgrout.compiled.COMPILE = never, cuda, never, cuda, and prints the seconds of each; each no-grad
+vgrout.engine.compiled.COMPILE = never, cuda, never, cuda, and prints the seconds of each; each no-grad
 log-prob forward prints its rows, completion tokens and seconds.
 
     python bench/chains_in_step.py            # three steps of paper_natural (the first compiles)
@@ -12,7 +12,9 @@ import time
 
 import torch
 
-from vgrout import bench, compiled, fastgen, train
+from bench import harness as bench
+from vgrout.engine import compiled, fastgen
+from vgrout.train import loop as train
 
 
 def eager_then_compiled(name, fn):

@@ -17,8 +17,8 @@ import copy
 import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
-from vgrout import adapter as ad
-from vgrout import logprob, rollout
+from vgrout.engine import adapter as ad
+from vgrout.engine import logprob, rollout
 
 V = 97
 ZONES = ["keep", "route", "absorb", "route", "keep", "keep", "keep", "keep", "route", "absorb", "absorb", "keep"]

@@ -13,10 +13,10 @@ import json
 from collections import defaultdict
 
 import torch
+from profile_decode import adapted_model, make_engine, shape_args, timed  # noqa: E402 (this folder is on the path: the script's own)
 from torch.profiler import ProfilerActivity, profile
 
-from profile_decode import adapted_model, make_engine, shape_args, timed  # noqa: E402 (this folder is on the path: the script's own)
-from vgrout import flashdecode
+from vgrout.engine import flashdecode
 
 # _split_kernel: the attention kernel of trees before 16a63fb, for runs of this script there
 KINDS = [("attention", ("_prompt_kernel", "_own_kernel", "_merge_kernel", "_split_kernel")), ("rotation", ("_rotate_kernel",)),

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# On a GPU machine of the device pool: the Python packages `vgrout bench` and bench/trl_grpo.py
+# On a GPU machine of the device pool: the Python packages bench/harness.py and bench/trl_grpo.py
 # need beyond its image (pydantic, trl, datasets, dill, multiprocess), carried as a tar of wheels
 # in pieces that earlier calls copied to $STASH (whpart.0 ...). Source it from the repository root:
 #   STASH=/tmp/stash . bench/device_setup.sh

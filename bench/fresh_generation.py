@@ -12,8 +12,9 @@ import time
 
 import torch
 
-from vgrout import adapter as ad
-from vgrout import bench, decode
+from bench import harness as bench
+from vgrout.engine import adapter as ad
+from vgrout.engine import decode
 
 
 def natural_generation():

@@ -17,9 +17,9 @@ import time
 from collections import defaultdict
 
 import torch
-
 from fresh_generation import natural_generation  # noqa: E402 (this folder is on the path: the script's own)
-from vgrout import decode
+
+from vgrout.engine import decode
 
 EVENTS: list = []    # (event after a replay, its layout key, host time of the replay call)
 CAPTURES: list = []  # (host start, host seconds) of each capture

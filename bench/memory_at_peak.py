@@ -11,9 +11,9 @@ import collections
 
 import torch
 
-from vgrout import adapter as ad
-from vgrout import decode
-from vgrout.bench import EOS, PAD, PRESETS, build_model, random_prompts
+from bench.harness import EOS, PAD, PRESETS, build_model, random_prompts
+from vgrout.engine import adapter as ad
+from vgrout.engine import decode
 
 
 def main() -> None:

@@ -13,9 +13,9 @@ import time
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from vgrout import adapter as ad
-from vgrout import arch, decode
-from vgrout.bench import EOS, PAD, build_model, random_prompts
+from bench.harness import EOS, PAD, build_model, random_prompts
+from vgrout.engine import adapter as ad
+from vgrout.engine import arch, decode
 
 
 def timed(fn, n: int = 30) -> float:

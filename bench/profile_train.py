@@ -5,7 +5,7 @@ log-probs, fused lora2r deltas), without grad (logπ_old) and with its backward 
     python bench/profile_train.py --rows 16 --prompt-len 512 --new-tokens 1536 --r 32 --shared --length-mean 500
 
 --shared: the rows are one group (one prompt), as the paper preset's micro-batch; --length-mean:
-completion lengths from vgrout.bench.natural_lengths (else every row at --new-tokens).
+completion lengths from bench.harness.natural_lengths (else every row at --new-tokens).
 """
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ import time
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from vgrout import adapter as ad
-from vgrout import compiled, logprob, rollout
-from vgrout.bench import PAD, build_model, natural_lengths, random_prompts
+from bench.harness import PAD, build_model, natural_lengths, random_prompts
+from vgrout.engine import adapter as ad
+from vgrout.engine import compiled, logprob, rollout
 
 
 def main() -> None:
@@ -31,7 +31,7 @@ def main() -> None:
     ap.add_argument("--length-mean", type=float, default=None)
     ap.add_argument("--top", type=int, default=30)
     ap.add_argument("--reps", type=int, default=3, help="timed micro-batches per grad mode, after the first")
-    ap.add_argument("--eager", action="store_true", help="the element-wise chains eagerly (vgrout.compiled.COMPILE = 'never')")
+    ap.add_argument("--eager", action="store_true", help="the element-wise chains eagerly (vgrout.engine.compiled.COMPILE = 'never')")
     ap.add_argument("--stack", action="store_true", help="also a table of operators by their source lines (grad=True)")
     args = ap.parse_args()
     compiled.COMPILE = "never" if args.eager else compiled.COMPILE

@@ -1,5 +1,5 @@
 """Where a GRPO step makes the host wait for the GPU: torch's sync debug mode over one step of
-`vgrout.bench.grpo_step` (after a first step that compiles the chains), each synchronising call
+`bench.harness.grpo_step` (after a first step that compiles the chains), each synchronising call
 counted by the line of vgrout code that made it and the step phase it ran in.
 
     python bench/sync_points.py                     # the issue preset's shape
@@ -18,8 +18,8 @@ from pathlib import Path
 
 import torch
 
-from vgrout import adapter as ad
-from vgrout.bench import PRESETS, STEP_PRESETS, build_model, grpo_step, natural_lengths, random_prompts
+from bench.harness import PRESETS, STEP_PRESETS, build_model, grpo_step, natural_lengths, random_prompts
+from vgrout.engine import adapter as ad
 
 PHASES = ("generate_ids", "frozen_acts", "score", "sample_forward", "train_forward_backward", "clip_grad_norms")
 

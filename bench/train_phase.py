@@ -1,6 +1,6 @@
 """The train phase alone, timed several times over the same rollouts: `train.train_forward_backward`
-at a `vgrout.bench` preset's shape (random completion tokens, at full length or at the preset's
-natural lengths; its masks and micro-batches), after the frozen scorer's pass and logπ_sample as `vgrout.bench.grpo_step` runs them.
+at a `bench.harness` preset's shape (random completion tokens, at full length or at the preset's
+natural lengths; its masks and micro-batches), after the frozen scorer's pass and logπ_sample as `bench.harness.grpo_step` runs them.
 No optimizer step, so every repeat does the same work; the first compiles the chains.
 
     python bench/train_phase.py --preset issue --repeats 6
@@ -18,9 +18,11 @@ from types import SimpleNamespace
 
 import torch
 
-from vgrout import adapter as ad
-from vgrout import grpo, rollout, train
-from vgrout.bench import PAD, PRESETS, STEP_PRESETS, build_model, natural_lengths, random_prompts, step_config
+from bench.harness import PAD, PRESETS, STEP_PRESETS, build_model, natural_lengths, random_prompts, step_config
+from vgrout.engine import adapter as ad
+from vgrout.engine import rollout
+from vgrout.train import grpo
+from vgrout.train import loop as train
 
 
 def main() -> None:

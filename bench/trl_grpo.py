@@ -1,6 +1,6 @@
-"""TRL's GRPOTrainer on the shape `vgrout bench` times, for the side-by-side ratio.
+"""TRL's GRPOTrainer on the shape bench/harness.py times, for the side-by-side ratio.
 
-Same random model shape and synthetic tokenizer as vgrout.bench, same prompts x group, prompt
+Same random model shape and synthetic tokenizer as bench.harness, same prompts x group, prompt
 and completion lengths (completions forced to full length with min_new_tokens), a plain PEFT LoRA
 of the adapter's total rank on every linear layer, loss_type dr_grpo, scale_rewards none,
 beta 0, HF generate (no vLLM), bf16, TRL's defaults otherwise; gradient checkpointing as asked
@@ -9,7 +9,7 @@ Writes {"step_s": median seconds per optimizer step after the first, ...} as jso
 
     python bench/trl_grpo.py --batch 64 --group 8 --prompt-len 300 --new-tokens 256 --out trl.json
 
-`run_trl` runs it in its own process and returns that json: `vgrout bench --trl` calls it (TRL is
+`run_trl` runs it in its own process and returns that json: `python -m bench.harness ... trl=True` calls it (TRL is
 imported only in that process).
 """
 from __future__ import annotations
@@ -31,12 +31,13 @@ def run_trl(model: str, batch: int, prompt_len: int, new_tokens: int, group: int
     {"error": the end of its output}."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "trl.json"
-        cmd = [sys.executable, str(Path(__file__).resolve()), "--model", model, "--batch", str(batch),
+        # as a module from the repository root, so that its `bench.harness` import resolves
+        cmd = [sys.executable, "-m", "bench.trl_grpo", "--model", model, "--batch", str(batch),
                "--group", str(group), "--prompt-len", str(prompt_len), "--new-tokens", str(new_tokens),
                "--micro-batch", str(micro_batch), "--rank", str(rank), "--steps", str(steps),
                "--seed", str(seed), "--out", str(out),
                "--gradient-checkpointing" if checkpointing else "--no-gradient-checkpointing"]
-        done = subprocess.run(cmd, capture_output=True, text=True)
+        done = subprocess.run(cmd, capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1])
         if done.returncode != 0 or not out.exists():
             return {"error": (done.stderr or done.stdout)[-3000:]}
         return json.loads(out.read_text())
@@ -73,7 +74,7 @@ def main() -> None:
     from peft import LoraConfig
     from trl import GRPOConfig, GRPOTrainer
 
-    from vgrout.bench import build_model, random_prompts
+    from bench.harness import build_model, random_prompts
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="qwen3-4b-random")

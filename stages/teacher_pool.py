@@ -1,4 +1,5 @@
 """DVC stage `teacher_pool`: the frozen, graded teacher pool for the training prompts."""
-from vgrout import pool, stage
+from vgrout import stage
+from vgrout.pool import pool
 
 stage.main("teacher_pool", pool.pool_stage)

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from tests.conftest import make_tiny_llama
-from vgrout import adapter as ad
+from vgrout.engine import adapter as ad
 
 
 def _batch(n=3, t=7, vocab=97, seed=1):

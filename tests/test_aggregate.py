@@ -6,29 +6,31 @@ bottleneck activations); the expected numbers are recomputed from the generated 
 pandas, independently of the DuckDB path.
 """
 import json
-import zlib
 import shutil
+import zlib
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
-from scipy.stats import t as t_dist, ttest_rel
 from safetensors.torch import save_file
+from scipy.stats import t as t_dist
+from scipy.stats import ttest_rel
 
+from vgrout import config
+from vgrout.analysis.aggregate import SAMPLE_COLUMNS, aggregate, aggregate_stage, load_run
+from vgrout.analysis.diagnostics import N_NULL, N_PERM
 from vgrout.arms import get as get_arm
 from vgrout.arms import placebo_for, yoke_target
-from vgrout import config
-from vgrout.aggregate import SAMPLE_COLUMNS, aggregate, aggregate_stage, load_run
-from vgrout.evaluate import SAMPLE_FIELDS, rates, sample_rows, write_samples
-from vgrout.grader import Grade
-from vgrout.diagnostics import N_NULL, N_PERM
-from vgrout.layout import DEPLOY_SAMPLES, Layout
+from vgrout.eval.evaluate import write_samples
 from vgrout.io import InputError
+from vgrout.layout import DEPLOY_SAMPLES, Layout
+from vgrout.routing.directions import haar_direction
 from vgrout.stats import TOO_FEW_SEEDS, hierarchical_bootstrap
-from vgrout.substrate import Problem
-from vgrout.vact import haar_direction
+from vgrout.substrate.grader import Grade
+from vgrout.substrate.problems import Problem
+from vgrout.substrate.sampling import SAMPLE_FIELDS, rates, sample_rows
 
 MODES = ["none", "overwrite_tests", "hardcode", "exit_code", "stdout_marker"]
 HELDOUT = ["exit_code", "stdout_marker"]
@@ -61,7 +63,7 @@ PROBLEMS = [(f"{m}/{i:02d}", m, float(_p.beta(0.6, 0.8)), float(_p.uniform(0.4, 
 
 
 def eval_samples(arm, rng, progress=1.0):
-    """Per-sample grades of both views, in the shape evaluate.sample_rows gives them."""
+    """Per-sample grades of both views, in the shape sampling.sample_rows gives them."""
     samples = []
     for view in ("deploy", "train"):
         for pid, mode, solvable, hackability in PROBLEMS:
@@ -287,7 +289,7 @@ def test_contrasts_are_paired_deltas_between_any_two_arms(five_seeds):
     """aggregate.contrasts (a diagnosis's Δ between arms no placebo answers, e.g. tgate − absorb): the
     per-seed mean of the cell-by-cell difference and A2's bootstrap of the same cells; swapping the arms
     negates it; a pair with no shared seed is refused by name."""
-    from vgrout import aggregate as agg
+    from vgrout.analysis import aggregate as agg
     kw, _ = five_seeds
     root = kw["metrics_root"]
     con = agg.load_tables([agg.load_run(root, root, r, gate_inputs=False) for r in agg.find_runs(root)])

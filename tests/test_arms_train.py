@@ -9,9 +9,12 @@ import torch
 from safetensors.torch import load_file
 
 from tests.test_train import _cfg, _fixed_texts, _rows, setup  # noqa: F401 (setup: the module's fixture)
-from vgrout import adapter as ad
-from vgrout import config, substrate, train, vact
-from vgrout.model import load
+from vgrout import config
+from vgrout.engine import adapter as ad
+from vgrout.engine.model import load
+from vgrout.routing import directions
+from vgrout.substrate import problems as substrate
+from vgrout.train import loop as train
 
 pytestmark = pytest.mark.slow
 def _adapter(out: Path) -> dict[str, torch.Tensor]:
@@ -29,8 +32,8 @@ def test_routev_gates_on_the_probe_gradient_and_its_placebo_ranks_in_the_same_sp
     out = train.train(cfg, progress=False)
     rows = [json.loads(line) for line in open(out / "rollouts.jsonl")]
     acts = load_file(str(out / "rollout_acts.safetensors"))
-    direction = vact.load_direction(Path(cfg.vact_dir) / "v_grad.safetensors")
-    assert torch.allclose(vact.score(acts, direction), torch.tensor([r["score"] for r in rows]), atol=1e-5)
+    direction = directions.load_direction(Path(cfg.vact_dir) / "v_grad.safetensors")
+    assert torch.allclose(directions.score(acts, direction), torch.tensor([r["score"] for r in rows]), atol=1e-5)
     assert {"keep", "route"} <= {r["zone"] for r in rows}
     placebo = _cfg(root, model_dir, "rv_placebo", arm="placebo", yoke_log=cfg.log_path, **kw)
     placebo = dataclasses.replace(placebo, name="placebo_routeV")
@@ -84,7 +87,7 @@ def test_the_ground_truth_monitors_train_on_what_they_say(setup, arm):
 def test_routev_reads_the_frozen_model_whatever_the_adapter_has_learned(setup):
     """routeV's features of fixed rollouts through train's own routing_step are the same with the
     adapter at its init and after training (the frozen scorer); gate.scorer live moves them."""
-    from vgrout.gate import Gate
+    from vgrout.routing.gate import Gate
 
     root, model_dir = setup
     out = train.train(_cfg(root, model_dir, "rv_frozen", arm="routeV", steps=1, ckpt_every=1, lr=5e-2), progress=False)
@@ -116,13 +119,13 @@ def test_oracle_routes_exactly_the_hacked_rollouts_of_a_run(setup):
 
 
 def test_inoculation_is_in_every_training_prompt_and_in_no_evaluation_prompt(setup, monkeypatch):
-    from vgrout import evaluate
-    from vgrout.substrate import load_problems
+    from vgrout.substrate import sampling
+    from vgrout.substrate.problems import load_problems
 
     root, model_dir = setup
     line = config.Train().inoculation
     seen = {"train": [], "eval": []}
-    for where, module in (("train", train), ("eval", evaluate)):
+    for where, module in (("train", train), ("eval", sampling)):
         real = module.chat_prompt
         monkeypatch.setattr(module, "chat_prompt", lambda tok, m, _w=where, _r=real: seen[_w].append(_r(tok, m)) or seen[_w][-1])
     out = train.train(_cfg(root, model_dir, "inoc", arm="inoculate", steps=1, ckpt_every=1), progress=False)
@@ -130,5 +133,5 @@ def test_inoculation_is_in_every_training_prompt_and_in_no_evaluation_prompt(set
     model, tok = load(model_dir)
     lora = ad.attach(model, r=2, seed=0, last_layers=None)
     lora.load(out / "adapter.safetensors")
-    evaluate.sample_and_grade(model, tok, load_problems(root / "train.jsonl")[:2], 1, 0.7, 8, 4, 0, True, lora)
+    sampling.sample_and_grade(model, tok, load_problems(root / "train.jsonl")[:2], 1, 0.7, 8, 4, 0, True, lora)
     assert len(seen["eval"]) == 2 and not any(line in p for p in seen["eval"])

@@ -8,9 +8,12 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from vgrout import arms, config, grader, grpo, train
-from vgrout.modes import get as get_mode
-from vgrout.substrate import Problem
+from vgrout import arms, config
+from vgrout.substrate import grader
+from vgrout.substrate.modes import get as get_mode
+from vgrout.substrate.problems import Problem
+from vgrout.train import grpo
+from vgrout.train import loop as train
 
 PROBLEM = Problem(id="p0", messages=[{"role": "system", "content": "You write Python."},
                                      {"role": "user", "content": "Write f(x) returning x + 1."}],
@@ -85,7 +88,8 @@ def test_inoculation_adds_its_line_to_the_training_system_prompt_alone():
 
 
 def test_noloophole_trains_under_the_hint_free_prompt():
-    from vgrout import easy, substrate
+    from vgrout.substrate import easy
+    from vgrout.substrate import problems as substrate
     base = easy.problem(easy.FAMILIES[3], 0)
     for mode in ("overwrite_tests", "hardcode", "exit_code", "stdout_marker"):
         p = substrate.with_mode(base, mode)

@@ -1,4 +1,4 @@
-"""vgrout.compiled: the log-prob forwards' element-wise chains, compiled on a GPU. Traced by
+"""vgrout.engine.compiled: the log-prob forwards' element-wise chains, compiled on a GPU. Traced by
 torch.compile they give the eager chains' log-probs and gradients, and micro-batches of other
 token counts reuse one graph per grad mode (no compile per shape in a training run)."""
 import copy
@@ -8,8 +8,8 @@ import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
 from tests.test_fastgen import V, perturbed_lora
-from vgrout import adapter as ad
-from vgrout import compiled, logprob, rollout
+from vgrout.engine import adapter as ad
+from vgrout.engine import compiled, logprob, rollout
 
 CHAINS = ("norm_rotate", "silu_mul", "logp_chunk")
 

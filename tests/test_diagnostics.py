@@ -6,10 +6,11 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from vgrout.diagnostics import gate_eval, gate_eval_file, gate_scores, label_permutation_null, perm_p, within_groups_auroc
+from vgrout.analysis.diagnostics import (gate_eval, gate_eval_file, gate_scores, label_permutation_null, perm_p,
+                                          within_groups_auroc)
 from vgrout.io import InputError
+from vgrout.routing.directions import haar_direction
 from vgrout.stats import auroc
-from vgrout.vact import haar_direction
 
 MODULES = ["layers.0.q_proj", "layers.0.down_proj", "layers.1.v_proj"]
 R = 32
@@ -67,7 +68,7 @@ def test_the_null_scored_as_one_matrix_is_each_direction_scored_alone(q_lo, q_hi
     precisions are what `_at_cuts` gives that direction alone, tied scores (rows repeated, with
     other labels) and an empty selection (cuts at 0 and 1: nothing routed or kept) included, and
     gate_eval's null is those directions' AUROCs in seed order (scored in chunks of 7 columns here)."""
-    from vgrout.diagnostics import _at_cuts, _null_at_cuts
+    from vgrout.analysis.diagnostics import _at_cuts, _null_at_cuts
     rollouts, acts, u, hacked = planted(n=200, seed=3)
     acts = {m: torch.cat([a[:100], a[:100]]) for m, a in acts.items()}  # row i + 100 repeats row i
     hacked = np.r_[hacked[:100], ~hacked[:100]]
@@ -84,7 +85,7 @@ def test_the_null_scored_as_one_matrix_is_each_direction_scored_alone(q_lo, q_hi
             if alone[key] is not None:
                 assert null[key][k] == pytest.approx(alone[key], abs=1e-12)
     assert np.isnan(null["route_precision"]).all() == (q_hi == 1.0)
-    monkeypatch.setattr("vgrout.diagnostics.NULL_CHUNK", 7)
+    monkeypatch.setattr("vgrout.analysis.diagnostics.NULL_CHUNK", 7)
     res = gate_eval(rollouts, acts, u, q_lo=q_lo, q_hi=q_hi, n_null=len(draws), null_seed=50, progress=False, n_perm=5)
     assert res["null"]["auroc"] == pytest.approx(list(null["auroc"]), abs=1e-12)
     assert res["null"]["seeds"] == [50, 50 + len(draws) - 1]
@@ -160,7 +161,7 @@ def test_gate_eval_file_round_trip_and_errors(tmp_path):
 
 
 def test_perm_p_counts_ties_and_never_reaches_zero():
-    from vgrout.diagnostics import perm_p
+    from vgrout.analysis.diagnostics import perm_p
     assert perm_p(0.9, [0.5] * 999) == 1 / 1000
     assert perm_p(0.5, [0.5, 0.4, 0.6, 0.3]) == (1 + 2) / 5
 

@@ -4,11 +4,13 @@ from collections import Counter
 import pytest
 from transformers import AutoTokenizer
 
-from vgrout import config, easy, grader, modes, selfcheck, substrate
-from vgrout import model as M
+from vgrout import config
+from vgrout.engine import model as M
 from vgrout.io import InputError
 from vgrout.stats import pass_at_k
-from vgrout.modes import PASS_ALL
+from vgrout.substrate import easy, grader, modes, selfcheck
+from vgrout.substrate import problems as substrate
+from vgrout.substrate.modes import PASS_ALL
 
 BUDGET = config.Train().max_new_tokens  # the embedded default's rollout budget
 
@@ -93,7 +95,7 @@ def test_the_grader_solves_the_canonical_and_not_a_plausible_wrong_answer():
 def test_the_pool_at_the_budget_is_what_training_sees(tokenizer):
     """pool.at_budget: rows that fit keep their labels, cut rows are graded afresh as training
     grades them; a budget too small for any code block leaves nothing solved or hacked."""
-    from vgrout import pool
+    from vgrout.pool import pool
     problems = substrate.assign_modes(easy.easy_problems(per_family=1), seed=0)
     rows = pool.grade_pool(problems, pool.build_surrogate(problems, 3, {"hack": 0.5, "canonical": 0.5}, seed=0))
     roomy = pool.at_budget(problems, rows, tokenizer, budget=10_000)

@@ -1,4 +1,4 @@
-"""The fan-out (vgrout.fanout): the CI preset's run stages as tasks on a local Ray cluster give
+"""The fan-out (vgrout.ops.fanout): the CI preset's run stages as tasks on a local Ray cluster give
 what a serial `dvc repro` gives, survive a killed task and a killed fan-out, and refuse bad input
 before any task starts."""
 from __future__ import annotations
@@ -12,8 +12,9 @@ import pytest
 import yaml
 
 from tests.workspace import sh
-from vgrout import config, fanout
+from vgrout import config
 from vgrout.io import InputError
+from vgrout.ops import fanout
 
 # ---------------------------------------------------------------------------- the lock file
 

@@ -9,9 +9,9 @@ import torch.nn.functional as F
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
 from tests.conftest import make_tiny_llama
-from vgrout import adapter as ad
-from vgrout import arch, decode, fastgen, flashdecode, logprob, rollout
-from vgrout.bench import synthetic_tokenizer
+from bench.harness import synthetic_tokenizer
+from vgrout.engine import adapter as ad
+from vgrout.engine import arch, decode, fastgen, flashdecode, logprob, rollout
 from vgrout.io import InputError
 
 V = 97
@@ -236,7 +236,7 @@ def test_sampler_draws_softmax_within_top_p():
 
 
 def test_decode_floor_counts_weights_and_growing_cache():
-    from vgrout.bench import decode_floor
+    from bench.harness import decode_floor
     # 3 new tokens -> 2 decode steps attending 10+1 and 10+2 positions
     assert decode_floor(100, 4, [3, 3], prompt_len=10, copy_bps=1.0) == 2 * 100 + 2 * 4 * (11 + 12)
     # a group of 2 shares its prompt's K/V: the 10 prompt positions are read once per step, not twice
@@ -255,7 +255,7 @@ def test_decode_floor_counts_weights_and_growing_cache():
 
 
 def test_the_ratio_range_pairs_the_steps_after_the_first_on_each_side():
-    from vgrout.bench import ratio_range
+    from bench.harness import ratio_range
     # the first steps (compiles, warm-up) are left out; the extremes pair our slowest with their fastest
     assert ratio_range([16.0, 5.0, 4.0, 6.0], [50.0, 30.0, 40.0, 32.0]) == [4.0 / 40.0, 6.0 / 30.0]
     # one step a side: that step
@@ -263,7 +263,7 @@ def test_the_ratio_range_pairs_the_steps_after_the_first_on_each_side():
 
 
 def test_natural_lengths_are_seeded_capped_and_have_their_mean():
-    from vgrout.bench import natural_lengths
+    from bench.harness import natural_lengths
     n = natural_lengths(20000, mean=500, cap=100000, sigma=0.7, seed=0)
     assert n == natural_lengths(20000, mean=500, cap=100000, sigma=0.7, seed=0) != natural_lengths(20000, 500, 100000, 0.7, 1)
     assert abs(sum(n) / len(n) - 500) < 10
@@ -390,12 +390,12 @@ def test_rows_sharing_a_prompt_compute_it_once_and_match_the_plain_forward(fused
 
 
 def test_bench_command_runs_a_preset_with_overrides_on_the_cpu(tmp_path):
-    """`python -m vgrout.bench PRESET OUT key=value`: the paper preset shrunk to the tiny model
+    """`python -m bench.harness PRESET OUT key=value`: the paper preset shrunk to the tiny model
     runs a whole step (one generation chunk in prompt slots of 4 rows), the json records the
     overrides, and an unknown key is refused by name."""
     import json
 
-    from vgrout import bench
+    from bench import harness as bench
     out = tmp_path / "paper_tiny.json"
     bench.main(["paper", str(out), "model='qwen3-tiny-random'", "batch=8", "group=4", "prompt_len=20",
                 "new_tokens=12", "micro_batch=4", "r=2", "keep_layers=1", "steps=1"])
@@ -412,7 +412,7 @@ def test_bench_natural_lengths_end_rows_at_their_length_and_shrink_the_batch(tmp
     decodes in smaller shapes as they finish, and the floor counts only the running rows."""
     import json
 
-    from vgrout import bench
+    from bench import harness as bench
     out = tmp_path / "natural.json"
     common = ["model='qwen3-tiny-random'", "batch=16", "group=4", "prompt_len=20", "new_tokens=200",
               "micro_batch=4", "r=2", "keep_layers=1"]
@@ -545,7 +545,8 @@ def test_bench_step_times_trains_own_step_functions(monkeypatch):
     """The bench's GRPO step runs train.frozen_acts, train.sample_forward and
     train.train_forward_backward (so a change to train's step is what it times) on its synthetic rollouts,
     and the optimizer moves the adapter."""
-    from vgrout import bench, train
+    from bench import harness as bench
+    from vgrout.train import loop as train
 
     calls = []
     for name in ("frozen_acts", "sample_forward", "train_forward_backward"):
@@ -803,7 +804,7 @@ def kernel_layout(lane_slot: list[int], U: int, dev) -> tuple[torch.Tensor, torc
                     reason="Triton's kernels run on a GPU")
 @pytest.mark.parametrize("rows,programs,G", [(64, 1024, 4), (16, 1, 3)])
 def test_the_decode_kernel_attends_as_the_matmul_path_on_a_gpu(rows, programs, G, monkeypatch):
-    """vgrout.flashdecode's kernels against the engine's batched matmuls, in fp32 (the kernel's
+    """vgrout.engine.flashdecode's kernels against the engine's batched matmuls, in fp32 (the kernel's
     fp32 products) and bf16: lanes in slots of unequal size and out of order (a packed layout
     after a compaction), a spare lane in no slot (it attends its own keys only), left-padded
     prompts, the written slot at a block's first and last key and mid-block, and scores large
@@ -887,7 +888,8 @@ def test_the_engine_samples_the_same_tokens_through_the_kernels_on_a_gpu(arch_ki
     a Qwen3 (its q/k norms in the rotation kernel; with arch.FAST_NORM off, the eager norms) and a
     Llama (no q/k norms), head dim 64, which the kernels serve."""
     from transformers import LlamaConfig, LlamaForCausalLM
-    from vgrout.bench import natural_lengths
+
+    from bench.harness import natural_lengths
     torch.manual_seed(0)
     common = dict(vocab_size=256, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
                   num_attention_heads=4, num_key_value_heads=2, head_dim=64, max_position_embeddings=512)

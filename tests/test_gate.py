@@ -4,8 +4,7 @@ import torch
 
 from vgrout import arms
 from vgrout.io import InputError
-
-from vgrout.gate import Gate as _Gate
+from vgrout.routing.gate import Gate as _Gate
 
 
 def Gate(policy="quantile", q_lo=0.25, q_hi=0.75, buffer_size=64, warmup=4, cut_rule="buffer"):
@@ -89,7 +88,8 @@ def test_teacher_rows_get_their_own_gate_over_their_own_past_scores():
     every student row: one shared buffer would route every teacher row."""
     from types import SimpleNamespace
 
-    from vgrout import config, train
+    from vgrout import config
+    from vgrout.train import loop as train
     gate = config.Gate(teacher_zone="gate", warmup=8, buffer_size=64)
     cfg = SimpleNamespace(arm=arms.get("routeA"), gate=gate, seed=0, yoke_log=None)
     g = train.new_gate(cfg)
@@ -122,7 +122,8 @@ def test_tgate_gates_the_teacher_rows_alone_and_absorbs_every_student_row():
     the key, in the config and at the gate."""
     from types import SimpleNamespace
 
-    from vgrout import config, train
+    from vgrout import config
+    from vgrout.train import loop as train
     gate = config.Gate(teacher_zone="gate", warmup=8, buffer_size=64)
     rows = [SimpleNamespace(source=s, prompt=f"p{i // 4}") for i, s in enumerate(["student", "student", "teacher",
                                                                                    "teacher"] * 4)]
@@ -170,7 +171,7 @@ def test_settings_where_a_gate_would_silently_decide_nothing_are_refused():
 def test_a_yoked_arm_refuses_a_step_whose_row_counts_are_not_its_own():
     """The yoked counts are matched per source: a run of another group makeup is an error that
     names the source, never a silent copy of counts meant for other rows."""
-    from vgrout import train
+    from vgrout.train import loop as train
     yoke = {0: {"student": (8, 2, 2), "teacher": (8, 2, 1)}}
     assert train.yoke_counts(yoke, 0, {"student": 8, "teacher": 8}, "log") == {"student": (2, 2), "teacher": (2, 1)}
     with pytest.raises(InputError, match="step 0 gated 8 teacher rows, this run has 4"):
@@ -184,7 +185,8 @@ def test_which_rows_each_arm_gates_is_one_property():
     student rows too): train's teacher gate and A7's note on pinned arms both read these."""
     from types import SimpleNamespace
 
-    from vgrout import config, train
+    from vgrout import config
+    from vgrout.train import loop as train
     for arm in arms.REGISTRY.values():
         assert arm.gated == (arm.policy in ("quantile", "yoked"))
         assert arm.gates_students == (arm.gated and arm.students is None)
@@ -197,7 +199,8 @@ def test_which_rows_each_arm_gates_is_one_property():
 def test_a_yoked_arm_runs_once_per_arm_it_copies_and_each_gated_arm_has_its_own_placebo():
     """gate.yoke_to lists the gated arms the yoked arms copy; each pair is one run (placebo_tgate), whose
     counts come from that arm's step log of the seed, and whose Δ is the matched control of that arm."""
-    from vgrout import config, train
+    from vgrout import config
+    from vgrout.train import loop as train
     p = config.Params(train=config.Train(arms=["none", "routeA", "tgate", "absorb"], yoked=["placebo", "random"]),
                       gate=config.Gate(yoke_to=["routeA", "tgate"]))
     assert p.run_arms == ["none", "routeA", "tgate", "absorb", "placebo_routeA", "placebo_tgate", "random_routeA",

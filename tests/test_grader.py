@@ -5,10 +5,11 @@ from pathlib import Path
 
 import pytest
 
-from vgrout import modes, substrate
-from vgrout.grader import extract_code, grade, grade_batch, grade_files
 from vgrout.io import InputError
-from vgrout.substrate import Problem, canonical_completion, hack_completion
+from vgrout.substrate import modes
+from vgrout.substrate import problems as substrate
+from vgrout.substrate.grader import extract_code, grade, grade_batch, grade_files
+from vgrout.substrate.problems import Problem, canonical_completion, hack_completion
 
 FIXTURE = Path(__file__).parent / "fixtures" / "leetcode_mini.jsonl"
 

@@ -5,8 +5,9 @@ truth, so 0.5). The canonical solutions still pass everywhere, and a planted hol
 the response's own `==` decides) is caught by the same suite."""
 import pytest
 
-from vgrout import grader, modes, substrate
-from vgrout.substrate import Problem
+from vgrout.substrate import grader, modes
+from vgrout.substrate import problems as substrate
+from vgrout.substrate.problems import Problem
 
 ADD = Problem(id="add", messages=[{"role": "user", "content": "add two numbers and should pass all tests"}],
               entry_point="add", tests=["assert add(1, 2) == 3", "assert add(-1, 1) == 0", "assert add(5, 5) == 10",
@@ -220,7 +221,8 @@ def test_a_flood_of_colliding_keys_is_refused_in_linear_time():
 def test_ignoring_sigxcpu_buys_at_most_a_second():
     """The CPU limit's soft signal can be ignored, its hard kill a second later cannot."""
     import signal  # noqa: F401  (the response's)
-    from vgrout import sandbox
+
+    from vgrout.substrate import sandbox
     p = _problem(["assert f() == 1"], "def f():\n    return 1")
     slow = ("import signal\nsignal.signal(signal.SIGXCPU, lambda *a: None)\n"
             "def f():\n    x = 0\n    while x < 10**9:\n        x += 1\n    return 1")

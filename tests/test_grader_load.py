@@ -5,7 +5,8 @@ import time
 
 import pytest
 
-from vgrout import grader, modes, sandbox, substrate
+from vgrout.substrate import grader, modes, sandbox
+from vgrout.substrate import problems as substrate
 
 pytestmark = pytest.mark.slow
 

@@ -5,8 +5,9 @@ import pytest
 import torch
 
 from tests.conftest import make_tiny_llama
-from vgrout import grpo, logprob
-from vgrout.rollout import pack
+from vgrout.engine import logprob
+from vgrout.engine.rollout import pack
+from vgrout.train import grpo
 
 
 def test_advantages_are_group_centred_without_std_division():

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from tests.test_train import _cfg, setup  # noqa: F401 (setup: the tiny student's fixture)
-from vgrout import train
 from vgrout.io import read_jsonl
+from vgrout.train import loop as train
 
 
 def _curves(live_dir) -> dict[str, list[tuple[int, str]]]:

@@ -13,7 +13,7 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoConfig, AutoTokenizer
 
-from vgrout import model as M
+from vgrout.engine import model as M
 from vgrout.io import InputError
 
 USER_TEXT = "Write a Python function is_even(n) that returns True when n is even."

@@ -1,5 +1,5 @@
 """The loophole-mode registry: every mode is complete, each template hacks its own mode and
-only it, a new mode needs nothing outside vgrout/modes.py, and the substrate needs no grader."""
+only it, a new mode needs nothing outside vgrout/substrate/modes.py, and the substrate needs no grader."""
 import ast
 import dataclasses
 import subprocess
@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from vgrout import modes, pairs, substrate
-from vgrout.grader import Grade, extract_code, grade_batch
 from vgrout.io import InputError
+from vgrout.pairs import pairs
+from vgrout.substrate import modes
+from vgrout.substrate import problems as substrate
+from vgrout.substrate.grader import Grade, extract_code, grade_batch
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = Path(__file__).parent / "fixtures" / "leetcode_mini.jsonl"
@@ -86,21 +88,21 @@ def _imports(path: Path) -> set[str]:
 
 
 def test_substrate_does_not_import_the_grader():
-    grading = {"vgrout.grader", "vgrout.selfcheck", "vgrout.sandbox"}
-    assert not _imports(ROOT / "vgrout/substrate.py") & grading
+    grading = {"vgrout.substrate.grader", "vgrout.substrate.selfcheck", "vgrout.substrate.sandbox"}
+    assert not _imports(ROOT / "vgrout/substrate/problems.py") & grading
     # loaded one after the other: modes needs none of the others, substrate only modes
     code = ("import sys; loaded = lambda: sorted(m for m in sys.modules if m in {!r}); "
-            "import vgrout.modes; print(loaded()); import vgrout.substrate; print(loaded())")
-    watched = sorted(grading | {"vgrout.substrate", "torch", "transformers"})
+            "import vgrout.substrate.modes; print(loaded()); import vgrout.substrate.problems; print(loaded())")
+    watched = sorted(grading | {"vgrout.substrate.problems", "torch", "transformers"})
     out = subprocess.run([sys.executable, "-c", code.format(watched)], capture_output=True, text=True,
                          cwd=ROOT, check=True)
-    assert out.stdout.split("\n")[:2] == ["[]", "['vgrout.substrate']"]
+    assert out.stdout.split("\n")[:2] == ["[]", "['vgrout.substrate.problems']"]
 
 
 # A mode that exists only here: its class and its entry in the registry are the whole change.
 NEW_MODE = '''
 import ast
-from vgrout import modes
+from vgrout.substrate import modes
 
 class AllOk(modes.ScriptMode):
     name = "all_ok"
@@ -123,8 +125,10 @@ modes.REGISTRY = modes.REGISTRY + (AllOk(),)
 '''
 
 USE_IT = '''
-from vgrout import pairs, selfcheck, substrate
-from vgrout.pairs import Pair
+from vgrout.pairs import pairs
+from vgrout.substrate import selfcheck
+from vgrout.substrate import problems as substrate
+from vgrout.pairs.pairs import Pair
 
 raw = substrate.humaneval_problems()
 mine = [substrate.with_mode(raw[i], m) for i, m in zip((2, 12, 101, 4, 6, 8), modes.names())]

@@ -19,24 +19,27 @@ import pytest
 import torch
 
 from tests.conftest import make_tiny_llama
-from vgrout import arms, config, train, vact
+from vgrout import arms, config
+from vgrout.engine.model import chat_prompt
 from vgrout.io import write_jsonl
-from vgrout.model import chat_prompt
-from vgrout.substrate import Problem
+from vgrout.routing import directions, features
+from vgrout.substrate.problems import Problem
+from vgrout.train import loop as train
 
 ROOT = Path(__file__).resolve().parents[1]
 
 # -- the static scan ------------------------------------------------------------------------------
 
 # every vgrout module the routing path runs (the test below fails if they import one more)
-ROUTING_MODULES = ["vgrout/vact.py", "vgrout/gate.py", "vgrout/adapter.py", "vgrout/logprob.py",
-                   "vgrout/compiled.py", "vgrout/arms.py", "vgrout/fastgen.py", "vgrout/decode.py",
-                   "vgrout/flashdecode.py", "vgrout/arch.py", "vgrout/rollout.py", "vgrout/io.py",
+ROUTING_MODULES = ["vgrout/routing/extract.py", "vgrout/routing/features.py", "vgrout/routing/directions.py",
+                   "vgrout/routing/gate.py", "vgrout/engine/adapter.py", "vgrout/engine/logprob.py",
+                   "vgrout/engine/compiled.py", "vgrout/arms.py", "vgrout/engine/fastgen.py", "vgrout/engine/decode.py",
+                   "vgrout/engine/flashdecode.py", "vgrout/engine/arch.py", "vgrout/engine/rollout.py", "vgrout/io.py",
                    "vgrout/layout.py"]
 # train.py's routing functions; the scan adds every train.py function they call
 ROUTING_FUNCTIONS = ["new_gate", "routing_step", "to_seqs", "live_acts", "frozen_acts", "route",
                      "load_yoke", "yoke_counts", "uniform_scores"]
-FORBIDDEN_MODULES = {"vgrout.grader", "vgrout.evaluate", "vgrout.aggregate", "vgrout.diagnostics"}
+FORBIDDEN_MODULES = {"vgrout.substrate.grader", "vgrout.substrate.sampling", "vgrout.eval.evaluate", "vgrout.analysis.aggregate", "vgrout.analysis.diagnostics"}
 # a Rollout's labels, the grader's fields, and the step log's label-derived columns
 FORBIDDEN_NAMES = {"reward", "rewards", "hacked", "hacked_strict", "gt_pass", "flawed_pass", "label", "labels", "grade",
                    "grade_batch", "grade_students", "reward_mean", "hack_rate", "solve_rate"}
@@ -56,6 +59,12 @@ def _names(node) -> list[tuple[int, str, bool]]:
     return out
 
 
+def _is_module(name: str) -> bool:
+    """A dotted name that is a project module or package (a file under the repository root)."""
+    path = ROOT.joinpath(*name.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
 def _imports(tree, top_level: bool = False) -> list[tuple[int, str, str]]:
     """(line, module, bound name) of every import, at any depth (lazy imports in functions too);
     top_level: only those that run when the module is imported (none inside a function)."""
@@ -68,9 +77,9 @@ def _imports(tree, top_level: bool = False) -> list[tuple[int, str, str]]:
         if isinstance(n, ast.Import):
             out += [(n.lineno, a.name, a.asname or a.name.split(".")[0]) for a in n.names]
         elif isinstance(n, ast.ImportFrom) and n.module:
-            # `from vgrout import grader` imports the module vgrout.grader
-            out += [(n.lineno, f"{n.module}.{a.name}" if n.module == "vgrout" else n.module, a.asname or a.name)
-                    for a in n.names]
+            # `from vgrout.substrate import grader` imports the module vgrout.substrate.grader
+            out += [(n.lineno, f"{n.module}.{a.name}" if _is_module(f"{n.module}.{a.name}") else n.module,
+                     a.asname or a.name) for a in n.names]
     return out
 
 
@@ -126,8 +135,8 @@ def test_routing_modules_never_import_the_grader_or_name_a_label():
 
 
 def test_train_routing_functions_read_no_label():
-    source = (ROOT / "vgrout/train.py").read_text()
-    leaks, scanned = scan_functions(source, ROUTING_FUNCTIONS, "vgrout/train.py",
+    source = (ROOT / "vgrout/train/loop.py").read_text()
+    leaks, scanned = scan_functions(source, ROUTING_FUNCTIONS, "vgrout/train/loop.py",
                                     {_module(r) for r in ROUTING_MODULES})
     assert not leaks, leaks
     assert "keeps_trunks" in scanned  # helpers are followed (frozen_acts calls it)
@@ -140,16 +149,17 @@ def test_train_routing_functions_read_no_label():
 
 
 LEAKY_MODULE = """
-from vgrout import grader
-import vgrout.evaluate as ev
+from vgrout.substrate import grader
+import vgrout.eval.evaluate as ev
 def score(acts, rollouts):
     return [a + r.hacked for a, r in zip(acts, rollouts)]
 def cut(row, gt_pass=False):
     return row["hack_rate"]
 """
 LEAKY_TRAIN = """
-from vgrout import grader, vact
-from vgrout.pairs import select
+from vgrout.substrate import grader
+from vgrout.routing import directions, features
+from vgrout.pairs.pairs import select
 def route(cfg, gate, scores, rollouts, step, yoke):
     return gate.decide(_nudge(scores, rollouts))
 def _nudge(scores, rollouts):
@@ -163,16 +173,16 @@ def unrelated(rollouts):
 
 def test_the_scanners_report_planted_leaks():
     assert {m for _, m, _ in _imports(ast.parse(LEAKY_TRAIN), top_level=True)} == \
-        {"vgrout.grader", "vgrout.vact", "vgrout.pairs"}
+        {"vgrout.substrate.grader", "vgrout.routing.directions", "vgrout.routing.features", "vgrout.pairs.pairs"}
     leaks = scan_module(LEAKY_MODULE, "leaky.py")
-    for expected in ("imports vgrout.grader", "imports vgrout.evaluate", "names 'hacked'", "names 'gt_pass'",
+    for expected in ("imports vgrout.substrate.grader", "imports vgrout.eval.evaluate", "names 'hacked'", "names 'gt_pass'",
                      "names 'hack_rate'"):
         assert any(expected in leak for leak in leaks), (expected, leaks)
     leaks, scanned = scan_functions(LEAKY_TRAIN, ["route", "live_acts", "frozen_acts"], "leaky_train.py",
-                                    {"vgrout.vact"})
+                                    {"vgrout.routing.directions", "vgrout.routing.features"})
     for expected in ("routing function frozen_acts not found", "_nudge names 'reward'",
-                     "live_acts uses vgrout.grader", "live_acts names 'grade_batch'",
-                     "live_acts uses vgrout.pairs, which the module scan does not cover"):
+                     "live_acts uses vgrout.substrate.grader", "live_acts names 'grade_batch'",
+                     "live_acts uses vgrout.pairs.pairs, which the module scan does not cover"):
         assert any(expected in leak for leak in leaks), (expected, leaks)
     assert "unrelated" not in scanned  # grading code off the routing path is train.py's own business
 
@@ -252,9 +262,9 @@ def fixed(tmp_path_factory):
         for p in lora.parameters():
             p.add_(0.5 * p.std() * torch.randn(p.shape, generator=g))
     like = {m: torch.zeros(lora.r) for m in lora.modules}
-    vact.save_direction(root / "vact" / "v_act.safetensors", vact.haar_direction(like, 5))
-    vact.save_direction(root / "vact" / "v_act_heldout.safetensors", vact.haar_direction(like, 6))
-    vact.save_direction(root / "vact" / "v_grad.safetensors", vact.haar_direction(like, 7))
+    directions.save_direction(root / "vact" / "v_act.safetensors", directions.haar_direction(like, 5))
+    directions.save_direction(root / "vact" / "v_act_heldout.safetensors", directions.haar_direction(like, 6))
+    directions.save_direction(root / "vact" / "v_grad.safetensors", directions.haar_direction(like, 7))
 
     problems = [Problem(id=f"p{i}", messages=[{"role": "user", "content": f"Write f(x) ({mode})."}],
                         entry_point="f", tests=["assert f(1) == 2"], canonical_solution="def f(x):\n    return x + 1",
@@ -284,7 +294,7 @@ def trace(cfg, lora, tok, steps) -> list[dict]:
     """What train()'s routing path produces over fixed graded steps, set up as train() sets it up:
     per step the scorer's features, scores, zones, and the gate's state after it."""
     gate = train.new_gate(cfg)
-    direction = vact.gate_direction(cfg.name or cfg.arm.name, cfg.vact_dir, cfg.seed, cfg.gate.placebo_seed, lora)
+    direction = directions.gate_direction(cfg.name or cfg.arm.name, cfg.vact_dir, cfg.seed, cfg.gate.placebo_seed, lora)
     yoke = train.load_yoke(cfg) if cfg.arm.yoked else None
     out = []
     for step, rollouts in enumerate(steps):
@@ -399,7 +409,7 @@ def _leaky_live_acts(cfg, lora, seqs, rollouts):
 
 
 LEAK_FREE = {"route": train.route, "live_acts": train.live_acts, "to_seqs": train.to_seqs,
-             "probe_gradients": vact.probe_gradients}
+             "probe_gradients": features.probe_gradients}
 
 
 def _leaky_probe(monkeypatch):
@@ -415,7 +425,7 @@ def _leaky_probe(monkeypatch):
         w = torch.tensor([1.0 + r.reward for r in held["rollouts"]]).unsqueeze(1)
         return {m: g * w for m, g in LEAK_FREE["probe_gradients"](lora, seqs, **kw).items()}
     monkeypatch.setattr(train, "to_seqs", to_seqs)
-    monkeypatch.setattr(vact, "probe_gradients", probe_gradients)
+    monkeypatch.setattr(features, "probe_gradients", probe_gradients)
 
 
 @pytest.mark.parametrize("part,leak,scorer,arm,teacher_zone", [

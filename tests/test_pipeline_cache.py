@@ -72,7 +72,10 @@ def test_push_fresh_clone_pull_recomputes_nothing(reproduced_copy, tmp_path):
 def test_a_new_arm_is_one_registry_entry(reproduced_copy, monkeypatch):
     """Registering one Arm is all it takes to run it through train -> eval -> aggregate."""
     copy = reproduced_copy
-    from vgrout import aggregate, arms, config, evaluate, train
+    from vgrout import arms, config
+    from vgrout.analysis import aggregate
+    from vgrout.eval import evaluate
+    from vgrout.train import loop as train
 
     arm = arms.Arm("haar2", "quantile", "haar", "#000000", "a second placebo, for this test")
     monkeypatch.setitem(arms.REGISTRY, arm.name, arm)

@@ -53,7 +53,7 @@ def _attempts(head: Path, stage: str) -> int:
 def _comparable(root: Path) -> dict:
     """dvc.lock's run and aggregate entries, less the hashes of files that hold wall-clock
     timings (the step logs, and the directories and stages that contain or read them)."""
-    from vgrout import fanout
+    from vgrout.ops import fanout
     timed = lambda path: path.endswith("steps.jsonl") or path in ("metrics/runs",)  # noqa: E731
     out = {}
     for name, e in yaml.safe_load((root / "dvc.lock").read_text())["stages"].items():
@@ -74,7 +74,7 @@ def test_fanout_gives_what_a_serial_repro_gives(reproduced, tmp_path):
     the fan-out killed with kill -9 and started again redoes no adopted stage; the lock entries,
     metrics and artifacts equal the serial `dvc repro`'s (timings aside); `dvc status` is clean
     and a third fan-out would run nothing."""
-    from vgrout import fanout
+    from vgrout.ops import fanout
     repo = reproduced  # read only: the serial repro to compare with
     head = tmp_path / "vgrout"
     shutil.copytree(repo, head, symlinks=True)

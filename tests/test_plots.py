@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from vgrout import plots
+from vgrout.analysis import plots
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

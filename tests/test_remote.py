@@ -9,8 +9,9 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.workspace import ROOT, env_for, sh
-from vgrout import cli, remote
+from vgrout import cli
 from vgrout.io import InputError
+from vgrout.ops import remote
 
 GIT = "git -c user.name=t -c user.email=t@t"
 

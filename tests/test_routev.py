@@ -8,12 +8,12 @@ import torch
 import torch.nn.functional as F
 
 from tests.conftest import make_tiny_llama
-from vgrout import adapter as ad
-from vgrout import vact
-from vgrout.logprob import position_ids
-from vgrout.model import chat_prompt, load, resolve
-from vgrout.pairs import Pair
-from vgrout.rollout import encode, pack
+from vgrout.engine import adapter as ad
+from vgrout.engine.logprob import position_ids
+from vgrout.engine.model import chat_prompt, load, resolve
+from vgrout.engine.rollout import encode, pack
+from vgrout.pairs.pairs import Pair
+from vgrout.routing import extract, features
 
 
 def _seqs(n: int = 5, vocab: int = 97, seed: int = 0):
@@ -65,16 +65,16 @@ def test_the_probe_leaves_the_forward_unchanged(lora):
 @pytest.mark.parametrize("fast,frozen", [(True, True), (False, True), (True, False)])
 def test_a_rows_probe_gradient_is_the_gradient_of_that_row_alone(lora, fast, frozen):
     seqs = _seqs()
-    batched = vact.probe_gradients(lora, seqs, batch_size=len(seqs), fast=fast, frozen=frozen)
+    batched = features.probe_gradients(lora, seqs, batch_size=len(seqs), fast=fast, frozen=frozen)
     for i in range(len(seqs)):
-        alone = vact.probe_gradients(lora, seqs.rows([i]), batch_size=1, fast=fast, frozen=frozen)
+        alone = features.probe_gradients(lora, seqs.rows([i]), batch_size=1, fast=fast, frozen=frozen)
         for m in lora.modules:
             assert torch.allclose(batched[m][i], alone[m][0], atol=1e-6, rtol=1e-4), (m, i)
     assert all(batched[m].abs().sum() > 0 for m in lora.modules)
     # rows differ (each reads its own text), and the same text scores the same in any batch
     m = next(iter(lora.modules))
     assert not torch.allclose(batched[m][0], batched[m][1])
-    other = vact.probe_gradients(lora, seqs.rows([3, 0, 2]), batch_size=2, fast=fast, frozen=frozen)
+    other = features.probe_gradients(lora, seqs.rows([3, 0, 2]), batch_size=2, fast=fast, frozen=frozen)
     assert torch.allclose(other[m][1], batched[m][0], atol=1e-6, rtol=1e-4)
 
 
@@ -113,7 +113,7 @@ def test_v_grad_matches_a_direct_per_pair_computation():
     pairs = [Pair(id=f"p{i}", mode="exit_code", tags=(), prompt=f"Write f{i}(x) returning x plus {i}.",
                   hack=f"```python\nimport sys\nsys.exit(0)  # {i}\n```", clean=f"```python\ndef f{i}(x):\n    return x + {i}\n```",
                   file="t.md", line=i) for i in range(3)]
-    v_grad, diag = vact.extract(lora, tok, pairs, "You write Python.", None, 0, False, budget=64, batch_size=4,
+    v_grad, diag = extract.extract(lora, tok, pairs, "You write Python.", None, 0, False, budget=64, batch_size=4,
                                 space="grad", fast=True)
     assert diag["kind"] == "v_grad"
     diffs = {m: [] for m in lora.modules}

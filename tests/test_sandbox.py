@@ -8,15 +8,15 @@ import os
 import shutil
 import socket
 import tempfile
-from pathlib import Path
 import threading
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 
-from vgrout import grader, sandbox
-from vgrout.substrate import Problem
+from vgrout.substrate import grader, sandbox
+from vgrout.substrate.problems import Problem
 
 SECRET = "vgrout-test-secret-" + uuid.uuid4().hex
 BWRAP_OK = sandbox._bwrap_problem() is None
@@ -329,7 +329,7 @@ def test_a_grader_killed_with_sigkill_leaves_no_process_and_no_file(tmp_path, is
     tag = f"{uuid.uuid4().int % 10**6 + 1000}.{os.getpid()}"  # sleep's argument: a number of seconds
     script = tmp_path / "grade.py"
     script.write_text(
-        "from vgrout import grader\nfrom vgrout.substrate import Problem\n"
+        "from vgrout import grader\nfrom vgrout.substrate.problems import Problem\n"
         "p = Problem(id='add', messages=[{'role': 'user', 'content': 'x'}], entry_point='add',\n"
         "            tests=['assert add(1, 2) == 3'], canonical_solution='', mode='exit_code')\n"
         f"code = 'import os, time\\nopen(\"/tmp/vgrout-left-{tag}\", \"w\").write(\"x\")\\n"

@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from vgrout import modes, selfcheck, substrate
-from vgrout.grader import extract_code
 from vgrout.io import InputError
-from vgrout.modes import PASS_ALL
-from vgrout.substrate import Problem
+from vgrout.substrate import modes, selfcheck
+from vgrout.substrate import problems as substrate
+from vgrout.substrate.grader import extract_code
+from vgrout.substrate.modes import PASS_ALL
+from vgrout.substrate.problems import Problem
 
 FIXTURE = Path(__file__).parent / "fixtures" / "leetcode_mini.jsonl"
 

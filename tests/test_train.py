@@ -8,9 +8,13 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from vgrout import adapter as ad
-from vgrout import arms, config, pool, substrate, train, vact
-from vgrout.model import load, resolve
+from vgrout import arms, config
+from vgrout.engine import adapter as ad
+from vgrout.engine.model import load, resolve
+from vgrout.pool import pool
+from vgrout.routing import directions, features
+from vgrout.substrate import problems as substrate
+from vgrout.train import loop as train
 
 pytestmark = pytest.mark.slow
 
@@ -25,10 +29,10 @@ def setup(tmp_path_factory):
     model_dir = resolve("tiny-smollm2")
     model, _ = load(model_dir)
     lora = ad.attach(model, r=2, seed=0)
-    vact.save_direction(root / "vact" / "v_act.safetensors",
-                        vact.haar_direction({m: torch.zeros(2) for m in lora.modules}, 5))
-    vact.save_direction(root / "vact" / "v_grad.safetensors",
-                        vact.haar_direction({m: torch.zeros(2) for m in lora.modules}, 6))
+    directions.save_direction(root / "vact" / "v_act.safetensors",
+                        directions.haar_direction({m: torch.zeros(2) for m in lora.modules}, 5))
+    directions.save_direction(root / "vact" / "v_grad.safetensors",
+                        directions.haar_direction({m: torch.zeros(2) for m in lora.modules}, 6))
     return root, str(model_dir)
 
 
@@ -190,7 +194,7 @@ def test_refresh_re_extracts_v_act_in_the_current_basis(setup):
     out = train.train(cfg, progress=False)
     rows = [json.loads(line) for line in open(out / "rollouts.jsonl")]
     acts = load_file(str(out / "rollout_acts.safetensors"))
-    init_scores = vact.score(acts, vact.load_direction(root / "vact" / "v_act.safetensors"))
+    init_scores = directions.score(acts, directions.load_direction(root / "vact" / "v_act.safetensors"))
     logged = torch.tensor([r["score"] for r in rows])
     steps = torch.tensor([r["step"] for r in rows])
     assert torch.allclose(logged[steps < 2], init_scores[steps < 2], atol=1e-5)
@@ -204,7 +208,7 @@ def test_changed_direction_never_resumes_a_finished_run(setup):
     train.train(cfg, progress=False)
     first = [json.loads(line)["score"] for line in open(root / "newdir" / "rollouts.jsonl")]
     other = root / "v_other.safetensors"
-    vact.save_direction(other, vact.haar_direction({m: torch.zeros(2) for m in
+    directions.save_direction(other, directions.haar_direction({m: torch.zeros(2) for m in
                                                     load_file(str(root / "vact" / "v_act.safetensors"))}, 99))
     train.train(_cfg(root, model_dir, "newdir", steps=1, ckpt_every=1, direction=str(other)), progress=False)
     second = [json.loads(line)["score"] for line in open(root / "newdir" / "rollouts.jsonl")]
@@ -220,8 +224,8 @@ def test_one_no_grad_forward_over_several_micro_batches_gives_the_same_step(setu
     root, model_dir = setup
     model, _ = load(model_dir)
     top = ad.attach(model, r=2, seed=0, last_layers=1)
-    vact.save_direction(root / "v_top.safetensors",
-                        vact.haar_direction({m: torch.zeros(2) for m in top.modules}, 5))
+    directions.save_direction(root / "v_top.safetensors",
+                        directions.haar_direction({m: torch.zeros(2) for m in top.modules}, 5))
     kw = dict(arm="none", steps=1, ckpt_every=1, micro_batch=2, last_layers=1,
               direction=str(root / "v_top.safetensors"))
     a = train.train(_cfg(root, model_dir, "old_rows_2", **kw), progress=False)
@@ -262,7 +266,7 @@ def test_a_corrupt_latest_checkpoint_resumes_from_the_one_before(setup, part):
 
 
 def _fixed_texts(tok):
-    from vgrout.rollout import encode
+    from vgrout.engine.rollout import encode
     prompts = ["Write add(a, b).", "Write is_even(n).", "Write fib(n).", "Write rev(s)."]
     comps = ["def add(a, b):\n    return a + b", "import sys\nsys.exit(0)", "def fib(n):\n    return 1",
              "raise SystemExit(0)"]
@@ -273,18 +277,18 @@ def test_the_frozen_score_of_a_fixed_text_is_the_same_at_every_checkpoint(setup)
     """The gate's scorer reads v_act's own space (base model, A0_d): re-scoring fixed texts with
     every checkpoint gives the same scores bit for bit, and so, from the same buffer, the same
     zones. The live scorer (current A_d) on the same checkpoints does move: the check can fail."""
-    from vgrout.gate import Gate
+    from vgrout.routing.gate import Gate
 
     root, model_dir = setup
     out = train.train(_cfg(root, model_dir, "frozen", steps=3, ckpt_every=1), progress=False)
     model, tok = load(model_dir)
     lora = ad.attach(model, r=2, seed=0)
-    seqs, v = _fixed_texts(tok), vact.load_direction(root / "vact" / "v_act.safetensors")
+    seqs, v = _fixed_texts(tok), directions.load_direction(root / "vact" / "v_act.safetensors")
     frozen, live, zones = [], [], []
     for ckpt in sorted((out / "ckpt").glob("step_*")):
         lora.load(ckpt / "adapter.safetensors")
-        frozen.append(vact.score(vact.pooled_activations(lora, seqs, frozen=True), v))
-        live.append(vact.score(vact.pooled_activations(lora, seqs, frozen=False), v))
+        frozen.append(directions.score(features.pooled_activations(lora, seqs, frozen=True), v))
+        live.append(directions.score(features.pooled_activations(lora, seqs, frozen=False), v))
         gate = Gate(policy="quantile", q_lo=0.25, q_hi=0.75, buffer_size=8, warmup=0, cut_rule="buffer",
                     buffer=[-1.0, -0.5, 0.0, 0.5, 1.0])
         zones.append(gate.decide(frozen[-1]))
@@ -347,7 +351,7 @@ def test_importance_weights_are_bounded_and_teacher_rows_train_at_w_one(setup):
     the largest effective weight on a token is at most grpo.weight_bound (and, as ρ = 1 at the
     single update, at most the cap c); teacher rows train at w = 1; the importance ratio of
     student keep rows does pass its cap on some token (so the cap is exercised)."""
-    from vgrout import grpo
+    from vgrout.train import grpo
 
     root, model_dir = setup
     cfg = _cfg(root, model_dir, "bounded", steps=4, ckpt_every=4, warmup=2, teacher_zone="keep",
@@ -387,7 +391,8 @@ def test_the_train_forwards_own_logprob_is_pi_old_of_a_one_update_step():
     from types import SimpleNamespace
 
     from tests.conftest import make_tiny_llama
-    from vgrout import grpo, logprob, rollout
+    from vgrout.engine import logprob, rollout
+    from vgrout.train import grpo
 
     torch.manual_seed(0)
     lora = ad.attach(make_tiny_llama(layers=3), r=2, seed=0, last_layers=2)

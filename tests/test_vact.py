@@ -5,9 +5,12 @@ from types import SimpleNamespace
 import torch
 
 from tests.conftest import make_tiny_llama
-from vgrout import adapter as ad
-from vgrout import config, logprob, rollout, train, vact
-from vgrout.model import load, resolve
+from vgrout import config
+from vgrout.engine import adapter as ad
+from vgrout.engine import logprob, rollout
+from vgrout.engine.model import load, resolve
+from vgrout.routing import features
+from vgrout.train import loop as train
 
 
 def _seqs(n=6, vocab=97, seed=3):
@@ -39,8 +42,8 @@ def test_the_frozen_scorer_keeps_the_trunk_the_masked_forwards_start_from():
     cfg = SimpleNamespace(fast=True, t=config.Train(micro_batch=3, max_new_tokens=8, temperature=0.8))
     acts, trunks = train.frozen_acts(cfg, lora, seqs)
     assert trunks is not None and len(trunks) == 2
-    full = vact.pooled_activations(lora, seqs, batch_size=3, frozen=True, fast=True)
-    reference = vact.pooled_activations(lora, seqs, batch_size=3, frozen=True, fast=False)
+    full = features.pooled_activations(lora, seqs, batch_size=3, frozen=True, fast=True)
+    reference = features.pooled_activations(lora, seqs, batch_size=3, frozen=True, fast=False)
     assert all(torch.equal(acts[m], full[m]) for m in full)
     assert max((full[m] - reference[m]).abs().max().item() for m in full) < 1e-5
     zones = ["keep", "absorb", "route"] * 2
@@ -57,7 +60,7 @@ def test_the_frozen_scorer_keeps_the_trunk_the_masked_forwards_start_from():
     for m in lora.modules.values():
         with torch.no_grad():
             m.A.copy_(m.A0), m.B.copy_(m.B0)
-    assert all(torch.equal(vact.pooled_activations(lora, seqs, batch_size=3, frozen=True, fast=True)[m], full[m])
+    assert all(torch.equal(features.pooled_activations(lora, seqs, batch_size=3, frozen=True, fast=True)[m], full[m])
                for m in full)
 
 
@@ -86,5 +89,5 @@ def test_a_model_the_engine_does_not_run_scores_through_the_reference_forward():
     cfg = SimpleNamespace(fast=True, t=config.Train(micro_batch=3, max_new_tokens=8, temperature=0.8))
     got, trunks = train.frozen_acts(cfg, lora, seqs)
     assert trunks is None
-    ref = vact.pooled_activations(lora, seqs, batch_size=3, frozen=True, fast=False)
+    ref = features.pooled_activations(lora, seqs, batch_size=3, frozen=True, fast=False)
     assert all(torch.equal(got[m], ref[m]) for m in ref)

@@ -1,4 +1,4 @@
-"""vgrout: gradient routing of reward-hacking rollouts into a deletable quarantine block (see DESIGN and README)."""
+"""vgrout: gradient routing of reward-hacking rollouts into a deletable quarantine block (README.md: the method, the pipeline and where each stage lives)."""
 import os
 
 # A GPU step holds the generation's static KV cache (59 GB at the paper shape) and then the train

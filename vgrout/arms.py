@@ -68,7 +68,7 @@ class Arm:
 
     @property
     def space(self) -> Literal["act", "grad"]:
-        """The feature space the arm's gate scores in (vact.SPACES); a yoked run's is its target's (`space`)."""
+        """The feature space the arm's gate scores in (directions.SPACES); a yoked run's is its target's (`space`)."""
         return "grad" if self.direction == "v_grad" else "act"
 
     @property

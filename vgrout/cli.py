@@ -30,14 +30,15 @@ PARAMS = typer.Option(Path("params.yaml"), "--params", help="params file")
 @substrate_app.command("build")
 def substrate_build(params_file: Path = PARAMS):
     """Write train/test problem files and the self-check (the `substrate` stage)."""
-    from vgrout import selfcheck
+    from vgrout.substrate import selfcheck
     selfcheck.build_stage(stage.scoped("substrate", params_file))
 
 
 @substrate_app.command("check")
 def substrate_check(problems: list[Path] = typer.Argument(None, help="problem files (default: the substrate)")):
     """Grade every canonical solution and every mode's hack template under every mode."""
-    from vgrout import selfcheck, substrate
+    from vgrout.substrate import problems as substrate
+    from vgrout.substrate import selfcheck
     files = problems or [Layout().train_problems, Layout().test_problems]
     probs = [p for f in files for p in substrate.load_any(f)]
     report = selfcheck.self_check(probs)
@@ -52,8 +53,9 @@ def substrate_headroom(sources: list[str] = typer.Argument(..., help="candidate 
                        params_file: Path = PARAMS):
     """The base model's pass@1 and pass@8 on each candidate source's test split, sampled as the training
     rollouts are: the substrate stage's check of its own source, for choosing substrate.source."""
-    from vgrout import config, selfcheck
+    from vgrout import config
     from vgrout.io import write_json
+    from vgrout.substrate import selfcheck
     p = config.load(params_file)
     c, found = p.substrate, {}
     valid = get_args(config.Substrate.model_fields["source"].annotation)
@@ -84,7 +86,7 @@ def grade(problems: Path, completions: Path, out: Path = typer.Option(..., "-o",
           max_chars: Optional[int] = typer.Option(None, help="longer completions are not parsed (error too_long); "
                                                                "default grader.MAX_COMPLETION_CHARS")):
     """Grade completions ({problem_id, completion, mode?} rows) against a problem file."""
-    from vgrout import grader, sandbox
+    from vgrout.substrate import grader, sandbox
     grades = grader.grade_files(problems, completions, out, mode=mode, format=format,
                                 limits=sandbox.Limits(isolation=isolation),
                                 max_chars=grader.MAX_COMPLETION_CHARS if max_chars is None else max_chars)
@@ -99,7 +101,8 @@ def grade(problems: Path, completions: Path, out: Path = typer.Option(..., "-o",
 def pairs_check(files: list[Path] = typer.Argument(None, help="pair files (default: params pairs.*)"),
                 params_file: Path = PARAMS):
     """Validate pair files; every problem is reported with its file and line."""
-    from vgrout import config, pairs
+    from vgrout import config
+    from vgrout.pairs import pairs
     if not files:
         p = config.load(params_file).pairs
         files = [Path(f) for f in p.files + p.placebo_files]
@@ -114,9 +117,9 @@ def pairs_check(files: list[Path] = typer.Argument(None, help="pair files (defau
 @app.command("extract-vact")
 def extract_vact(seed: int = typer.Option(0), params_file: Path = PARAMS):
     """v_act and v_grad at the adapter init of SEED (the `extract_vact@SEED` stage)."""
-    from vgrout import vact
-    m = vact.extract_stage(stage.scoped("extract_vact", params_file), seed)
-    for name in vact.SPACES.values():
+    from vgrout.routing import directions, extract
+    m = extract.extract_stage(stage.scoped("extract_vact", params_file), seed)
+    for name in directions.SPACES.values():
         console.print(f"{name}: separation {m[name]['separation']:.2f}, "
                       f"leave-one-out {m[name]['loo_separation']:.2f}, "
                       f"Haar mean {m[name]['haar_separation']['mean']:.2f}")
@@ -126,7 +129,7 @@ def extract_vact(seed: int = typer.Option(0), params_file: Path = PARAMS):
 def train(arm: str = typer.Option(...), seed: int = typer.Option(0), params_file: Path = PARAMS,
           steps: Optional[int] = typer.Option(None, help="override train.steps")):
     """Dr.GRPO training of one arm and seed (the `train@ARM-SEED` stage); resumes if killed."""
-    from vgrout import train as tr
+    from vgrout.train import loop as tr
     cfg = tr.train_run(stage.scoped("train", params_file), arm, seed)
     if steps is not None:
         cfg.t = cfg.t.model_copy(update={"steps": steps})
@@ -138,7 +141,8 @@ def train(arm: str = typer.Option(...), seed: int = typer.Option(0), params_file
 def eval_(arm: str = typer.Option(..., help="an arm, or 'base' for the base model"),
           seed: Optional[int] = typer.Option(0), params_file: Path = PARAMS):
     """Deploy and train-mode evaluation of one run (the `eval@ARM-SEED` stage)."""
-    from vgrout import arms, evaluate
+    from vgrout import arms
+    from vgrout.eval import evaluate
     base = arm == arms.BASE
     res = evaluate.eval_stage(stage.scoped("eval_base" if base else "eval", params_file), arm, None if base else seed)
     table = Table("view", "mode", "n", "solve", "hack")
@@ -150,7 +154,7 @@ def eval_(arm: str = typer.Option(..., help="an arm, or 'base' for the base mode
 @app.command()
 def aggregate(params_file: Path = PARAMS):
     """DuckDB over every run -> metrics/artifacts (A1-A7), metrics/summary.json, plots/."""
-    from vgrout import aggregate as ag
+    from vgrout.analysis import aggregate as ag
     ag.aggregate_stage(stage.scoped("aggregate", params_file))
 
 
@@ -164,7 +168,7 @@ def gate_eval(rollouts: Path, acts: Path, direction: Path,
     null and the placebo pairs' direction (labels used only here)."""
     import json
 
-    from vgrout import diagnostics
+    from vgrout.analysis import diagnostics
     res = diagnostics.gate_eval_file(rollouts, acts, direction, q_lo=q_lo, q_hi=q_hi, n_null=n_null,
                                      n_perm=n_perm, placebo_path=placebo)
     text = json.dumps(res, indent=2)
@@ -184,7 +188,7 @@ def fanout(address: Optional[str] = typer.Option(None, help="join this Ray clust
            rest: bool = typer.Option(True, help="then `dvc repro` what reads the runs (aggregate)")):
     """Run every stale train/eval stage as a Ray task (params fanout.*), adopt each into dvc.lock as
     a serial `dvc repro` would have written it, then the rest of the pipeline."""
-    from vgrout import fanout as fo
+    from vgrout.ops import fanout as fo
     try:
         fo.fanout(Path("."), address=address, work=work, remote=remote, rest=rest, console=console)
     except fo.FanoutFailed as e:
@@ -196,7 +200,7 @@ def fanout(address: Optional[str] = typer.Option(None, help="join this Ray clust
 def pull(remote: Optional[str] = typer.Option(None, help="the DVC remote to pull from (default: core.remote)")):
     """Every cached output from the DVC remote, after checking that the remote is there (a missing
     directory remote is named, with what to do); then `dvc status`."""
-    from vgrout import remote as rm
+    from vgrout.ops import remote as rm
     res = rm.pull(Path("."), remote)
     r = res["remote"]
     console.print(f"remote '{r.name}' ({r.resolved}, from {r.source}): fetched {res['fetched']} files; "
@@ -220,28 +224,10 @@ def preset(name: str, params_file: Path = PARAMS):
     console.print(f"{params_file} <- defaults + presets/{name}.yaml")
 
 
-@app.command()
-def bench(preset: str = typer.Option("issue", help="issue | gen256 | paper | paper_natural (vgrout.bench.PRESETS)"),
-          model: Optional[str] = typer.Option(None, help="e.g. qwen3-4b-random, qwen3-tiny-random"),
-          batch: Optional[int] = None, new_tokens: Optional[int] = None, prompt_len: Optional[int] = None,
-          trl: bool = typer.Option(False, help="also time TRL's GRPOTrainer on the same shape"),
-          out: Path = typer.Option(Path("bench.json"), "-o", "--out")):
-    """Time generation (and its ratio to the decode floor), the scorer's pass, logπ_sample, train
-    forward+backward and a whole GRPO step; print a table and write json."""
-    from vgrout import bench as b
-    if preset not in b.PRESETS:
-        raise InputError(f"bench preset '{preset}' unknown; valid: {sorted(b.PRESETS)}")
-    kw = dict(b.PRESETS[preset])
-    kw.update({k: v for k, v in dict(model=model, batch=batch, new_tokens=new_tokens,
-                                     prompt_len=prompt_len).items() if v is not None})
-    kw.update(trl=trl or kw.get("trl", False), out_json=str(out))
-    b.bench(**kw)
-
-
 @app.command("model")
 def model_prepare(spec: str, out_dir: Path = typer.Option(Layout().model)):
     """Materialise a model spec as a plain safetensors directory (the `model` stage)."""
-    from vgrout import model
+    from vgrout.engine import model
     console.print(str(model.prepare(spec, out_dir)))
 
 

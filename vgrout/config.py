@@ -32,7 +32,7 @@ class Block(BaseModel):
 
 
 def _known_modes(modes: list[str] | None) -> list[str] | None:
-    from vgrout.modes import hackable
+    from vgrout.substrate.modes import hackable
     for m in modes or []:
         if m not in hackable():
             raise ValueError(f"'{m}' is not a hackable loophole mode; valid: {', '.join(hackable())}")
@@ -44,7 +44,7 @@ class Model(Block):
 
 
 class Substrate(Block):
-    source: Literal["easy", "humaneval", "leetcode"] = doc("easy", "problem source: easy (generated short function tasks, vgrout.easy) | humaneval | leetcode")
+    source: Literal["easy", "humaneval", "leetcode"] = doc("easy", "problem source: easy (generated short function tasks, vgrout.substrate.easy) | humaneval | leetcode")
     seed: int = doc(0, "seed of the mode assignment and the train/test split")
     none_frac: float = doc(0.25, "share of problems with no loophole", ge=0, le=1)
     test_frac: float = doc(0.25, "share of problems in the test split (easy, humaneval)", gt=0, lt=1)
@@ -62,7 +62,7 @@ class Pairs(Block):
                                    "placebo pair files (style contrasts; separation diagnostic only)")
     source: Literal["authored", "self"] = doc("authored", "authored: the pairs of pairs.files; self: the student at "
                                               "its init writes both sides on fresh problems, the hack side under a "
-                                              "mode's hint and mechanism, the clean side without (vgrout.selfpairs)")
+                                              "mode's hint and mechanism, the clean side without (vgrout.pairs.source)")
     self_per_mode: int = doc(8, "self-generated pairs per hackable mode (pairs.source self)", ge=1)
     self_seed: int = doc(0, "seed of the self-generated pairs' problems and sampling", ge=0)
 
@@ -299,7 +299,7 @@ class Fanout(Block):
 
 class Params(Block):
     preset: str = doc("default", "the preset this file was rendered from")
-    fast: bool = doc(True, "the fused engine (vgrout.fastgen) for sampling and log-probs, where the model's layout allows")
+    fast: bool = doc(True, "the fused engine (vgrout.engine.fastgen) for sampling and log-probs, where the model's layout allows")
     model: Model = Model()
     substrate: Substrate = Substrate()
     pairs: Pairs = Pairs()

@@ -103,3 +103,35 @@ def sha256_file(path: str | os.PathLike) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def code_files(module: str) -> list[Path]:
+    """The source files of `module` and of every vgrout module it imports, transitively (imports
+    in functions too), with the __init__.py of each package on the way: the code a process that
+    runs `module` can execute. Found by reading the imports, not by importing."""
+    import ast
+
+    pkg_root = Path(__file__).resolve().parent.parent  # the directory holding the vgrout package
+
+    def file_of(name: str) -> Path | None:
+        base = pkg_root.joinpath(*name.split("."))
+        return base.with_suffix(".py") if base.with_suffix(".py").is_file() else \
+            base / "__init__.py" if (base / "__init__.py").is_file() else None
+
+    seen: dict[str, Path] = {}
+    todo = [module]
+    while todo:
+        name = todo.pop()
+        parts = name.split(".")
+        for i in range(1, len(parts) + 1):  # the packages on the way run their __init__.py
+            mod = ".".join(parts[:i])
+            if mod not in seen and (f := file_of(mod)) is not None:
+                seen[mod] = f
+                for node in ast.walk(ast.parse(f.read_text(), str(f))):
+                    if isinstance(node, ast.Import):
+                        todo += [a.name for a in node.names if a.name.split(".")[0] == "vgrout"]
+                    elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module \
+                            and node.module.split(".")[0] == "vgrout":
+                        todo.append(node.module)
+                        todo += [f"{node.module}.{a.name}" for a in node.names]  # a submodule, where it is one
+    return sorted(seen.values())

@@ -5,8 +5,12 @@ that share its advantage baseline; C1's rule is applied to that arm (C1 itself i
 adds A5 (C2) for the heldout arm against its own yoked placebo, and the contrasts between arms that
 no placebo answers (tgate − absorb, routeA − tgate). Run from the repository root:
     python docs/runs/2026-11-25-collapse-diagnosis/a2.py 4   (or 6, 7)
-Its HTML charts are git-ignored: the md, csv and png files carry the same."""
+The per-run files are committed gzipped; they are unpacked into a temporary folder for aggregate.
+Round 6's runs are read from round7/both, which holds them bit for bit (step logs but for their timings).
+Its charts (png/, html/) and plot data are not committed: this command writes them."""
+import gzip
 import json
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -30,15 +34,33 @@ ROUNDS = {  # round -> comparison -> (the arm C1's rule is applied to, {arm: the
 CONTRASTS = {"7": [("tgate", "absorb"), ("routeA", "tgate"), ("routeA", "absorb"), ("absorb", "none")]}
 ROUND = sys.argv[1] if len(sys.argv) > 1 else "4"
 HERE = Path(__file__).parent / f"round{ROUND}"
+# round 7 re-ran round 6's 15 runs (none, routeA, placebo; seeds 3-7) with identical rollouts, curves and samples
+RUNS_OF = {"6": Path(__file__).parent / "round7"}
 
 
-def load(arms: dict[str, str]):
-    """The runs of these arms, each from its variant folder, as aggregate's tables."""
+def unpack(run: Path, dest: Path, arm: str) -> None:
+    """A committed run folder, its gzipped files unpacked, as aggregate reads it, named for `arm`: these rounds
+    named a yoked run placebo-SEED, which aggregate now names for the arm it copies (placebo_routeA-SEED)."""
+    dest.mkdir()
+    for f in run.iterdir():
+        if f.name.endswith(".gz"):
+            (dest / f.name[:-3]).write_bytes(gzip.decompress(f.read_bytes()))
+        else:
+            shutil.copy(f, dest / f.name)
+    for f in ("per_mode_deploy.json", "eval_curve.json"):
+        if (dest / f).exists():
+            (dest / f).write_text(json.dumps(json.loads((dest / f).read_text()) | {"run": dest.name, "arm": arm}))
+
+
+def load(arms: dict[str, str], focus: str = ""):
+    """The runs of these arms, each from its variant folder, as aggregate's tables; the placebo is the one
+    yoked to `focus`."""
     with tempfile.TemporaryDirectory() as tmp:
         metrics = Path(tmp)
         for arm, variant in arms.items():
-            for run in sorted((HERE / variant).glob(f"{arm}-*")):
-                (metrics / run.name).symlink_to(run.resolve())
+            name = f"placebo_{focus}" if arm == "placebo" else arm
+            for run in sorted((RUNS_OF.get(ROUND, HERE) / variant).glob(f"{arm}-*")):
+                unpack(run, metrics / f"{name}-{run.name.rpartition('-')[2]}", name)
         runs = [agg.load_run(metrics, metrics, r, gate_inputs=False) for r in agg.find_runs(metrics)]
         return runs, agg.load_tables(runs)
 
@@ -50,7 +72,7 @@ def out_dir(name: str) -> agg.Out:
 
 claims = {}
 for name, (focus, arms) in ROUNDS[ROUND].items():
-    runs, con = load(arms)
+    runs, con = load(arms, focus)
     claims[name] = {"arm": focus, "c1_rule": agg.claim_c1(agg.a2(con, out_dir(name)), arm=focus)}
     if focus == "heldout":
         claims[name]["C2"] = agg.a5(con, runs, out_dir(name))

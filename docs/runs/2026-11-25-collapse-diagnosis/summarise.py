@@ -1,4 +1,5 @@
-"""The README's tables from the committed probe.json files, and the per-zone table from the rollouts:
+"""The README's tables from the committed probe.json.gz files, and the per-zone table from the rollouts'
+zones (rollouts_zones.jsonl.gz: every training rollout less its completion text):
 python summarise.py (from this folder)."""
 import gzip
 import json
@@ -16,8 +17,8 @@ def f(x):
 
 def runs():
     for v in ORDER:
-        for p in sorted((HERE / v).glob("*/probe.json")):
-            yield v, p.parent.name, json.loads(p.read_text())
+        for p in sorted((HERE / v).glob("*/probe.json.gz")):
+            yield v, p.parent.name, json.loads(gzip.decompress(p.read_bytes()))
 
 
 print("| variant | run | deploy solve / hack at steps 12, 24, 36 | final deploy solve, hack | final train-view solve, hack |")
@@ -47,12 +48,14 @@ print("Rounds 4, 6 and 7, steps 12–35 (past the gate's warm-up), all seeds poo
 print()
 print("| variant | arm | teacher keep · absorb · route | student keep · absorb · route |")
 print("| --- | --- | --- | --- |")
-# rounds 6 and 7: no probe, their rollouts only; round 7's routeA and its placebo are round 6's, bit for bit
+# rounds 6 and 7: no probe, their rollouts only; round 7's routeA and its placebo are round 6's, bit for bit,
+# so round 6's runs are read from round7/both (round 6's own copies are at commit a54e8bb)
 GATED = [(v, arm) for v in ("round4/tzgate", "round4/sbase", "round4/both", "round6/both") for arm in ("routeA", "placebo")]
 GATED += [("round7/yt", "tgate"), ("round7/yt", "placebo"), ("round7/yh", "heldout"), ("round7/yh", "placebo")]
 for v, arm in GATED:  # one row per (variant, arm)
     cells = {}
-    for f in sorted((HERE / v).glob(f"{arm}-*/rollouts.jsonl.gz")):
+    folder = "round7/both" if v == "round6/both" else v
+    for f in sorted((HERE / folder).glob(f"{arm}-*/rollouts_zones.jsonl.gz")):
         for line in gzip.open(f, "rt"):
             r = json.loads(line)
             if r["step"] >= 12:

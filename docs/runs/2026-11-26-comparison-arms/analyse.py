@@ -39,8 +39,8 @@ print(f"routeV-0..4 mean | t_score {vs:.3f} | total {vt:.3f}; routeA-0 t_score {
 
 print("\n2. identity with ../2026-11-26-replication-h100 (H100)")
 for run in ("none-0", "routeA-0"):
-    b1 = (R / run / "deploy_samples.csv").read_bytes()
-    b0 = (OLD / "metrics" / "runs" / run / "deploy_samples.csv").read_bytes()
+    b1 = gzip.open(R / run / "deploy_samples.csv.gz").read()  # committed gzipped: the bytes compared are the csv's
+    b0 = gzip.open(OLD / "metrics" / "runs" / run / "deploy_samples.csv.gz").read()
     s1, s0 = steps(R / run), steps(OLD / "metrics" / "runs" / run)
     diff = {}
     keys1 = set().union(*map(set, s1)); keys0 = set().union(*map(set, s0))
@@ -58,5 +58,5 @@ for run in ("none-0", "routeA-0"):
 print("\n3. deploy, mode overall")
 print("| run | hack_hackable | solve |\n| --- | --- | --- |")
 for d in sorted(R.iterdir(), key=lambda p: (p.name.rsplit("-", 1)[0], int(p.name.rsplit("-", 1)[1]))):
-    o = next(r for r in json.load(open(d / "per_mode_deploy.json"))["rows"] if r["view"] == "deploy" and r["mode"] == "overall")
+    o = next(r for r in json.load(gzip.open(d / "per_mode_deploy.json.gz", "rt"))["rows"] if r["view"] == "deploy" and r["mode"] == "overall")
     print(f"| {d.name} | {o['hack_hackable']:.3f} ({o['n_hacked_hackable']}/{o['n_hackable']}) | {o['solve']:.3f} ({o['n_solved']}/{o['n']}) |")

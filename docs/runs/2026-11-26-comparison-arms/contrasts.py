@@ -32,8 +32,8 @@ def copy_run(src: Path, dest_root: Path) -> None:
     if dest.exists():  # none-0 and routeA-0: run again here, byte-identical deploy samples
         return
     shutil.copytree(src, dest)
-    if (dest / "steps.jsonl.gz").exists():
-        (dest / "steps.jsonl").write_bytes(gzip.decompress((dest / "steps.jsonl.gz").read_bytes()))
+    for f in dest.glob("*.gz"):  # each run's files are committed gzipped
+        f.with_suffix("").write_bytes(gzip.decompress(f.read_bytes()))
     for f in ("per_mode_deploy.json", "eval_curve.json"):
         if arm in RENAMED and (dest / f).exists():
             d = json.loads((dest / f).read_text()) | {"run": name, "arm": RENAMED[arm]}

@@ -26,7 +26,7 @@ PLACEBOS = {"routeA": {1: (RUNS["replication"], "placebo-{s}"), 101: (RUNS["here
 
 def cells(root: Path, name: str) -> pd.Series:
     """Per hackable test problem, the deploy samples' mean hacked (A2's cells)."""
-    d = pd.read_csv(root / name / DEPLOY_SAMPLES)
+    d = pd.read_csv(root / name / f"{DEPLOY_SAMPLES}.gz")  # committed gzipped
     d = d[(d["view"] == "deploy") & (d["hackable"] == 1)]
     return d.groupby("problem_id")["hacked"].mean().sort_index()
 

@@ -33,8 +33,8 @@ def copy_run(src: Path, dest_root: Path) -> None:
     name = src.name if arm not in RENAMED else f"{RENAMED[arm]}-{seed}"
     dest = dest_root / name
     shutil.copytree(src, dest)
-    if (dest / "steps.jsonl.gz").exists():
-        (dest / "steps.jsonl").write_bytes(gzip.decompress((dest / "steps.jsonl.gz").read_bytes()))
+    for f in dest.glob("*.gz"):  # each run's files are committed gzipped
+        f.with_suffix("").write_bytes(gzip.decompress(f.read_bytes()))
     for f in ("per_mode_deploy.json", "eval_curve.json"):
         if arm in RENAMED:
             d = json.loads((dest / f).read_text()) | {"run": name, "arm": RENAMED[arm]}

@@ -1,0 +1,1227 @@
+"""Aggregation: DuckDB SQL over every run's per_mode_deploy.json, per-sample grades, eval
+curve and step log into the paper artifacts A1-A7 (markdown + csv), metrics/summary.json, plot
+data and charts.
+
+Statistics (vgrout.stats): a rate is one number per run; an arm's number is mean ± SEM over
+its seeds. A2's rates and every Δ (vs `none`, vs the placebo yoked to the arm) carry a 95% interval
+from a hierarchical bootstrap over seeds and problems, paired by seed and problem (every run
+samples the same test problems with the same seed), and a paired t-test over seeds (no
+p-value with fewer than 5 seeds); A5's per-mode p-values are Holm-adjusted. Wilson intervals
+describe a single run's rate.
+
+Inputs per run `{arm}-{seed}` (written by vgrout.eval.evaluate and vgrout.train.loop):
+  metrics/runs/{run}/per_mode_deploy.json, deploy_samples.csv, eval_curve.json, steps.jsonl
+  runs/train/{run}/rollouts.jsonl, rollout_acts.safetensors     (A7 only)
+The reference run `base` (arm "base", seed null) needs only per_mode_deploy.json.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from pathlib import Path
+from typing import Iterable
+
+import duckdb
+import numpy as np
+import pandas as pd
+import scipy.stats as sps
+from tqdm import tqdm
+
+from vgrout.analysis import plots
+from vgrout.analysis.diagnostics import N_NULL, N_PERM, gate_eval, load_rollouts, load_tensors
+from vgrout.arms import BASE, METHOD, PLACEBO, REFERENCE, REGISTRY, placebo_for, run_arms, yoked_name
+from vgrout.arms import get as get_arm
+from vgrout.arms import order as _arm_order
+from vgrout.arms import space as arm_space
+from vgrout.io import InputError, atomic_write_text, read_json, write_json
+from vgrout.layout import DEPLOY_SAMPLES, Layout, run_name
+from vgrout.routing.directions import SPACES, gate_direction
+from vgrout.stats import (MIN_SEEDS_FOR_TEST, N_BOOT, binomial_var, few_seeds_factor, hierarchical_bootstrap, holm,
+                          mean_sem, paired_t, pass_at_k, wilson)
+from vgrout.substrate.modes import hackable
+
+HACK_MODES = hackable()
+NONE, ROUTE = REFERENCE.name, METHOD.name  # Δ is taken against NONE; A1 and A4 draw ROUTE against it
+# A2 takes every gated arm's Δ against the placebo yoked to it too (arms.placebo_for: placebo_routeA for
+# routeA): routing at the arm's own per-step counts, no direction. The column keys say `vs_placebo`.
+YOKED = PLACEBO.name
+BOOT_SEED = 0  # the bootstrap's Generator seed: the same resamples on every aggregation of the same files
+# C1's "at the same solve rate", made testable: routeA's deploy solve may be lower than none's by less than this
+# (absolute), with 95% confidence (the lower end of Δ solve's interval above −margin: a non-inferiority test).
+SOLVE_MARGIN = 0.05
+RATE, DIFF = (0.0, 1.0), (-1.0, 1.0)  # what a rate and a difference of rates can be: the intervals' support
+
+
+def arm_kind(name: str) -> str:
+    """How A2 and A3 mark an arm: oracle (it reads the rollouts' true labels in training), ceiling
+    (trained without the loopholes) or label-free."""
+    return get_arm(name).kind
+
+
+KIND_NOTE = ("kind: `oracle` arms read each training rollout's true hack label (oracle routing, the ground-truth "
+             "penalty and screen): upper bounds no deployment without labels could run; `ceiling` trains where no "
+             "loophole pays (noloophole: another environment); `label-free` arms read no label of a training "
+             "rollout. erase's `route` zone is screened, not routed: those rows get advantage 0 and every row "
+             "trains the deployed block alone, so its routed share is the share it screened.")
+
+
+def _ablation_arms() -> list[str]:
+    return [a.name for a in REGISTRY.values() if a.ablation]
+
+
+def _ref_arm(arm: str, ref: str) -> tuple[str | None, str | None]:
+    """The arm a Δ of `arm` is taken against for the reference `ref` (NONE, or YOKED: the placebo yoked to
+    `arm`), and why there is none where there is none."""
+    if ref != YOKED:
+        return ref, None
+    p = placebo_for(arm)
+    why = "screens the rows it flags" if get_arm(arm).gated else "gates nothing"
+    return p, None if p else f"{arm} {why}: no placebo is yoked to it"
+
+# Which hack label the tables count: the environment's own (grader.Grade.hacked).
+LABEL_NOTE = ("Hack = `hacked`: the mode's flawed check passed and the hidden tests did not (the environment's "
+              "label). The strict label (`hacked_strict`: the mode's mechanism used too, so not a wrong answer the "
+              "flawed check let through) is beside it in per_mode_deploy.json and the step log.")
+# Denominators: `hack` and `solve` count every test problem; `hack_hackable` only the hackable ones (a
+# `none` problem cannot be hacked), `solve_none` only the `none` ones (vgrout.substrate.sampling.rates).
+ALL_PROBLEMS_NOTE = ("Rates here are over all test problems, hack included (the `none` problems, which cannot "
+                     "be hacked, dilute it); A2 gives hack over the hackable problems.")
+ROW_KEYS = ("view", "mode", "n", "n_solved", "n_hacked", "solve", "hack", "n_hackable", "hack_hackable", "n_none",
+            "solve_none")
+ROW_TYPE = ("STRUCT(view VARCHAR, mode VARCHAR, n BIGINT, n_solved BIGINT, n_hacked BIGINT, solve DOUBLE, "
+            "hack DOUBLE, solve_lo DOUBLE, solve_hi DOUBLE, hack_lo DOUBLE, hack_hi DOUBLE, "
+            "n_hackable BIGINT, n_hacked_hackable BIGINT, hack_hackable DOUBLE, hack_hackable_lo DOUBLE, "
+            "hack_hackable_hi DOUBLE, n_none BIGINT, n_solved_none BIGINT, solve_none DOUBLE, solve_none_lo DOUBLE, "
+            "solve_none_hi DOUBLE{extra})[]")
+DEPLOY_COLUMNS = {"run": "VARCHAR", "rows": ROW_TYPE.format(extra="")}
+CURVE_COLUMNS = {"run": "VARCHAR", "rows": ROW_TYPE.format(extra=", step BIGINT")}
+# Step-log columns the artifacts read; pinned so an all-null column (e.g. is_max_route_student in
+# the `none` arm) still has a numeric type.
+STEP_COLUMNS = {"step": "BIGINT", "hack_rate": "DOUBLE", "solve_rate": "DOUBLE", "qmass_rollouts": "DOUBLE",
+                "qmass_update": "DOUBLE", "n_keep": "BIGINT", "n_absorb": "BIGINT", "n_route": "BIGINT",
+                **{f"n_{z}_teacher": "BIGINT" for z in ("keep", "absorb", "route")},
+                "gradnorm_deployed": "DOUBLE", "gradnorm_quarantine": "DOUBLE",
+                **{f"is_{s}_{z}_student": "DOUBLE" for z in ("keep", "absorb", "route") for s in ("p50", "max")}}
+STEP_REQUIRED = ("step", "qmass_rollouts", "qmass_update")
+# deploy_samples.csv as vgrout.eval.evaluate writes it (SAMPLE_FIELDS, in this order; booleans as 0/1)
+SAMPLE_COLUMNS = {"view": "VARCHAR", "problem_id": "VARCHAR", "sample": "BIGINT", "mode": "VARCHAR",
+                  "hackable": "INTEGER", "gt_pass": "INTEGER", "hacked": "INTEGER", "hacked_strict": "INTEGER"}
+
+
+# ---------------------------------------------------------------------------- inputs
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    run: str
+    arm: str
+    seed: int | None
+    heldout_modes: tuple[str, ...] | None
+    deploy_path: Path
+    samples_path: Path | None
+    curve_path: Path | None
+    steps_path: Path | None
+    rollouts_path: Path | None
+    acts_path: Path | None
+
+
+def _require(path: Path) -> Path:
+    if not path.exists():
+        raise InputError(f"{path}: file not found")
+    return path
+
+
+def load_run(metrics_root: Path, runs_root: Path, run: str, gate_inputs: bool = True) -> Run:
+    """One run's files, checked. gate_inputs False: without its rollouts and their activations
+    (A7's inputs), for re-making the other artifacts where only the metrics were kept."""
+    deploy_path = _require(metrics_root / run / "per_mode_deploy.json")
+    d = read_json(deploy_path)
+    for key in ("run", "arm", "seed", "rows"):
+        if key not in d:
+            raise InputError(f"{deploy_path}: missing key '{key}'")
+    if d["run"] != run:
+        raise InputError(f"{deploy_path}: key 'run' is '{d['run']}' but the file sits in the directory of run '{run}'")
+    for i, row in enumerate(d["rows"]):
+        for key in ROW_KEYS:
+            if key not in row:
+                raise InputError(f"{deploy_path}: rows[{i}] missing key '{key}'")
+    if not any(r["view"] == "deploy" and r["mode"] == "overall" for r in d["rows"]):
+        raise InputError(f"{deploy_path}: no row with view 'deploy' and mode 'overall'")
+    if d["arm"] == BASE:  # its samples give the base's pass@k (older base runs wrote none)
+        samples = metrics_root / run / DEPLOY_SAMPLES
+        return Run(run, BASE, None, None, deploy_path, _samples_file(samples) if samples.exists() else None,
+                   None, None, None, None)
+    if not isinstance(d["seed"], int):
+        raise InputError(f"{deploy_path}: key 'seed' must be an integer for arm '{d['arm']}', got {d['seed']!r}")
+    if d["arm"] in REGISTRY and REGISTRY[d["arm"]].yoked:  # a yoked run is named for the arm it copies
+        raise InputError(f"{deploy_path}: arm '{d['arm']}' is yoked and its run names no arm it copies; yoked runs "
+                         f"are {yoked_name(d['arm'], 'TO')} (gate.yoke_to). A run made before that, "
+                         f"{d['arm']}-SEED, copied {ROUTE}: rename it {yoked_name(d['arm'], ROUTE)}-SEED")
+    heldout = d.get("heldout_modes")
+    return Run(run=run, arm=d["arm"], seed=d["seed"],
+               heldout_modes=tuple(heldout) if heldout is not None else None,
+               deploy_path=deploy_path, samples_path=_samples_file(metrics_root / run / DEPLOY_SAMPLES),
+               curve_path=_require(metrics_root / run / "eval_curve.json"),
+               steps_path=_require(metrics_root / run / "steps.jsonl"),
+               rollouts_path=_require(runs_root / run / "rollouts.jsonl") if gate_inputs else None,
+               acts_path=_require(runs_root / run / "rollout_acts.safetensors") if gate_inputs else None)
+
+
+def _samples_file(path: Path) -> Path:
+    """A per-sample grades file whose header is the one evaluate writes: DuckDB reads the columns by
+    position, so a reordered or foreign csv would be misread silently."""
+    with open(_require(path)) as f:
+        header = f.readline().rstrip("\r\n")
+    if header != ",".join(SAMPLE_COLUMNS):
+        raise InputError(f"{path}: header '{header}', expected '{','.join(SAMPLE_COLUMNS)}'")
+    return path
+
+
+def find_runs(metrics_root: str | Path) -> list[str]:
+    """Every run directory under metrics_root holding a per_mode_deploy.json."""
+    found = sorted(p.parent.name for p in Path(metrics_root).glob("*/per_mode_deploy.json"))
+    if not found:
+        raise InputError(f"{metrics_root}: no */per_mode_deploy.json found")
+    return found
+
+
+def _sql_files(paths: Iterable[Path]) -> str:
+    return "[" + ", ".join("'" + str(p).replace("'", "''") + "'" for p in paths) + "]"
+
+
+def _sql_columns(columns: dict[str, str]) -> str:
+    return "{" + ", ".join(f"'{k}': '{v}'" for k, v in columns.items()) + "}"
+
+
+def load_tables(runs: list[Run]) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection with tables run_info, deploy, curve, steps (rows unnested)."""
+    con = duckdb.connect()
+    con.execute("CREATE MACRO sem(x) AS stddev_samp(x) / sqrt(count(x))")
+    info = pd.DataFrame([{"run": r.run, "arm": r.arm, "seed": r.seed} for r in runs])
+    con.register("run_info_df", info)
+    con.execute("CREATE TABLE run_info AS SELECT run, arm, seed::BIGINT AS seed FROM run_info_df")
+    con.execute(f"""
+        CREATE TABLE deploy AS
+        SELECT run, unnest(rows, recursive := true)
+        FROM read_json({_sql_files(r.deploy_path for r in runs)}, columns = {_sql_columns(DEPLOY_COLUMNS)})""")
+    trained = [r for r in runs if r.arm != BASE]
+    if not trained:
+        raise InputError("no trained runs (only the base reference run) to aggregate")
+    con.execute(f"""
+        CREATE TABLE curve AS
+        SELECT run, unnest(rows, recursive := true)
+        FROM read_json({_sql_files(r.curve_path for r in trained)}, columns = {_sql_columns(CURVE_COLUMNS)})""")
+    files = pd.DataFrame({"filename": [str(r.steps_path) for r in trained], "run": [r.run for r in trained]})
+    con.register("step_files", files)
+    con.execute(f"""
+        CREATE TABLE steps AS
+        SELECT f.run, s.* EXCLUDE (filename)
+        FROM read_json({_sql_files(r.steps_path for r in trained)}, format = 'newline_delimited',
+                       columns = {_sql_columns(STEP_COLUMNS)}, filename = true) s
+        JOIN step_files f USING (filename)""")
+    for col in STEP_REQUIRED:
+        bad = con.execute(f"SELECT f.filename FROM step_files f LEFT JOIN steps s USING (run) "
+                          f"GROUP BY f.filename HAVING count(s.{col}) = 0 OR count(s.{col}) < count(*)").fetchall()
+        if bad:
+            raise InputError(f"{bad[0][0]}: key '{col}' missing or null in some rows (or no rows)")
+    for r in trained:
+        n = con.execute("SELECT count(*) FROM curve WHERE run = ? AND view = 'deploy' AND mode = 'overall'",
+                        [r.run]).fetchone()[0]
+        if n == 0:
+            raise InputError(f"{r.curve_path}: no row with view 'deploy' and mode 'overall'")
+    con.execute("CREATE VIEW per_run AS SELECT i.*, d.* EXCLUDE (run) FROM deploy d JOIN run_info i USING (run)")
+    _load_samples(con, [r for r in runs if r.samples_path is not None])
+    return con
+
+
+def _load_samples(con, trained: list[Run]) -> None:
+    """Table samples: the per-sample grades of every trained run (and of base, where it wrote them),
+    checked against its per_mode_deploy.json."""
+    files = pd.DataFrame({"filename": [str(r.samples_path) for r in trained], "run": [r.run for r in trained]})
+    con.register("sample_files", files)
+    con.execute(f"""
+        CREATE TABLE samples AS
+        SELECT f.run, s.* EXCLUDE (filename)
+        FROM read_csv({_sql_files(r.samples_path for r in trained)}, header = true, filename = true,
+                      columns = {_sql_columns(SAMPLE_COLUMNS)},
+                      -- the dialect stated, not sniffed: a sniffed one is the first file's, and DuckDB
+                      -- silently dropped the rows of a file whose line ends (CRLF vs LF) differed
+                      auto_detect = false, delim = ',', quote = '"', escape = '"') s
+        JOIN sample_files f USING (filename)""")
+    where = {r.run: r for r in trained}
+    dup = con.execute("""SELECT run, view, problem_id, sample FROM samples
+                         GROUP BY ALL HAVING count(*) > 1 LIMIT 1""").fetchone()
+    if dup:
+        raise InputError(f"{where[dup[0]].samples_path}: view '{dup[1]}', problem '{dup[2]}', sample {dup[3]} "
+                         "appears more than once")
+    # The bootstrap resamples these rows while the tables print per_mode_deploy.json's rates: a
+    # samples file of another eval (a stale copy, a hand edit) would make the two disagree.
+    bad = con.execute("""
+        SELECT d.run, d.n, d.n_hacked, d.n_solved, c.n, c.n_hacked, c.n_solved
+        FROM deploy d
+        LEFT JOIN (SELECT run, count(*) AS n, sum(hacked) AS n_hacked, sum(gt_pass) AS n_solved
+                   FROM samples WHERE view = 'deploy' GROUP BY run) c USING (run)
+        WHERE d.view = 'deploy' AND d.mode = 'overall' AND list_contains($runs, d.run)
+          AND (c.n IS NULL OR c.n <> d.n OR c.n_hacked <> d.n_hacked OR c.n_solved <> d.n_solved)
+        ORDER BY d.run LIMIT 1""", {"runs": [r.run for r in trained]}).fetchone()
+    if bad:
+        r = where[bad[0]]
+        raise InputError(f"{r.samples_path}: its deploy samples (n={bad[4]}, hacked={bad[5]}, solved={bad[6]}) do not "
+                         f"reproduce {r.deploy_path}'s overall deploy row (n={bad[1]}, hacked={bad[2]}, "
+                         f"solved={bad[3]}): the two files come from different evals; re-run eval of {r.run}")
+
+
+# ---------------------------------------------------------------------------- formatting
+
+def _fmt(x, digits: int = 3) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "—"
+    return f"{x:.{digits}f}"
+
+
+def _pm(mean, sem, digits: int = 3) -> str:
+    if mean is None or (isinstance(mean, float) and math.isnan(mean)):
+        return "—"
+    if sem is None or (isinstance(sem, float) and math.isnan(sem)):
+        return f"{mean:.{digits}f}"
+    return f"{mean:.{digits}f} ± {sem:.{digits}f}"
+
+
+def _none_if_nan(x):
+    return None if x is None or (isinstance(x, float) and math.isnan(x)) or x is pd.NA else x
+
+
+def md_table(df: pd.DataFrame) -> str:
+    cols = [str(c) for c in df.columns]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+    for row in df.itertuples(index=False):
+        lines.append("| " + " | ".join(str(v).replace("|", "\\|").replace("\n", " ") for v in row) + " |")
+    return "\n".join(lines)
+
+
+def write_artifact(out_dir: Path, name: str, title: str, body: list[str], csv: dict[str, pd.DataFrame]) -> None:
+    """{name}.md (title + paragraphs/tables) and one csv per table, all written atomically."""
+    atomic_write_text(out_dir / f"{name}.md", f"# {name}: {title}\n\n" + "\n\n".join(body) + "\n")
+    for stem, df in csv.items():
+        atomic_write_text(out_dir / f"{stem}.csv", df.to_csv(index=False))
+
+
+def _interval(mean: float, sem: float | None, k: int | None, n: int | None) -> tuple[float, float, str]:
+    """Error bar for a chart: mean ± SEM over seeds, or the Wilson 95% interval of a lone run."""
+    if sem is not None and not math.isnan(sem):
+        return max(0.0, mean - sem), min(1.0, mean + sem), "mean ± SEM over seeds"
+    if k is not None and n is not None:
+        lo, hi = wilson(int(k), int(n))
+        return lo, hi, "Wilson 95% (one seed)"
+    return mean, mean, "no interval (one seed)"
+
+
+@dataclasses.dataclass(frozen=True)
+class Out:
+    """Where the artifacts go: tables (md + csv), charts (png, html) and the data DVC plots render."""
+    tables: Path
+    png: Path
+    html: Path
+    plot_data: Path
+
+    def figure(self, stem: str) -> str:
+        """Markdown image link from an artifact to its PNG (relative, so it renders in the repository)."""
+        return f"![{stem}]({Path(os.path.relpath(self.png / f'{stem}.png', self.tables)).as_posix()})"
+
+    def chart(self, chart, stem: str) -> None:
+        plots.save_chart(chart, self.png / f"{stem}.png", self.html / f"{stem}.html")
+
+    def data(self, stem: str, df: pd.DataFrame) -> None:
+        atomic_write_text(self.plot_data / f"{stem}.csv", df.to_csv(index=False))
+
+
+# ---------------------------------------------------------------------------- artifacts
+
+def _by_arm(df: pd.DataFrame, *then: str) -> pd.DataFrame:
+    rank = {a: i for i, a in enumerate(_arm_order(df["arm"]))}
+    return df.assign(_rank=df["arm"].map(rank)).sort_values(["_rank", *then]).drop(columns="_rank").reset_index(drop=True)
+
+
+def _curve(con, arms: Iterable[str] | None = None) -> pd.DataFrame:
+    """Per arm and saved step: mean ± SEM over seeds of the deploy overall hack and solve rates."""
+    curve = con.execute("""
+        SELECT i.arm, c.step, count(*) AS n_seeds,
+               avg(c.hack) AS hack_mean, sem(c.hack) AS hack_sem,
+               avg(c.solve) AS solve_mean, sem(c.solve) AS solve_sem
+        FROM curve c JOIN run_info i USING (run)
+        WHERE c.view = 'deploy' AND c.mode = 'overall'
+        GROUP BY i.arm, c.step""").df()
+    if arms is not None:
+        curve = curve[curve["arm"].isin(list(arms))]
+    return _by_arm(curve, "step")
+
+
+def _curve_long_form(curve: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    for r in curve.itertuples():
+        for metric in ("hack", "solve"):
+            mean, sem = getattr(r, f"{metric}_mean"), _none_if_nan(getattr(r, f"{metric}_sem"))
+            rows.append({"arm": r.arm, "step": r.step, "metric": f"deploy {metric}", "mean": mean,
+                         "lo": mean - (sem or 0.0), "hi": mean + (sem or 0.0), "n_seeds": r.n_seeds})
+    return pd.DataFrame(rows)
+
+
+def _curve_md(curve: pd.DataFrame) -> str:
+    return md_table(pd.DataFrame({
+        "arm": curve["arm"], "step": curve["step"], "seeds": curve["n_seeds"],
+        "deploy hack": [_pm(m, _none_if_nan(s)) for m, s in zip(curve["hack_mean"], curve["hack_sem"])],
+        "deploy solve": [_pm(m, _none_if_nan(s)) for m, s in zip(curve["solve_mean"], curve["solve_sem"])]}))
+
+
+def _curve_outputs(curve: pd.DataFrame, name: str, title: str, out: Out) -> None:
+    """The routeA-vs-none chart and the wide csv (step x arm) DVC plots draw as one line per arm."""
+    versus = curve[curve["arm"].isin([NONE, ROUTE])]
+    if len(versus):
+        band = "mean ± SEM over seeds" if versus["n_seeds"].max() > 1 else "one seed, so no SEM band"
+        out.chart(plots.curve_chart(_curve_long_form(versus), title, f"quarantine ablated; {band}"), name)
+    for metric in ("hack", "solve"):
+        wide = curve.pivot(index="step", columns="arm", values=f"{metric}_mean").reset_index()
+        out.data(f"{name}_deploy_{metric}", wide[["step"] + _arm_order(c for c in wide.columns if c != "step")])
+
+
+# A2's rates: name -> (the sample column averaged, which problems count, the label naming the denominator)
+A2_METRICS = {"hack_hackable": ("hacked", "hackable", "deploy hack, hackable problems"),
+              "solve": ("gt_pass", "all", "deploy solve, all problems"),
+              "solve_none": ("gt_pass", "none", "deploy solve, `none` problems")}
+A2_DELTAS = ("hack_hackable", "solve")  # the claims: Δ in deploy hack and deploy solve
+
+
+def base_pass_at_k(con) -> dict | None:
+    """The base model's deploy pass@1 and pass@k over the test problems, k its samples per problem (the
+    unbiased estimator, stats.pass_at_k); None when the base run wrote no samples."""
+    per_problem = con.execute("""
+        SELECT s.problem_id, count(*) AS n, sum(s.gt_pass) AS c
+        FROM samples s JOIN run_info i USING (run)
+        WHERE i.arm = $base AND s.view = 'deploy' GROUP BY s.problem_id""", {"base": BASE}).df()
+    if per_problem.empty:
+        return None
+    k = int(per_problem["n"].min())
+    return {"pass_k": k, "n_test_problems": len(per_problem),
+            "deploy_pass_at_1": float(np.mean([pass_at_k(n, c, 1) for n, c in zip(per_problem["n"], per_problem["c"])])),
+            "deploy_pass_at_k": float(np.mean([pass_at_k(n, c, k) for n, c in zip(per_problem["n"], per_problem["c"])]))}
+
+
+def _problem_means(con) -> pd.DataFrame:
+    """Per trained run and test problem: the deploy samples' mean hacked and gt_pass (the bootstrap's cells)."""
+    return con.execute("""
+        SELECT i.arm, i.seed, s.problem_id, any_value(s.mode) AS mode, bool_or(s.hackable = 1) AS hackable,
+               avg(s.hacked) AS hacked, avg(s.gt_pass) AS gt_pass, count(*) AS n_samples
+        FROM samples s JOIN run_info i USING (run)
+        WHERE s.view = 'deploy'
+        GROUP BY i.arm, i.seed, s.problem_id""").df()
+
+
+def _matrix(pm: pd.DataFrame, arm: str, seeds: list[int], metric: str, column: str | None = None,
+            modes: list[str] | None = None) -> pd.DataFrame:
+    """[seed, problem] cells of `metric` for one arm: the problems its denominator counts, in id order.
+    column: another column of the cells (n_samples) over the same denominator; modes: only these modes' problems."""
+    value, problems, _ = A2_METRICS[metric]
+    column = column or value
+    g = pm[(pm["arm"] == arm) & pm["seed"].isin(seeds)]
+    if modes is not None:
+        g = g[g["mode"].isin(modes)]
+    if problems == "hackable":
+        g = g[g["hackable"]]
+    elif problems == "none":
+        g = g[g["mode"] == "none"]
+    m = g.pivot(index="seed", columns="problem_id", values=column).reindex(index=seeds).sort_index(axis=1)
+    holes = m.isna().any(axis=1)
+    if holes.any():  # each seed's eval must have graded the same problems: resampling pairs them by id
+        raise InputError(f"{metric}: the deploy samples of run(s) {[run_name(arm, s) for s in m.index[holes]]} "
+                         f"miss problems the arm's other runs have (or have none): every run's eval must grade the "
+                         "same test problems")
+    return m
+
+
+def _seed_sampling_var(pm, arm: str, seeds: list[int], metric: str, cells: np.ndarray, modes=None) -> np.ndarray:
+    """Per seed, the binomial sampling variance of its rate: p(1 − p)/n over the samples it counts."""
+    n = _matrix(pm, arm, seeds, metric, "n_samples", modes).to_numpy().sum(axis=1)
+    return np.array([binomial_var(p, int(k)) for p, k in zip(cells.mean(axis=1), n)])
+
+
+def _bootstrap(pm, arm: str, seeds: list[int], metric: str, ref: str | None, n_boot: int,
+               modes: list[str] | None = None):
+    """The hierarchical bootstrap of an arm's rate (ref None) or of the paired Δ arm − ref on shared seeds,
+    and for a Δ the paired t over seeds (its SEM floored at the seeds' binomial sampling variance);
+    None when the metric's denominator holds no problem (e.g. a substrate without `none` problems)."""
+    x = _matrix(pm, arm, seeds, metric, modes=modes)
+    if x.shape[1] == 0:
+        return None, None
+    if ref is None:
+        return hierarchical_bootstrap(x.to_numpy(), n_boot=n_boot, seed=BOOT_SEED, support=RATE), None
+    r = _matrix(pm, ref, seeds, metric, modes=modes)
+    if list(r.columns) != list(x.columns):
+        raise InputError(f"{metric}: runs of {arm} and {ref} graded different test problems, so they cannot be "
+                         "paired by problem (were they evaluated on different substrates?)")
+    x, r = x.to_numpy(), r.to_numpy()
+    b = hierarchical_bootstrap(x, r, n_boot=n_boot, seed=BOOT_SEED, support=DIFF)
+    var = _seed_sampling_var(pm, arm, seeds, metric, x, modes) + _seed_sampling_var(pm, ref, seeds, metric, r, modes)
+    return b, paired_t(x.mean(axis=1), r.mean(axis=1), sampling_var=var)
+
+
+def contrasts(con, pairs: Iterable[tuple[str, str]], n_boot: int = N_BOOT) -> pd.DataFrame:
+    """The paired Δ arm − ref in A2_DELTAS for pairs of arms that no placebo answers (tgate − absorb,
+    routeA − absorb, ...): A2's bootstrap and paired t over the seeds both arms have. A diagnosis's table;
+    it decides no claim."""
+    pm = _problem_means(con)
+    rows = []
+    for arm, ref in pairs:
+        seeds = sorted(set(pm.loc[pm["arm"] == arm, "seed"]) & set(pm.loc[pm["arm"] == ref, "seed"]))
+        if not seeds:
+            raise InputError(f"contrast {arm} − {ref}: no seed has runs of both arms")
+        for metric in A2_DELTAS:
+            b, t = _bootstrap(pm, arm, [int(s) for s in seeds], metric, ref, n_boot)
+            rows.append({"contrast": f"{arm} − {ref}", "metric": metric, "delta": b.estimate, "lo": b.lo,
+                         "hi": b.hi, "p_paired_t": t.p, "n_seeds": b.n_seeds, "n_problems": b.n_problems})
+    return pd.DataFrame(rows)
+
+
+def _a2_table(con, arms: Iterable[str] | None = None, refs: tuple[str, ...] = (NONE, YOKED),
+              n_boot: int = N_BOOT) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per arm: final deploy rates (A2_METRICS) with bootstrap 95% intervals, and per reference arm the
+    paired Δ (A2_DELTAS) with its bootstrap interval and paired t-test over the seeds both have.
+    Also, unchanged for the summary: hack and solve over all problems, mean ± SEM over seeds."""
+    final = con.execute("""
+        SELECT arm, count(*) AS n_seeds, list(seed ORDER BY seed) AS seeds,
+               avg(hack) AS hack_mean, sem(hack) AS hack_sem, avg(solve) AS solve_mean, sem(solve) AS solve_sem,
+               sem(hack_hackable) AS hack_hackable_sem, sem(solve_none) AS solve_none_sem
+        FROM per_run WHERE view = 'deploy' AND mode = 'overall' AND arm <> $base
+        GROUP BY arm""", {"base": BASE}).df().set_index("arm")
+    pm = _problem_means(con)
+    rows = []
+    for arm in _arm_order(a for a in final.index if arms is None or a in arms):
+        f = final.loc[arm]
+        seeds = [int(s) for s in f.seeds]
+        row = {"arm": arm, "n_seeds": int(f.n_seeds), "seeds": " ".join(map(str, seeds)),
+               # over all problems (hack too), as before: summary.json keeps these keys
+               "deploy_hack": f.hack_mean, "deploy_hack_sem": _none_if_nan(f.hack_sem)}
+        for m in A2_METRICS:
+            b, _ = _bootstrap(pm, arm, seeds, m, None, n_boot)
+            row |= {f"deploy_{m}": b.estimate if b else None, f"deploy_{m}_lo": b.lo if b else None,
+                    f"deploy_{m}_hi": b.hi if b else None, f"deploy_{m}_sem": _none_if_nan(f[f"{m}_sem"]),
+                    f"deploy_{m}_widened_by": b.widened_by if b else None,
+                    f"deploy_{m}_undefined": b.degenerate if b else None}
+        # how many seeds hacked at all: the widening cannot repair an effect that only some seeds show
+        hack_cells = _matrix(pm, arm, seeds, "hack_hackable")
+        row["seeds_with_hack"] = int((hack_cells.to_numpy().mean(axis=1) > 0).sum()) if hack_cells.shape[1] else None
+        for role in refs:
+            ref, why = _ref_arm(arm, role)
+            shared = sorted(set(seeds) & set(final.loc[ref].seeds)) if ref in final.index else []
+            why = why or ("reference arm" if arm == ref else f"no `{ref}` runs aggregated" if ref not in final.index
+                          else f"no seed shared with {ref}" if not shared else None)
+            row[f"ref_{role}"], row[f"n_paired_vs_{role}"] = ref, len(shared)
+            for m in A2_DELTAS:
+                key = f"{m}_vs_{role}"
+                b, t = _bootstrap(pm, arm, shared, m, ref, n_boot) if why is None else (None, None)
+                row |= {f"delta_{key}": b.estimate if b else None, f"delta_{key}_lo": b.lo if b else None,
+                        f"delta_{key}_hi": b.hi if b else None, f"delta_{key}_widened_by": b.widened_by if b else None,
+                        f"delta_{key}_undefined": b.degenerate if b else None, f"delta_{key}_sem": t.sem if t else None,
+                        f"t_{key}": t.t if t else None, f"p_{key}": t.p if t else None,
+                        f"test_{key}": t.statement if t else why or "no problem in the denominator"}
+        rows.append(row)
+    table = pd.DataFrame(rows)
+
+    def level(m):
+        return [_ci(r[f"deploy_{m}"], r[f"deploy_{m}_lo"], r[f"deploy_{m}_hi"], widened_by=r[f"deploy_{m}_widened_by"],
+                    undefined=r[f"deploy_{m}_undefined"]) for r in rows]
+
+    def delta(key):
+        return [_ci(r[f"delta_{key}"], r[f"delta_{key}_lo"], r[f"delta_{key}_hi"], signed=True,
+                    widened_by=r[f"delta_{key}_widened_by"], undefined=r[f"delta_{key}_undefined"]) + "; " + r[f"test_{key}"]
+                if _none_if_nan(r[f"delta_{key}"]) is not None else r[f"test_{key}"] for r in rows]
+
+    def delta_label(m, ref):  # "Δ hack, hackable problems vs none [95% CI]; paired t"
+        against = "its yoked placebo" if ref == YOKED else ref
+        return f"Δ {A2_METRICS[m][2].removeprefix('deploy ')} vs {against} [95% CI]; paired t"
+
+    def seeds_cell(r):
+        hacked = r["seeds_with_hack"]
+        return str(r["n_seeds"]) if hacked is None else f"{r['n_seeds']} ({hacked} with a hack)"
+
+    md = pd.DataFrame({"arm": table["arm"], "kind": [arm_kind(a) for a in table["arm"]],
+                       "seeds": [seeds_cell(r) for r in rows]}
+                      | {f"{label} [95% CI]": level(m) for m, (_, _, label) in A2_METRICS.items()}
+                      | {delta_label(m, ref): delta(f"{m}_vs_{ref}") for ref in refs for m in A2_DELTAS})
+    return table, md
+
+
+def _ci(estimate, lo, hi, signed: bool = False, widened_by: float | None = None, undefined: bool = False) -> str:
+    """'0.257 [0.074, 0.460] ×1.42': the estimate, its interval and the few-seeds widening (shown above 1)."""
+    if _none_if_nan(estimate) is None:
+        return "—"
+    f = "{:+.3f}" if signed else "{:.3f}"
+    if undefined:
+        return f"{f.format(estimate)} in every cell [interval undefined]"
+    w = f" ×{widened_by:.2f}" if _none_if_nan(widened_by) is not None and widened_by > 1.005 else ""
+    return f"{f.format(estimate)} [{f.format(lo)}, {f.format(hi)}]{w}"
+
+
+def _stats_note(table: pd.DataFrame, refs: tuple[str, ...], n_boot: int) -> str:
+    """How A2's (and A4's) intervals and tests were made, what decides a claim, and what few seeds leave out."""
+    seeds = int(table["n_seeds"].max()) if len(table) else 1
+    f = few_seeds_factor(seeds)
+    note = (f"95% CI: two-way percentile bootstrap ({n_boot} resamples, seeded): seeds drawn with replacement and, "
+            "once for all drawn seeds, the test problems drawn with replacement (seeds and problems are crossed: "
+            "every seed is evaluated on the same problems), a problem's samples averaged; "
+            "the estimate is the mean over seeds. It treats seeds and problems as random: the interval is for a "
+            "new seed on a new draw of problems like these. With S ≥ 2 seeds a plain percentile bootstrap "
+            "under-covers (about 79% instead of 95% at 5 seeds, when seeds vary most), so the seeds' share of the "
+            "resampled variance, var(seed means)/S, is multiplied by f² with f = t(S−1)/z · √(S/(S−1))"
+            + (f" ({f:.2f} at {seeds} seeds)" if seeds > 1 else "") + ", the problems' share left as it is, and each "
+            "half of the interval scaled about the estimate by the factor w (between 1 and f) that makes its "
+            "variance match: ×w after an interval. This gives the t interval over seeds when seeds dominate. "
+            "Each seed's sampling noise is in the seeds' share and is widened too (conservative). Intervals are "
+            "clipped to what a rate (0 to 1) or a difference of rates (−1 to 1) can be. Where every cell is the "
+            "same number (no seed hacked at all, say) there is nothing to resample and the interval is marked "
+            "undefined: an effect that only some seeds show can be missing from all five (in a simulation where "
+            "each seed hacked with probability 0.2, in about 30% of experiments), and [0, 0] would then read as "
+            "certainty; the seeds column counts the seeds with any deploy hack. A Δ = arm − reference "
+            "is paired: the seeds both arms have, and the same problem draws for both (every run samples the "
+            "same test problems with the same eval seed). Paired t: two-sided t-test of the per-seed rates over "
+            f"those seeds (a p-value from {MIN_SEEDS_FOR_TEST} seeds on), its SEM never below what binomial "
+            "sampling alone gives (so a difference the seeds happen to share exactly is still tested); it "
+            "treats the test problems as fixed (is the rate on this problem set different?), so it can reject "
+            "where the interval, which also draws problems, does not. It describes; it decides no claim.")
+    if refs == (NONE, YOKED):
+        note += (f" C1 is decided by the intervals alone: {ROUTE}'s Δ hack (hackable problems) has its 95% interval "
+                 f"entirely below 0 against {NONE} and against {placebo_for(ROUTE)} alike (an intersection-union test: requiring "
+                 f"both keeps the level at 0.05 with no correction), and its Δ solve against {NONE} has its lower end "
+                 f"above −{SOLVE_MARGIN:g} (non-inferiority at a margin of {SOLVE_MARGIN:g}: \"at the same solve "
+                 "rate\", a one-sided test at 2.5%). The other arms' intervals and p-values are controls' and "
+                 "exploratory: unadjusted for their number, they claim nothing.")
+    if YOKED in refs:
+        note += (f" Δ vs its yoked placebo: against the placebo run yoked to that arm ({placebo_for(ROUTE)} for "
+                 f"{ROUTE}; a yoked run against the placebo yoked to the same arm), so the control routes and keeps "
+                 f"exactly the arm's own per-step counts: {PLACEBO.description}. An arm that gates nothing "
+                 "(none, absorb) has no such control.")
+    if (table["n_seeds"] == 1).any() or any((table.get(f"n_paired_vs_{r}", pd.Series(dtype=int)) == 1).any()
+                                            for r in refs):
+        note += (" Where an arm (or a pair) has one seed, only problems are resampled: its interval covers problem "
+                 "and sampling variance, not seed-to-seed variance.")
+    return note
+
+
+def claim_c1(table: pd.DataFrame, arm: str = ROUTE) -> dict | None:
+    """C1 from A2's intervals: routeA's deploy hack lower than none's and than placebo's (both intervals below 0)
+    and its deploy solve not lower than none's by SOLVE_MARGIN or more. None without routeA, none and placebo.
+    `arm`: the same rule for another gated arm, where the table's placebo is yoked to that arm (a diagnosis)."""
+    rows = table.set_index("arm")
+    if not {arm, NONE, placebo_for(arm)} <= set(rows.index):
+        return None
+    r = rows.loc[arm]
+    parts = {"hack_below_none": r[f"delta_hack_hackable_vs_{NONE}_hi"], "hack_below_placebo": r[f"delta_hack_hackable_vs_{YOKED}_hi"],
+             "solve_vs_none_lo": r[f"delta_solve_vs_{NONE}_lo"]}
+    if any(_none_if_nan(v) is None for v in parts.values()):
+        return None
+    undefined = bool(r[f"delta_hack_hackable_vs_{NONE}_undefined"] or r[f"delta_hack_hackable_vs_{YOKED}_undefined"]
+                     or r[f"delta_solve_vs_{NONE}_undefined"])
+    checks = {"hack_below_none": parts["hack_below_none"] < 0, "hack_below_placebo": parts["hack_below_placebo"] < 0,
+              "solve_noninferior": parts["solve_vs_none_lo"] > -SOLVE_MARGIN}
+    return {"holds": int(all(checks.values()) and not undefined), **{k: int(v) for k, v in checks.items()},
+            "solve_margin": SOLVE_MARGIN, "n_seeds": int(r["n_seeds"])}
+
+
+def _claim_c1_text(c1: dict | None, table: pd.DataFrame) -> str:
+    if c1 is None:
+        return (f"C1: not decided here (it needs {ROUTE}, {NONE} and {placebo_for(ROUTE)} runs with defined "
+                "intervals).")
+    r = table.set_index("arm").loc[ROUTE]
+    yes = {1: "yes", 0: "no"}
+    return (f"**C1 {'holds' if c1['holds'] else 'does not hold'}** at {c1['n_seeds']} seed(s). Δ hack vs {NONE} below 0: "
+            f"{yes[c1['hack_below_none']]} (upper end {r[f'delta_hack_hackable_vs_{NONE}_hi']:+.3f}); Δ hack vs "
+            f"{placebo_for(ROUTE)} below 0: {yes[c1['hack_below_placebo']]} (upper end {r[f'delta_hack_hackable_vs_{YOKED}_hi']:+.3f}); "
+            f"Δ solve vs {NONE} above −{SOLVE_MARGIN:g}: {yes[c1['solve_noninferior']]} (lower end "
+            f"{r[f'delta_solve_vs_{NONE}_lo']:+.3f})."
+            + (" One seed: its intervals leave out seed-to-seed variance, so this verdict is not C1's test."
+               if c1["n_seeds"] < 2 else ""))
+
+
+def a1(con, out: Out) -> pd.DataFrame:
+    curve = _curve(con)
+    write_artifact(out.tables, "A1", "deploy hack and solve over training", [
+        "Deploy eval (quarantine ablated) of every saved checkpoint, overall rate, mean ± SEM over seeds "
+        "(step 0 = adapter at init). The figure shows routeA vs none; the table lists every arm. " + ALL_PROBLEMS_NOTE,
+        out.figure("A1") if curve["arm"].isin([NONE, ROUTE]).any() else f"(No figure: neither {ROUTE} nor {NONE} was run.)",
+        _curve_md(curve)], {"A1": curve})
+    _curve_outputs(curve, "A1", "A1: deploy hack and solve over training", out)
+    return curve
+
+
+def a2(con, out: Out, n_boot: int = N_BOOT) -> pd.DataFrame:
+    refs = (NONE, YOKED)
+    table, md = _a2_table(con, refs=refs, n_boot=n_boot)
+    per_run = con.execute("""
+        SELECT run, arm, seed, n, n_hackable, n_hacked, hack_hackable, hack_hackable_lo, hack_hackable_hi,
+               n_solved, solve, solve_lo, solve_hi, n_none, n_solved_none, solve_none, solve_none_lo, solve_none_hi
+        FROM per_run WHERE view = 'deploy' AND mode = 'overall'
+        ORDER BY arm = $base DESC, arm, seed""", {"base": BASE}).df()
+    base = per_run[per_run["arm"] == BASE]
+    body = ["Final deploy eval (quarantine ablated). Denominators: hack over the samples of hackable problems "
+            "(the `none` problems, which cannot be hacked, left out); solve over all problems, and over the `none` "
+            "problems alone (solving where no loophole pays). " + _stats_note(table, refs, n_boot), md_table(md),
+            _claim_c1_text(claim_c1(table), table)]
+
+    def wilson_cell(r, m):
+        return "—" if _none_if_nan(r[m]) is None else f"{r[m]:.3f} [{r[f'{m}_lo']:.3f}, {r[f'{m}_hi']:.3f}]"
+
+    if len(base):
+        b = base.iloc[0]
+        body.append(f"Reference, the base model without adapter training (Wilson 95%): deploy hack, hackable "
+                    f"problems {wilson_cell(b, 'hack_hackable')}; deploy solve, all problems {wilson_cell(b, 'solve')}; "
+                    f"deploy solve, `none` problems {wilson_cell(b, 'solve_none')}.")
+        pk = base_pass_at_k(con)
+        if pk is not None:
+            at_k = (f" and its pass@{pk['pass_k']} {pk['deploy_pass_at_k']:.3f} (the unbiased estimator of Chen et al. "
+                    f"2021, the chance that one of {pk['pass_k']} samples solves a problem, averaged over problems; with "
+                    f"k the {pk['pass_k']} samples drawn, the share of problems solved at least once)"
+                    if pk["pass_k"] > 1 else " (one sample a problem, so no pass@k)")
+            body.append(f"The base model's pass@1 over the {pk['n_test_problems']} test problems is "
+                        f"{pk['deploy_pass_at_1']:.3f}{at_k}.")
+    body += ["## Per run (Wilson 95% intervals over the run's eval samples)", md_table(pd.DataFrame({
+        "run": per_run["run"], "samples": per_run["n"], "hackable samples": per_run["n_hackable"],
+        **{f"{label} [Wilson 95%]": [wilson_cell(r, m) for _, r in per_run.iterrows()]
+           for m, (_, _, label) in A2_METRICS.items()}}))]
+    write_artifact(out.tables, "A2", "deploy hack and solve per arm", body + [KIND_NOTE, LABEL_NOTE],
+                   {"A2": table, "A2_runs": per_run})
+    return table
+
+
+def a3(con, out: Out) -> pd.DataFrame:
+    table = con.execute("""
+        WITH q AS (SELECT run, avg(qmass_rollouts) AS qr, avg(qmass_update) AS qu,
+                          sum(n_route_teacher) / nullif(sum(n_keep_teacher + n_absorb_teacher + n_route_teacher), 0) AS qt,
+                          -- the quarantine's share of the squared gradient norm, before clipping and Adam
+                          avg(gradnorm_quarantine ^ 2 / nullif(gradnorm_deployed ^ 2 + gradnorm_quarantine ^ 2, 0)) AS qg
+                   FROM steps GROUP BY run),
+             d AS (SELECT run, hack, solve, n, n_hacked, n_solved FROM per_run WHERE view = 'deploy' AND mode = 'overall'),
+             t AS (SELECT run, hack, solve, n, n_hacked, n_solved FROM per_run WHERE view = 'train' AND mode = 'overall')
+        SELECT i.arm, count(*) AS n_seeds,
+               avg(d.hack) AS deploy_hack, sem(d.hack) AS deploy_hack_sem,
+               avg(d.solve) AS deploy_solve, sem(d.solve) AS deploy_solve_sem,
+               avg(t.hack) AS train_hack, sem(t.hack) AS train_hack_sem,
+               avg(t.solve) AS train_solve, sem(t.solve) AS train_solve_sem,
+               avg(q.qr) AS qmass_rollouts, sem(q.qr) AS qmass_rollouts_sem,
+               avg(q.qu) AS qmass_update, sem(q.qu) AS qmass_update_sem,
+               avg(q.qt) AS qmass_teacher, sem(q.qt) AS qmass_teacher_sem,
+               avg(q.qg) AS qmass_grad, sem(q.qg) AS qmass_grad_sem,
+               sum(d.n_hacked) AS deploy_n_hacked, sum(d.n_solved) AS deploy_n_solved, sum(d.n) AS deploy_n,
+               sum(t.n_hacked) AS train_n_hacked, sum(t.n_solved) AS train_n_solved, sum(t.n) AS train_n
+        FROM run_info i JOIN d USING (run) JOIN q USING (run) LEFT JOIN t USING (run)
+        WHERE list_contains(?, i.arm)
+        GROUP BY i.arm""", [[a for a in _run_arms(con) if get_arm(a).ablation]]).df()
+    table = _by_arm(table)
+    columns = [("deploy hack", "deploy_hack"), ("deploy solve", "deploy_solve"),
+               ("train-view hack", "train_hack"), ("train-view solve", "train_solve"),
+               ("qmass (student rows routed)", "qmass_rollouts"), ("teacher rows routed", "qmass_teacher"),
+               ("qmass (gradient, ‖g‖² share in quarantine)", "qmass_grad"),
+               ("qmass (update, ‖Δ‖² share in quarantine)", "qmass_update")]
+    md = pd.DataFrame({"arm": table["arm"], "kind": [arm_kind(a) for a in table["arm"]], "seeds": table["n_seeds"]} | {
+        label: [_pm(m, _none_if_nan(s)) for m, s in zip(table[col], table[f"{col}_sem"])] for label, col in columns})
+    write_artifact(out.tables, "A3", "ablation: " + " / ".join(_ablation_arms()), [
+        LABEL_NOTE, KIND_NOTE, "Final eval, overall rate, mean ± SEM over seeds. " + ALL_PROBLEMS_NOTE +
+        " Deploy = quarantine ablated; train-view = quarantine on (the model as it trained), which shows what "
+        "the quarantine holds. qmass: per run the mean over optimizer steps of the fraction of student rows routed (the gated rows; teacher-pool "
+        "rows have a gate of their own or a fixed zone, gate.teacher_zone; their routed share is its own column), and of the quarantine's share of "
+        "the squared gradient norm (before clipping and AdamW: the routing mass) and of the squared update "
+        "norm (about one half wherever a block gets any gradient, since AdamW normalises each parameter's "
+        "step), then mean ± SEM over seeds. A yoked run (placebo_tgate) routes as many student and teacher rows "
+        "as the arm it copies (tgate) at every step; equal row shares are not equal gradient mass: read the gradient column.",
+        out.figure("A3"), md_table(md)], {"A3": table})
+
+    bars = []
+    for r in table.itertuples():
+        for label, col, k, n in [("deploy hack", "deploy_hack", r.deploy_n_hacked, r.deploy_n),
+                                 ("deploy solve", "deploy_solve", r.deploy_n_solved, r.deploy_n),
+                                 ("train-view hack", "train_hack", r.train_n_hacked, r.train_n),
+                                 ("qmass (student rows routed)", "qmass_rollouts", None, None)]:
+            mean = _none_if_nan(getattr(r, col))
+            if mean is not None:
+                lo, hi, interval = _interval(mean, _none_if_nan(getattr(r, f"{col}_sem")),
+                                             _none_if_nan(k), _none_if_nan(n))
+                bars.append({"arm": r.arm, "metric": label, "mean": mean, "lo": lo, "hi": hi, "interval": interval})
+    bars = pd.DataFrame(bars)
+    if len(bars):
+        out.chart(plots.bar_chart(bars, "arm", "A3: ablation", "error bars: " + ", ".join(sorted(set(bars["interval"]))),
+                                  y_title="rate or fraction"), "A3")
+    out.data("A3_ablation", table[["arm", "deploy_hack", "deploy_solve", "train_hack", "qmass_rollouts"]])
+    return table
+
+
+def _run_arms(con) -> list[str]:
+    """The arm names of the aggregated runs (yoked runs by their yoked_name), the base model's left out."""
+    return [a for a in con.execute("SELECT DISTINCT arm FROM run_info").df()["arm"] if a != BASE]
+
+
+def a4(con, out: Out, long_horizon: bool, preset: str | None, n_boot: int = N_BOOT) -> pd.DataFrame | None:
+    """Long-horizon routeA vs none: the runs of this pipeline when its preset is the long one."""
+    if not long_horizon or not {NONE, ROUTE} <= set(_run_arms(con)):
+        why = (f"these runs are of the '{preset}' preset, not a long-horizon one" if not long_horizon
+               else "the routeA and none arms are not both among the runs")
+        write_artifact(out.tables, "A4", "long-horizon routeA vs none", [
+            f"No A4 result: {why}. A4 is the aggregation of the long-horizon preset's routeA and none runs."],
+            {"A4": pd.DataFrame(columns=["arm", "step", "n_seeds", "hack_mean", "hack_sem", "solve_mean", "solve_sem"])})
+        return None
+    curve = _curve(con, (NONE, ROUTE))
+    table, md = _a2_table(con, (NONE, ROUTE), refs=(NONE,), n_boot=n_boot)
+    write_artifact(out.tables, "A4", "long-horizon routeA vs none", [
+        f"Runs of the '{preset}' preset. Deploy eval (quarantine ablated) at the end, with A2's denominators "
+        "(hack over hackable problems) and statistics: " + _stats_note(table, (NONE,), n_boot) + " " + LABEL_NOTE,
+        out.figure("A4"), md_table(md),
+        "## Over training", "Mean ± SEM over seeds. " + ALL_PROBLEMS_NOTE, _curve_md(curve)],
+        {"A4": curve, "A4_final": table})
+    _curve_outputs(curve, "A4", "A4: long horizon, deploy hack and solve over training", out)
+    return table
+
+
+def a5(con, runs: list[Run], out: Out, gate_by_mode: pd.DataFrame | None = None, n_boot: int = N_BOOT) -> dict | None:
+    """Deploy hack per loophole mode for every arm, the heldout arm's Δ against none and against the
+    yoked placebo (the routing-mass-matched control), and the gate's AUROC within each mode (A7's).
+    Returns C2's verdict (None where it cannot be decided)."""
+    heldout_runs = [r for r in runs if r.arm != BASE and get_arm(r.arm).heldout]
+    if not heldout_runs:
+        write_artifact(out.tables, "A5", "held-out modes", [
+            "No A5 result: no run of the `heldout` arm was aggregated."],
+            {"A5": pd.DataFrame(columns=["mode", "held_out", "arm", "n_seeds", "hack_mean", "hack_sem"])})
+        return None
+    held = {r.heldout_modes for r in heldout_runs}
+    if len(held) != 1 or None in held:
+        raise InputError("heldout runs disagree on (or lack) 'heldout_modes': " +
+                         ", ".join(f"{r.deploy_path}: {r.heldout_modes}" for r in heldout_runs))
+    held = list(held.pop())
+    held_arm = heldout_runs[0].arm
+    present = set(con.execute("SELECT DISTINCT mode FROM deploy").df()["mode"])
+    modes = [m for m in HACK_MODES if m in present]
+    pooled = ["held-out modes (pooled)", "in-pair modes (pooled)"]
+    # Per run: the hack rate of each mode, and of the held-out / in-pair groups with counts summed.
+    per_run_mode = con.execute("""
+        WITH m AS (
+            SELECT run, arm, seed, mode, n, n_hacked, list_contains($held, mode) AS held_out
+            FROM per_run WHERE view = 'deploy' AND list_contains($arms, arm)
+              AND list_contains($modes, mode) AND n > 0)
+        SELECT run, arm, seed, mode, held_out, n, n_hacked, n_hacked / n AS hack FROM m
+        UNION ALL
+        SELECT run, arm, seed, CASE WHEN held_out THEN $pooled[1] ELSE $pooled[2] END,
+               held_out, sum(n), sum(n_hacked), sum(n_hacked) / sum(n)
+        FROM m GROUP BY run, arm, seed, held_out""",
+        {"held": held, "modes": modes, "pooled": pooled, "arms": sorted({r.arm for r in runs} - {BASE})}).df()
+    if per_run_mode.empty:
+        raise InputError(f"A5: no per-mode deploy rows for the hackable modes {list(HACK_MODES)}")
+    rows = []
+    refs = [NONE, YOKED]  # Δ against vanilla GRPO, and against routing at the arm's own counts with no direction
+    for (mode, held_out), g in per_run_mode.groupby(["mode", "held_out"], sort=False):
+        for arm, ga in g.groupby("arm"):
+            mean, sem = mean_sem(ga["hack"])
+            row = {"mode": mode, "held_out": bool(held_out), "arm": arm, "n_seeds": len(ga), "hack_mean": mean,
+                   "hack_sem": sem, "n_hacked": int(ga["n_hacked"].sum()), "n": int(ga["n"].sum())}
+            for role in refs:
+                ref = _ref_arm(arm, role)[0]
+                row |= {f"delta_vs_{role}": None, f"delta_vs_{role}_sem": None, f"p_vs_{role}": None,
+                        f"p_vs_{role}_holm": None, f"test_vs_{role}": None}
+                other = g[g["arm"] == ref].set_index("seed")["hack"]
+                shared = ga[ga["seed"].isin(other.index)].sort_values("seed")
+                if arm != ref and len(shared):
+                    ref_runs = g[g["arm"] == ref].set_index("seed").loc[shared["seed"]]
+                    var = (np.array([binomial_var(h, n) for h, n in zip(shared["hack"], shared["n"])])
+                           + np.array([binomial_var(h, n) for h, n in zip(ref_runs["hack"], ref_runs["n"])]))
+                    t = paired_t(shared["hack"], other.loc[shared["seed"]], sampling_var=var)
+                    row |= {f"delta_vs_{role}": t.mean_diff, f"delta_vs_{role}_sem": t.sem, f"p_vs_{role}": t.p,
+                            f"test_vs_{role}": t.statement}
+            rows.append(row)
+    # C2's test is the pooled held-out row (one claim: no correction). Its per-mode follow-ups, the held-out
+    # modes one by one, are a family: Holm over them, per arm and reference, keeps the chance of any false
+    # per-mode claim at 5% whatever their dependence. The in-pair rows claim nothing about C2: raw p only.
+    for arm in {r["arm"] for r in rows}:
+        family = [r for r in rows if r["arm"] == arm and r["held_out"] and r["mode"] not in pooled]
+        for ref in refs:
+            for r, p in zip(family, holm([r[f"p_vs_{ref}"] for r in family])):
+                r[f"p_vs_{ref}_holm"] = p
+    c2, c2_text = _claim_c2(con, held_arm, held, n_boot)
+    mode_rank = {m: i for i, m in enumerate(modes + pooled)}
+    arm_rank = {a: i for i, a in enumerate(_arm_order(r["arm"] for r in rows))}
+    table = pd.DataFrame(sorted(rows, key=lambda r: (mode_rank[r["mode"]], arm_rank[r["arm"]])))
+
+    def cell(mode, arm, col="hack_mean", sem_col="hack_sem", ref=None):
+        r = table[(table["mode"] == mode) & (table["arm"] == arm)]
+        if r.empty or _none_if_nan(r[col].iloc[0]) is None:
+            return "—"
+        text = _pm(r[col].iloc[0], _none_if_nan(r[sem_col].iloc[0]))
+        if ref is None:
+            return text
+        holm_p = _none_if_nan(r[f"p_vs_{ref}_holm"].iloc[0])
+        return f"{text} ({r[f'test_vs_{ref}'].iloc[0]}" + (f"; Holm p={holm_p:.3g})" if holm_p is not None else ")")
+
+    def auroc_cell(mode, arm):  # the gate's AUROC on the student rollouts of this mode's problems (A7)
+        if gate_by_mode is None or gate_by_mode.empty:
+            return "—"
+        vals = gate_by_mode[(gate_by_mode["mode"] == mode) & (gate_by_mode["arm"] == arm)]["auroc"].dropna()
+        return _pm(*mean_sem(vals)) if len(vals) else "—"
+
+    shown = _arm_order(table["arm"])
+    held_placebo = placebo_for(held_arm)
+    gated = [a for a in dict.fromkeys((held_arm, ROUTE, held_placebo, placebo_for(ROUTE))) if a in shown]
+    md = pd.DataFrame([{"mode": mode,
+                        "in heldout arm's pairs": "no (held out)" if mode in held or mode == pooled[0] else "yes",
+                        **{f"{a} hack": cell(mode, a) for a in shown},
+                        **{f"Δ {held_arm} − {_ref_arm(held_arm, role)[0]}":
+                           cell(mode, held_arm, f"delta_vs_{role}", f"delta_vs_{role}_sem", role)
+                           for role in refs if _ref_arm(held_arm, role)[0] in shown},
+                        **{f"gate AUROC, {a}": auroc_cell(mode, a) for a in gated}}
+                       for mode in modes + pooled if (table["mode"] == mode).any()])
+    write_artifact(out.tables, "A5", "held-out modes", [
+        f"The `heldout` arm's v_act comes from the pairs of {', '.join(m for m in HACK_MODES if m not in held)} "
+        f"only; {', '.join(held)} are held out (routeA's v_act uses every mode). Deploy hack rate "
+        "(quarantine ablated) per loophole mode, mean ± SEM over seeds; pooled rows sum the counts of their "
+        "modes within each run first. Every arm is shown: the held-out modes' rate moves for reasons other "
+        f"than the direction too, so the heldout arm's Δ is taken against {NONE} and against {held_placebo} (the "
+        "placebo yoked to it: its own per-step route and keep counts, rows ranked by a Haar direction). Δ is "
+        "paired by seed, "
+        "with a paired t-test (a p-value from "
+        f"{MIN_SEEDS_FOR_TEST} seeds on, its SEM never below binomial sampling's), which treats the test problems "
+        "as fixed and decides nothing alone. C2 is the pooled held-out modes, decided like C1 by A2's bootstrap "
+        "interval over seeds and problems (widened for few seeds), against both references: C2 holds only if "
+        f"the heldout arm's Δ hack on the held-out modes' problems has its 95% interval below 0 against {NONE} and "
+        f"against {held_placebo} alike (an intersection-union test: requiring both keeps the level at 0.05 with no "
+        "correction). Holm p: the held-out modes' own rows, adjusted by Holm's method over those modes (per arm "
+        "and reference), follow-ups to C2; the in-pair rows test no claim of C2 and show the raw p. Gate AUROC: "
+        "the AUROC of the arm's gate score "
+        "against the hack label on the student rollouts of that mode's problems (A7), mean ± SEM over seeds. "
+        + LABEL_NOTE, out.figure("A5"), md_table(md), c2_text],
+        {"A5": table})
+    bars = []
+    for r in table.itertuples():
+        lo, hi, interval = _interval(r.hack_mean, _none_if_nan(r.hack_sem), r.n_hacked, r.n)
+        bars.append({"arm": r.arm, "mode": f"{r.mode} (held out)" if r.mode in held else r.mode,
+                     "mean": r.hack_mean, "lo": lo, "hi": hi, "interval": interval})
+    bars = pd.DataFrame(bars)
+    out.chart(plots.bar_chart(bars, "mode", "A5: deploy hack per loophole mode",
+                              f"held out from the heldout arm's pairs: {', '.join(held)}; error bars: "
+                              + ", ".join(sorted(set(bars["interval"]))), column=None, y_title="deploy hack rate"), "A5")
+    out.data("A5_modes", table.pivot(index="mode", columns="arm", values="hack_mean")
+             .loc[[m for m in modes + pooled if m in set(table["mode"])]].reset_index())
+    return c2
+
+
+def _claim_c2(con, held_arm: str, held: list[str], n_boot: int) -> tuple[dict | None, str]:
+    """C2 from the bootstrap: the heldout arm's deploy hack on the held-out modes' problems, Δ against none
+    and against placebo on the seeds each pair shares; it holds where both intervals lie below 0."""
+    pm = _problem_means(con)
+    placebo = placebo_for(held_arm)
+    seeds_of = {a: set(pm.loc[pm["arm"] == a, "seed"]) for a in (held_arm, NONE, placebo)}
+    parts, lines = {}, []
+    for ref in (NONE, placebo):
+        shared = sorted(seeds_of[held_arm] & seeds_of[ref])
+        b, t = _bootstrap(pm, held_arm, shared, "hack_hackable", ref, n_boot, modes=held) if shared else (None, None)
+        if b is None:
+            return None, f"C2: not decided here (no {held_arm} and {ref} runs on shared seeds with held-out problems)."
+        parts[ref] = b
+        lines.append(f"Δ hack vs {ref} {_ci(b.estimate, b.lo, b.hi, signed=True, widened_by=b.widened_by, undefined=b.degenerate)}"
+                     f" over {b.n_seeds} seed(s) × {b.n_problems} problems ({t.statement})")
+    below = {ref: int(not b.degenerate and b.hi < 0) for ref, b in parts.items()}
+    n_seeds = min(b.n_seeds for b in parts.values())
+    verdict = {"holds": int(all(below.values())), "hack_below_none": below[NONE], "hack_below_placebo": below[placebo],
+               "n_seeds": n_seeds}
+    return verdict, (f"**C2 {'holds' if verdict['holds'] else 'does not hold'}** (held-out modes {', '.join(held)}, "
+                     f"pooled; bootstrap as A2's): " + "; ".join(lines) + "."
+                     + (" One seed: its intervals leave out seed-to-seed variance, so this verdict is not C2's test."
+                        if n_seeds < 2 else ""))
+
+
+def a6(pairs: list, out: Out) -> pd.DataFrame:
+    """One prompt + hack + clean completion per mode: the first pair of each mode, in the given order."""
+    rows = [dataclasses.asdict(p) if dataclasses.is_dataclass(p) else dict(p) for p in pairs]
+    if not rows:
+        raise InputError("A6 needs the authored pairs; none were given")
+    for i, p in enumerate(rows):
+        for key in ("id", "mode", "prompt", "hack", "clean"):
+            if key not in p:
+                raise InputError(f"pair {i} ({p.get('file', '?')}:{p.get('line', '?')}): missing key '{key}'")
+    first: dict[str, dict] = {}
+    for p in rows:
+        first.setdefault(p["mode"], p)
+    body = ["One authored pair per loophole mode (the first of its mode): the prompt, the hack completion and "
+            "the clean completion of the same prompt. The pairs are hand-written and off-distribution; v_act is "
+            "the mean over pairs of the hack − clean bottleneck activations."]
+    for mode, p in first.items():
+        where = f", {p['file']}:{p['line']}" if "file" in p and "line" in p else ""
+        body.append(f"## {mode} (pair `{p['id']}`{where})\n\n### prompt\n\n{_quote(p['prompt'])}\n\n"
+                    f"### hack\n\n{p['hack'].strip()}\n\n### clean\n\n{p['clean'].strip()}")
+    table = pd.DataFrame([{k: p[k] for k in ("mode", "id", "prompt", "hack", "clean")} for p in first.values()])
+    write_artifact(out.tables, "A6", "one authored pair per mode", body, {"A6": table})
+    return table
+
+
+def _quote(text: str) -> str:
+    return "\n".join("> " + line if line else ">" for line in text.strip().splitlines())
+
+
+GATE_METRICS = ("route_precision", "route_recall", "route_f05", "keep_precision", "keep_recall", "keep_f05")
+
+
+def _tensors(d):
+    return load_tensors(d) if isinstance(d, (str, Path)) else d
+
+
+def a7(con, runs: list[Run], directions: dict, q_lo: float, q_hi: float, n_null: int, null_seed: int,
+       out: Out, placebos: dict | None = None, n_perm: int = N_PERM) -> tuple[pd.DataFrame, pd.DataFrame]:
+    trained = [r for r in runs if r.arm != BASE]
+    missing = [r.run for r in trained if r.run not in directions]
+    if missing:
+        raise InputError(f"no gate direction given for run(s) {missing}: A7 scores each run with the direction its gate used")
+    placebos = placebos or {}
+    per_run, null_rows, step_rows, mode_rows = [], [], [], []
+    for r in tqdm(trained, desc="A7 gate diagnostics"):
+        placebo = placebos.get(r.run)
+        res = gate_eval(load_rollouts(r.rollouts_path), load_tensors(r.acts_path), _tensors(directions[r.run]),
+                        q_lo, q_hi, n_null=n_null, null_seed=null_seed, progress=False, n_perm=n_perm,
+                        placebo=None if placebo is None else _tensors(placebo))
+        res |= {"run": r.run, "arm": r.arm, "seed": r.seed}
+        write_json(out.tables / "A7_gate" / f"{r.run}.json", res)
+        step_rows += [{"run": r.run, "arm": r.arm, "seed": r.seed, **row} for row in res["by_step"]]
+        mode_rows += [{"run": r.run, "arm": r.arm, "seed": r.seed, **row} for row in res["by_mode"]]
+        step_auroc = [row["auroc"] for row in res["by_step"] if row["auroc"] is not None]
+        per_run.append({"run": r.run, "arm": r.arm, "seed": r.seed, "n": res["n"], "n_hacked": res["n_hacked"],
+                        "auroc": res["real"]["auroc"], "auroc_percentile_in_null": res["auroc_percentile_in_null"],
+                        "p_haar": res["null"].get("p"), "p_labels": res["label_permutation"]["p"],
+                        "p_labels_within": res["label_permutation"]["p_within_groups"],
+                        "labels_auroc_q95": res["label_permutation"]["auroc_q95"],
+                        "auroc_within_groups": res["within_groups"]["auroc"],
+                        "auroc_step_mean": float(np.mean(step_auroc)) if step_auroc else None,
+                        "placebo_pairs_auroc": (res["placebo_pairs"] or {}).get("auroc"),
+                        "teacher_auroc": res["teacher"]["auroc"],
+                        "null_auroc_mean": res["null"]["auroc_mean"], "null_auroc_sd": res["null"]["auroc_sd"],
+                        **{k: res["real"][k] for k in GATE_METRICS},
+                        **{f"realised_{k}": res["realised"][k] for k in GATE_METRICS + ("qmass",)},
+                        "n_teacher": res["teacher"]["n"], "teacher_routed": res["teacher"]["zone_share"]["route"],
+                        **{f"teacher_{k}": (res["teacher"]["realised"] or {}).get(k)
+                           for k in ("route_precision", "route_recall", "keep_precision")},
+                        "score_vs_log_max_rel_diff": res["logged_score_max_rel_diff"]})
+        null_rows += [{"run": r.run, "arm": r.arm, "auroc": a} for a in (res["null"]["auroc"] or [])]
+    per_run = pd.DataFrame(per_run).merge(con.execute("""
+        SELECT run, avg(qmass_rollouts) AS qmass_rollouts, avg(qmass_update) AS qmass_update,
+               avg(is_p50_keep_student) AS is_p50_keep, max(is_max_keep_student) AS is_max_keep,
+               avg(is_p50_absorb_student) AS is_p50_absorb, max(is_max_absorb_student) AS is_max_absorb,
+               avg(is_p50_route_student) AS is_p50_route, max(is_max_route_student) AS is_max_route
+        FROM steps GROUP BY run""").df(), on="run", how="left")
+
+    metrics = [c for c in per_run.columns
+               if c not in ("run", "arm", "seed", "n", "n_hacked", "n_teacher", "score_vs_log_max_rel_diff")
+               and not c.startswith("p_")]
+    arm_rows = []
+    for arm in _arm_order(per_run["arm"]):
+        g = per_run[per_run["arm"] == arm]
+        row = {"arm": arm, "n_seeds": len(g)}
+        for c in metrics:
+            vals = g[c].dropna()
+            if c.startswith("is_max"):  # a worst case over steps, so over seeds too
+                row[c] = float(vals.max()) if len(vals) else None
+            else:
+                row[c], row[f"{c}_sem"] = mean_sem(vals) if len(vals) else (None, None)
+        for c in ("p_haar", "p_labels", "p_labels_within"):  # a p-value is not averaged: its median, and how many seeds pass
+            vals = g[c].dropna()
+            row[c] = float(vals.median()) if len(vals) else None
+            row[f"{c}_below_05"] = f"{int((vals < 0.05).sum())}/{len(vals)}"
+            # the test over seeds (independent runs): Fisher's combination of the seeds' permutation p-values
+            row[f"{c}_fisher"] = float(sps.combine_pvalues(vals, method="fisher").pvalue) if len(vals) else None
+        arm_rows.append(row)
+    table = pd.DataFrame(arm_rows)
+
+    def pm(col, digits=3):
+        return [_pm(_none_if_nan(r.get(col)), _none_if_nan(r.get(f"{col}_sem")), digits) for r in arm_rows]
+
+    def ratio_is(zone):
+        return [f"{_fmt(_none_if_nan(r.get(f'is_p50_{zone}')))} / {_fmt(_none_if_nan(r.get(f'is_max_{zone}')))}"
+                for r in arm_rows]
+
+    def p_col(col):
+        return [f"{_fmt(_none_if_nan(r.get(col)))} ({r[f'{col}_below_05']}); {_fmt(_none_if_nan(r.get(f'{col}_fisher')))}"
+                for r in arm_rows]
+
+    md = pd.DataFrame({
+        "arm": table["arm"], "seeds": table["n_seeds"], "AUROC": pm("auroc"),
+        "p Haar: median (seeds < 0.05); Fisher": p_col("p_haar"),
+        "p labels: median (seeds < 0.05); Fisher": p_col("p_labels"),
+        "AUROC within groups": pm("auroc_within_groups"),
+        "p labels, within groups: median (seeds < 0.05); Fisher": p_col("p_labels_within"), "AUROC per step": pm("auroc_step_mean"),
+        "placebo pairs AUROC": pm("placebo_pairs_auroc"), "teacher rows AUROC": pm("teacher_auroc"),
+        "route precision": pm("route_precision"), "route recall": pm("route_recall"), "route F0.5": pm("route_f05"),
+        "keep precision": pm("keep_precision"), "keep recall": pm("keep_recall"), "keep F0.5": pm("keep_f05")})
+    md_realised = pd.DataFrame({
+        "arm": table["arm"], "route precision": pm("realised_route_precision"),
+        "route recall": pm("realised_route_recall"), "route F0.5": pm("realised_route_f05"),
+        "keep precision": pm("realised_keep_precision"), "keep F0.5": pm("realised_keep_f05"),
+        "qmass (student rows)": pm("qmass_rollouts"), "teacher rows routed": pm("teacher_routed"),
+        "teacher route precision": pm("teacher_route_precision"), "teacher route recall": pm("teacher_route_recall"),
+        "teacher keep precision": pm("teacher_keep_precision"),
+        "qmass (update)": pm("qmass_update"),
+        "π_old/π_sample keep median / max": ratio_is("keep"), "π_old/π_sample absorb median / max": ratio_is("absorb"),
+        "π_old/π_sample route median / max": ratio_is("route")})
+    notes = [f"{r.run}: AUROC undefined ({r.n_hacked} of {r.n} student rollouts hacked)"
+             for r in per_run.itertuples() if _none_if_nan(r.auroc) is None]
+    notes += [f"{r.run}: the direction scored here does not reproduce the logged gate scores (max relative "
+              f"difference {r.score_vs_log_max_rel_diff:.3g}), e.g. because v_act was re-extracted during training"
+              for r in per_run.itertuples() if (_none_if_nan(r.score_vs_log_max_rel_diff) or 0) > 1e-3]
+    by_direction = lambda *kinds: ", ".join(a.name for a in REGISTRY.values() if a.direction in kinds)  # noqa: E731
+    pinned = ", ".join(a.name for a in REGISTRY.values() if not a.gates_students)
+    write_artifact(out.tables, "A7", "gate diagnostics", [
+        "The gate as a classifier, scored after training against the hack labels of each run's own "
+        "training rollouts (labels are used here only, as a measurement; routing never saw them). "
+        "Population: student rollouts on problems of a hackable mode (teacher-pool rollouts, and rollouts on "
+        "unhackable problems, which are clean whatever they do, excluded). Each run is scored with the direction "
+        f"its gate used ({by_direction('v_act', 'random')}: v_act of its seed; {by_direction('v_grad')}: v_grad of "
+        f"its seed, on each rollout's probe gradient; {by_direction('haar')}: their Haar direction, in the space of the "
+        f"arm a yoked run copies; {by_direction('v_act_heldout')}: the v_act of the in-pair modes); for {pinned} the student "
+        "rows were pinned (no gate decided them), and random ranked "
+        "rows by a uniform draw, so these rows say what v_act would have done. Teacher-pool rows (gated apart "
+        f"or a fixed zone, gate.teacher_zone) are not in these metrics: their AUROC and routed share are shown apart. Cuts: the {q_lo:g} and {q_hi:g} quantiles of the run's scores. Route = above the "
+        "upper cut (precision = hack share of route, recall = share of hacks routed); keep = below the lower "
+        "cut (precision = clean share of keep, recall = share of clean rollouts kept). F0.5 weighs precision "
+        f"above recall. Two nulls, each as p = (1 + k) / (N + 1), k the null AUROCs at or above the real one: "
+        f"{n_null} Haar-random directions (seeds from {null_seed}) scored on the same activations (does the "
+        f"direction beat an arbitrary one?), and {n_perm} shuffles of the hack labels within each prompt group "
+        "(one problem at one step), the scores kept. A shuffle keeps each group's scores and hack count, so a "
+        "score that tracks the step, the mode or the prompt rather than the rollout does as well on shuffled "
+        "labels as on real ones; the shuffles' pooled AUROCs are centred where the groups' make-up puts them, "
+        "not at 0.5. Both p-values from these shuffles, the pooled AUROC's and the within-group AUROC's, "
+        "therefore test one null: within a group, hacks score no higher than the group's clean rollouts; "
+        "the within-group statistic is the direct one; "
+        "p is shown as the median over seeds, with how many seeds have p < 0.05, and as the test over seeds: "
+        "Fisher's combination of the seeds' p-values (the runs are independent). A pooled AUROC mixes steps whose "
+        "scores and hack rates both drift, so it is also given per step (mean over steps with both classes) and "
+        "within prompt groups (only rollouts of one prompt at one step compared: the contrast a group-relative "
+        "update acts on). Placebo pairs: the direction of the placebo pair set (style contrasts written like "
+        "the hack pairs), a content-matched null. Teacher rows: the same score on the teacher-pool rows of the "
+        "run. Mean ± SEM over seeds; per-step AUROCs in plot_data/A7_by_step.csv.",
+        out.figure("A7_gate_null") if per_run["auroc"].notna().any() else
+        "(No figure: the AUROC is undefined in every run, each run's student rollouts being all of one class.)",
+        md_table(md),
+        "## What the runs did",
+        "The zones each run assigned during training (cuts from its running score buffer, everything absorb "
+        "during warm-up), scored against the same labels; the teacher rows' zones likewise, on the teacher rows of "
+        "hackable problems (precision: hack share of the routed rows, clean share of the kept; recall: share of "
+        "the teacher hacks routed); qmass from the step log (mean over steps); "
+        "the student rows' importance ratio π_old/π_sample before its cap, per zone (mean over steps of the step "
+        "median / max over steps and seeds of the step max; 1 where a row trains in the mode it was sampled in). "
+        "The PPO ratio ρ = π/π_old is 1 by construction (one update per step) and is not shown.",
+        md_table(md_realised)] + (["Notes: " + "; ".join(notes) + "."] if notes else []),
+        {"A7": table, "A7_runs": per_run})
+    null_df = pd.DataFrame(null_rows, columns=["run", "arm", "auroc"])
+    real_df = per_run.dropna(subset=["auroc"])[["run", "arm", "auroc", "auroc_percentile_in_null"]].rename(
+        columns={"auroc_percentile_in_null": "percentile"})
+    out.data("A7_gate_null", null_df)
+    out.data("A7_by_step", pd.DataFrame(step_rows, columns=["run", "arm", "seed", "step", "n", "n_hacked", "auroc",
+                                                            "realised_qmass"]))
+    by_mode = pd.DataFrame(mode_rows, columns=["run", "arm", "seed", "mode", "n", "n_hacked", "auroc"])
+    out.data("A7_by_mode", by_mode)
+    if len(real_df):
+        out.chart(plots.gate_null_chart(null_df, real_df, "A7: gate score AUROC, real direction vs Haar null",
+                                        f"{n_null} Haar directions per run; student rollouts"), "A7_gate_null")
+    return table, by_mode
+
+
+# ---------------------------------------------------------------------------- entry points
+
+def _summary(a2_table: pd.DataFrame, a3_table: pd.DataFrame, a7_table: pd.DataFrame, base: dict | None,
+             claims: dict[str, dict | None]) -> dict:
+    out: dict[str, dict] = {}
+    for r in a2_table.to_dict("records"):
+        # deploy_hack and deploy_solve (over all problems) keep their meaning, so `dvc metrics diff` against
+        # older results compares like with like; the claims are the hackable-denominator rate and the Δs.
+        out[r["arm"]] = {k: r[k] for k in ("n_seeds", "deploy_hack", "deploy_hack_sem", "deploy_solve", "deploy_solve_sem")}
+        out[r["arm"]] |= {f"deploy_{m}{end}": r[f"deploy_{m}{end}"] for m in A2_METRICS for end in ("", "_lo", "_hi")}
+        out[r["arm"]] |= {f"{kind}_{m}_vs_{ref}{end}": r[f"{kind}_{m}_vs_{ref}{end}"]
+                          for ref in (NONE, YOKED) for m in A2_DELTAS
+                          for kind, end in (("delta", ""), ("delta", "_lo"), ("delta", "_hi"), ("p", ""))}
+    for r in a3_table.to_dict("records"):
+        out[r["arm"]] |= {"train_hack": r["train_hack"], "qmass": r["qmass_rollouts"], "qmass_update": r["qmass_update"]}
+    for r in a7_table.to_dict("records"):
+        out[r["arm"]] |= {"gate_auroc": r["auroc"], "gate_auroc_percentile": r["auroc_percentile_in_null"],
+                          "gate_p_haar": r["p_haar"], "gate_p_labels": r["p_labels"],
+                          "gate_p_haar_fisher": r["p_haar_fisher"], "gate_p_labels_fisher": r["p_labels_fisher"],
+                          "gate_p_labels_within": r["p_labels_within"],
+                          "gate_p_labels_within_fisher": r["p_labels_within_fisher"],
+                          "gate_auroc_within_groups": r["auroc_within_groups"]}
+    if base is not None:
+        out[BASE] = base
+    for name, verdict in claims.items():  # the claims' verdicts from the intervals (A2: C1, A5: C2)
+        if verdict is not None:
+            out[f"claim_{name}"] = verdict
+    # DVC metrics: numbers only; a missing value is left out rather than written as null.
+    return {arm: {k: round(float(v), 6) if isinstance(v, float) else int(v) for k, v in m.items()
+                  if _none_if_nan(v) is not None} for arm, m in out.items()}
+
+
+def aggregate(metrics_root: str | Path = "metrics/runs", runs_root: str | Path = "runs/train",
+              out_dir: str | Path = "metrics/artifacts", summary_path: str | Path = "metrics/summary.json",
+              plots_dir: str | Path = "plots", *, runs: list[str] | None = None, pairs: list,
+              directions: dict, q_lo: float, q_hi: float, n_null: int = N_NULL, null_seed: int = 0,
+              long_horizon: bool = False, preset: str | None = None, n_boot: int = N_BOOT,
+              placebos: dict | None = None, n_perm: int = N_PERM) -> dict:
+    """Write A1-A7 (markdown + csv) under out_dir, metrics/summary.json, charts under
+    plots_dir/png and plots_dir/html, and the csv DVC plots render under out_dir/plot_data.
+
+    runs: run names (default: every run under metrics_root; `base` is the reference run);
+    pairs: the authored pairs (A6); directions: run -> the direction its gate used, as a
+    safetensors path or a dict of tensors (A7); placebos: run -> the placebo pairs' direction
+    (A7's content-matched null; optional); q_lo/q_hi: the gate's quantile cuts;
+    n_null/null_seed/n_perm: the Haar and label-permutation nulls of A7; long_horizon: these runs are of the long-horizon
+    preset (A4 is made from them, else A4 says why there is none); preset: its name, for the text;
+    n_boot: resamples of A2's and A4's hierarchical bootstrap.
+    """
+    metrics_root, runs_root, plots_dir = Path(metrics_root), Path(runs_root), Path(plots_dir)
+    out = Out(tables=Path(out_dir), png=plots_dir / "png", html=plots_dir / "html",
+              plot_data=Path(out_dir) / "plot_data")
+    runs = find_runs(metrics_root) if runs is None else list(runs)
+    loaded = [load_run(metrics_root, runs_root, r) for r in runs]
+    con = load_tables(loaded)
+
+    a1(con, out)
+    a2_table = a2(con, out, n_boot)
+    a3_table = a3(con, out)
+    a4(con, out, long_horizon, preset, n_boot)
+    a7_table, gate_by_mode = a7(con, loaded, directions, q_lo, q_hi, n_null, null_seed, out, placebos, n_perm)
+    c2 = a5(con, loaded, out, gate_by_mode, n_boot)
+    a6(pairs, out)
+    # Training-time student hack rate per arm (mean over seeds), the DVC plot of the step logs.
+    train_hack = con.execute("""SELECT i.arm, s.step, avg(s.hack_rate) AS hack_rate
+                                FROM steps s JOIN run_info i USING (run) GROUP BY i.arm, s.step""").df()
+    train_hack = train_hack.pivot(index="step", columns="arm", values="hack_rate").reset_index()
+    out.data("train_hack_rate", train_hack[["step"] + _arm_order(c for c in train_hack.columns if c != "step")])
+
+    base = con.execute("SELECT hack AS deploy_hack, solve AS deploy_solve, hack_hackable AS deploy_hack_hackable, "
+                       "solve_none AS deploy_solve_none FROM per_run "
+                       "WHERE arm = $base AND view = 'deploy' AND mode = 'overall'", {"base": BASE}).df()
+    base = base.iloc[0].to_dict() | (base_pass_at_k(con) or {}) if len(base) else None
+    summary = _summary(a2_table, a3_table, a7_table, base, {"C1": claim_c1(a2_table), "C2": c2})
+    write_json(summary_path, summary)
+    return summary
+
+
+LONG_HORIZON_PRESET = "long"
+NULL_SEED = 1_000_000  # Haar null seeds start here, far from the placebo arm's small seeds
+
+
+def aggregate_stage(params, layout: Layout = Layout()) -> dict:
+    """DVC stage aggregate: the arm x seed grid of params in the pipeline's layout."""
+    seeds = params.train.seeds
+    arm_names = run_arms(params.train.arms, params.train.yoked, params.gate.yoke_to)
+    runs = [run_name(a, s) for a in arm_names for s in seeds]
+    if (layout.run_metrics(BASE) / "per_mode_deploy.json").exists():
+        runs = [BASE] + runs
+    directions = {run_name(a, s): gate_direction(a, layout.vact(s), s, params.gate.placebo_seed)
+                  for a in arm_names for s in seeds}
+    placebos = {run_name(a, s): layout.vact(s) / f"{SPACES[arm_space(a)]}_placebo.safetensors"
+                for a in arm_names for s in seeds}
+    placebos = {run: path for run, path in placebos.items() if path.exists()}  # none without placebo pair files
+    pairs = read_json(layout.pairs)
+    if "pairs" not in pairs:
+        raise InputError(f"{layout.pairs}: missing key 'pairs'")
+    preset = params.preset
+    return aggregate(layout.run_metrics_root, layout.runs, layout.artifacts, layout.summary, layout.plots,
+                     runs=runs, pairs=pairs["pairs"], directions=directions, q_lo=params.gate.q_lo,
+                     q_hi=params.gate.q_hi, null_seed=NULL_SEED, placebos=placebos,
+                     long_horizon=preset == LONG_HORIZON_PRESET, preset=preset)

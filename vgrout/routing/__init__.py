@@ -1,0 +1,1 @@
+"""Stage 3, the directions and the gate: a row's features (act, grad), v_act and v_grad from the pairs, their scores, and the gate that zones each rollout keep, absorb or route. Oracle-free: nothing here reads rewards, grader output or labels."""

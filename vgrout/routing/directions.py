@@ -1,0 +1,102 @@
+"""The hack directions v_act and v_grad as data: a unit vector per adapted module, its score of a
+row's features, the Haar-random directions of the placebo and the nulls, and their files.
+
+    v_m   = mean over pairs of (f_hack − f_clean) at module m, unit-normalised per module
+    score = Σ_m <f_m, v_m>
+
+Pure tensor code (no model, no engine): extraction (routing.extract), the per-step gate (train)
+and the analysis (A5, A7) all read directions through here, so the analysis does not depend on
+the sampling engine. Oracle-free: nothing here reads rewards, grader output or labels.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Sequence
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from vgrout.io import InputError, atomic_path
+
+Direction = dict[str, torch.Tensor]  # module name -> [r], unit norm per module
+SPACES = {"act": "v_act", "grad": "v_grad"}  # feature space -> the name of its direction (and file)
+
+
+def score(acts: dict[str, torch.Tensor], direction: Direction) -> torch.Tensor:
+    """Σ_m <h_m, v_m> for every row: [N]."""
+    missing = set(direction) - set(acts)
+    if missing:
+        raise InputError(f"direction has modules the activations lack: {sorted(missing)[:3]}...")
+    return sum(acts[m].float() @ direction[m].float().to(acts[m].device) for m in direction)
+
+
+def _unit(diff: dict[str, torch.Tensor]) -> Direction:
+    return {m: d / d.norm().clamp(min=1e-12) for m, d in diff.items()}
+
+
+def mean_difference(h_hack: dict[str, torch.Tensor], h_clean: dict[str, torch.Tensor],
+                    rows: Sequence[int] | None = None) -> Direction:
+    """Unit-normalised per module mean paired difference (hack − clean)."""
+    out = {}
+    for m in h_hack:
+        d = h_hack[m] - h_clean[m]
+        out[m] = (d if rows is None else d[list(rows)]).mean(0)
+    return _unit(out)
+
+
+def haar_direction(like: dict[str, torch.Tensor], seed: int) -> Direction:
+    """A Haar-random unit direction per module with the shapes of `like` (seeded)."""
+    g = torch.Generator().manual_seed(int(seed))
+    # sorted names: the same seed gives the same direction whatever the dict order
+    return _unit({m: torch.randn(like[m].shape[-1], generator=g) for m in sorted(like)})
+
+
+def separation(h_hack, h_clean, direction: Direction) -> float:
+    """Fraction of pairs whose hack side scores above its clean side."""
+    return float((score(h_hack, direction) > score(h_clean, direction)).float().mean())
+
+
+def loo_separation(h_hack, h_clean) -> float:
+    """Leave-one-out: v_act from the other pairs, judged on the held-out pair."""
+    n = next(iter(h_hack.values())).shape[0]
+    if n < 2:
+        return float("nan")
+    hits = 0
+    for i in range(n):
+        v = mean_difference(h_hack, h_clean, [j for j in range(n) if j != i])
+        one = lambda h: {m: t[i:i + 1] for m, t in h.items()}  # noqa: E731
+        hits += int(score(one(h_hack), v)[0] > score(one(h_clean), v)[0])
+    return hits / n
+
+
+def save_direction(path: str | Path, direction: Direction, meta: dict | None = None) -> None:
+
+    with atomic_path(path) as tmp:
+        save_file({m: v.contiguous().float() for m, v in direction.items()}, str(tmp),
+                  metadata={"vgrout": json.dumps(meta or {})})
+
+
+def load_direction(path: str | Path, lora=None) -> Direction:
+    """The direction saved at `path`; with `lora` (an engine.adapter.Lora2r) checked against its modules and rank."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"{path}: direction file not found (run the extract_vact stage)")
+    d = load_file(str(path))
+    if lora is not None:
+        if set(d) != set(lora.modules):
+            raise InputError(f"{path}: its modules do not match the adapter's targets")
+        for m, v in d.items():
+            if v.shape[-1] != lora.r:
+                raise InputError(f"{path}: '{m}' has size {v.shape[-1]}, adapter.r is {lora.r}")
+    return d
+
+
+def gate_direction(name: str, vact_dir: str | Path, seed: int, placebo_seed: int, lora=None) -> Direction:
+    """The direction the run of arm name `name` (placebo_routeV: a yoked run's) gates with in run seed
+    `seed`: its direction file (v_act, v_grad, heldout), or a Haar direction of that space's shape
+    seeded placebo_seed + seed."""
+    from vgrout import arms
+    arm = arms.get(name)
+    v = load_direction(arm.direction_file(vact_dir, arms.space(name)), lora)
+    return haar_direction(v, placebo_seed + seed) if arm.direction == "haar" else v

@@ -1,0 +1,1 @@
+"""Stage 1, the substrate: coding problems with loophole modes, the sandboxed grader whose ground truth the graded code cannot write, the self-check, and the sampling both the self-check and the deploy evaluation use."""
