@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from vgrout import aggregate as agg
+from vgrout.analysis import aggregate as agg
 from vgrout.io import atomic_write_text
 
 ROUNDS = {  # round -> comparison -> (the arm C1's rule is applied to, {arm: the variant folder of its runs})

@@ -15,7 +15,7 @@ from pathlib import Path
 def advantage_table(rollouts: Path, G: int, steps: int, baseline: str = "group") -> dict:
     import torch
 
-    from vgrout import grpo
+    from vgrout.train import grpo
 
     rows = [json.loads(line) for line in open(rollouts)]
     for step in sorted({r["step"] for r in rows}):  # a step's rollouts are logged group after group
@@ -48,9 +48,10 @@ def overall(rows: list[dict]) -> list[dict]:
 def completions(layout, params, run: str, n_problems: int = 6) -> dict:
     import torch
 
-    from vgrout import adapter as ad, fastgen
-    from vgrout.model import chat_prompt, load
-    from vgrout.substrate import load_problems
+    from vgrout.engine import adapter as ad
+    from vgrout.engine import fastgen
+    from vgrout.engine.model import chat_prompt, load
+    from vgrout.substrate.problems import load_problems
 
     model, tok = load(str(layout.model))
     problems = load_problems(layout.test_problems)[:n_problems]

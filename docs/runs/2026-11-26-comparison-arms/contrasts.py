@@ -11,7 +11,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from vgrout import aggregate as agg
+from vgrout.analysis import aggregate as agg
 from vgrout.stats import holm
 
 HERE = Path(__file__).parent

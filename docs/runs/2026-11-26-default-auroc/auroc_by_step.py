@@ -9,8 +9,9 @@ import numpy as np
 import torch
 from safetensors.torch import load_file
 
-from vgrout import diagnostics, vact
-from vgrout.modes import hackable
+from vgrout.analysis import diagnostics
+from vgrout.routing import extract as vact
+from vgrout.substrate.modes import hackable
 
 N_NULL, NULL_SEED = 200, 1_000_000
 

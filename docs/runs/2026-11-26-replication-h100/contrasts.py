@@ -1,5 +1,5 @@
 """The Δ between arms that no placebo answers, from this run's committed per-run files, with A2's
-statistics (vgrout.aggregate.contrasts), and A2 again with the tgate runs (tgate.sh) beside the
+statistics (vgrout.analysis.aggregate.contrasts), and A2 again with the tgate runs (tgate.sh) beside the
 rest, in metrics/with_tgate/ (its charts, png/ and html/, and plot data are not committed). Run from the
 repository root:
     python docs/runs/2026-11-26-replication-h100/contrasts.py"""
@@ -9,7 +9,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from vgrout import aggregate as agg
+from vgrout.analysis import aggregate as agg
 
 HERE = Path(__file__).parent
 PAIRS = [("absorb", "none"), ("routeA", "absorb"), ("heldout", "absorb"), ("routeA", "heldout"),

@@ -9,12 +9,14 @@ import json
 import scipy.stats as sps
 import torch
 
-from vgrout import adapter as ad
-from vgrout import config, logprob, vact
+from vgrout.engine import adapter as ad
+from vgrout import config
+from vgrout.engine import logprob
+from vgrout.routing import extract as vact
 from vgrout.io import read_json
-from vgrout.model import chat_prompt, load
-from vgrout.pairs import Pair
-from vgrout.rollout import encode
+from vgrout.engine.model import chat_prompt, load
+from vgrout.pairs.pairs import Pair
+from vgrout.engine.rollout import encode
 
 params = config.load()
 data = read_json("runs/pairs/pairs.json")

@@ -9,12 +9,14 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from vgrout import adapter as ad
-from vgrout import config, pairsource, vact
+from vgrout.engine import adapter as ad
+from vgrout import config
+from vgrout.pairs import source as pairsource
+from vgrout.routing import extract as vact
 from vgrout.io import read_json
 from vgrout.layout import Layout
-from vgrout.model import load
-from vgrout.pairs import Pair
+from vgrout.engine.model import load
+from vgrout.pairs.pairs import Pair
 
 params = config.load()
 params = config.parse(config.overlay(params.model_dump(), {"pairs": {"source": "self"}}), "self-pairs")
