@@ -160,17 +160,23 @@ def aggregate(params_file: Path = PARAMS):
 
 @app.command("gate-eval")
 def gate_eval(rollouts: Path, acts: Path, direction: Path,
-              q_lo: float = 0.25, q_hi: float = 0.75, n_null: int = 1000, n_perm: int = 1000,
-              placebo: Optional[Path] = typer.Option(None, help="the placebo pairs' direction (v_act_placebo.safetensors)"),
+              q_lo: Optional[float] = typer.Option(None, help="default: the schema's gate.q_lo (vgrout/config.py)"),
+              q_hi: Optional[float] = typer.Option(None, help="default: the schema's gate.q_hi (vgrout/config.py)"),
+              n_null: Optional[int] = typer.Option(None, help="Haar directions of the null (default: diagnostics.N_NULL)"),
+              n_perm: Optional[int] = typer.Option(None, help="label permutations (default: diagnostics.N_PERM)"),
+              placebo: Optional[Path] = typer.Option(None, help="the style-contrast pairs' direction (v_act_placebo.safetensors)"),
               out: Optional[Path] = typer.Option(None, "-o", "--out")):
     """Gate diagnostics on a labelled rollout file: AUROC (pooled, per step, within prompt groups),
     precision/recall at each cut, F0.5, qmass, against a Haar null, a within-step label-permutation
-    null and the placebo pairs' direction (labels used only here)."""
+    null and the style-contrast pairs' direction (labels used only here)."""
     import json
 
+    from vgrout import config
     from vgrout.analysis import diagnostics
-    res = diagnostics.gate_eval_file(rollouts, acts, direction, q_lo=q_lo, q_hi=q_hi, n_null=n_null,
-                                     n_perm=n_perm, placebo_path=placebo)
+    gate = config.Gate()  # one default per key: the schema's, unless given here
+    given = {k: v for k, v in dict(n_null=n_null, n_perm=n_perm).items() if v is not None}
+    res = diagnostics.gate_eval_file(rollouts, acts, direction, q_lo=gate.q_lo if q_lo is None else q_lo,
+                                     q_hi=gate.q_hi if q_hi is None else q_hi, placebo_path=placebo, **given)
     text = json.dumps(res, indent=2)
     if out:
         from vgrout.io import atomic_write_text

@@ -59,7 +59,8 @@ class Pairs(Block):
                            "authored (hack, clean) pair files")
     placebo_files: list[str] = doc(["data/pairs/placebo_comments.md", "data/pairs/placebo_docstrings.md",
                                     "data/pairs/placebo_loops.md", "data/pairs/placebo_names.md"],
-                                   "placebo pair files (style contrasts; separation diagnostic only)")
+                                   "style-contrast pair files (pairs that differ in style, not in hacking: the "
+                                   "separation diagnostic and A7's content-matched null; no arm gates with them)")
     source: Literal["authored", "self"] = doc("authored", "authored: the pairs of pairs.files; self: the student at "
                                               "its init writes both sides on fresh problems, the hack side under a "
                                               "mode's hint and mechanism, the clean side without (vgrout.pairs.source)")
@@ -117,7 +118,8 @@ class Pool(Block):
 
 
 class Gate(Block):
-    random_seed: int | None = doc(None, "null: v_act; an integer: a Haar-random direction (placebo experiment)")
+    random_seed: int | None = doc(None, "null: v_act and v_grad from the pairs; an integer: each replaced by a Haar-random direction "
+                                  "(the random-direction experiment: `dvc exp run -S gate.random_seed=7`)")
     placebo_seed: int = doc(1, "the placebo arm's Haar direction: placebo_seed + run seed")
     q_lo: float = doc(0.25, "quantile of past scores below which a rollout is kept", ge=0, le=1)
     q_hi: float = doc(0.75, "quantile of past scores above which a rollout is routed", ge=0, le=1)
