@@ -38,7 +38,7 @@ def test_every_artifact_exists_and_is_well_formed(reproduced):
         assert md.startswith("#") and len(md) > 100, a
         pd.read_csv(repo / f"metrics/artifacts/{a}.csv")  # parses
     a3 = pd.read_csv(repo / "metrics/artifacts/A3.csv")
-    assert set(a3["arm"]) == {"none", "routeA", "placebo_routeA"}  # the CI grid's ablation arms (absorb: tests/test_train.py)
+    assert set(a3["arm"]) == {"none", "routeA", "placebo_routeA"}  # the CI grid's ablation arms (absorb: tests/train/test_train.py)
     summary = json.loads((repo / "metrics/summary.json").read_text())
     assert set(ARMS) <= set(summary)
     assert summary["none"]["qmass"] == 0  # the none arm never routes

@@ -10,7 +10,7 @@ does not run the model.
 fast: `decode.generate` (static KV caches, CUDA graphs) and `logprob.token_logprobs` (checkpointed,
 chunked, fused lora2r deltas); reference: `rollout.generate` (HF generate) and
 `logprob.reference_token_logprobs` (the model's forward). Both compute the same function; the fast
-one is tested against the reference (tests/test_fastgen.py). With `fast` on and a model whose layout
+one is tested against the reference (tests/engine/test_fastgen.py). With `fast` on and a model whose layout
 the engine does not run (`supports`), select says which part once and takes the reference path.
 """
 from __future__ import annotations

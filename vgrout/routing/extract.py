@@ -5,7 +5,7 @@ paired difference per module (routing.directions), and the diagnostics A5 and A6
 Placebo: a Haar-random unit direction per module (same shapes), from `gate.random_seed`.
 
 Oracle-free rule: the only inputs are the authored pairs and the student; nothing here reads
-rewards, grader output or rollout labels (tests/test_oracle_free.py).
+rewards, grader output or rollout labels (tests/routing/test_oracle_free.py).
 """
 from __future__ import annotations
 

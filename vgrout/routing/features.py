@@ -11,7 +11,7 @@ read the pairs (routing.extract) and every step's rollouts (train), so direction
 share one space.
 
 Oracle-free rule: the only inputs are the texts and the student; nothing here reads rewards,
-grader output or rollout labels (tests/test_oracle_free.py).
+grader output or rollout labels (tests/routing/test_oracle_free.py).
 """
 from __future__ import annotations
 

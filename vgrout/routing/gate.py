@@ -8,7 +8,7 @@ quantiles over their own past scores, since the pool's completions are another d
 the student's.
 
 Oracle-free rule: `decide` takes scores and nothing else. This module imports nothing
-that grades, rewards or labels rollouts (tests/test_oracle_free.py checks both).
+that grades, rewards or labels rollouts (tests/routing/test_oracle_free.py checks both).
 """
 from __future__ import annotations
 

@@ -523,7 +523,7 @@ def uniform_scores(cfg, step: int, n_students: int, n_teachers: int = 0) -> tupl
 def routing_step(cfg, lora, tok, gate: Gate, direction, rollouts, step: int, yoke: dict | None, times: dict):
     """Step 4 of a train step, from graded rollouts to zones: pack the rows, the scorer's features
     (its pass keeps the frozen trunk where `keeps_trunks`), the scores, the zones; the gate's
-    buffer takes the step's scores. One function, so that tests/test_oracle_free.py runs exactly
+    buffer takes the step's scores. One function, so that tests/routing/test_oracle_free.py runs exactly
     what train() runs with the grader's labels replaced. Returns (seqs, trunks, acts, scores,
     zones); fills times["score"]."""
     t0 = time.perf_counter()

@@ -1,9 +1,13 @@
 """`vgrout pull` against real DVC: push to a directory remote, clone afresh, pull, nothing to re-run;
-and a clone where the remote's relative URL points nowhere gets an error naming the remote."""
+the same over HTTP (the pushed directory served read-only on 127.0.0.1, as a reviewer reads a public
+bucket); and a clone where the remote's relative URL points nowhere gets an error naming the remote."""
 from __future__ import annotations
 
+import functools
 import subprocess
 import sys
+import threading
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from typer.testing import CliRunner
@@ -42,6 +46,32 @@ def origin(tmp_path_factory, dvc_env):
     return repo
 
 
+@pytest.fixture
+def serve(monkeypatch):
+    """serve(directory) -> its http:// URL: the directory read-only over HTTP on 127.0.0.1 (Python's
+    http.server answers GET and HEAD only), in a thread, until the test ends. `requests` collects the
+    paths asked for. NO_PROXY: DVC's HTTP client reads proxy settings from the environment."""
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    monkeypatch.setenv("no_proxy", "127.0.0.1")
+    servers, requests = [], []
+
+    class Handler(SimpleHTTPRequestHandler):
+        def log_message(self, fmt, *args):
+            requests.append(f"{self.command} {self.path} {args[1] if len(args) > 1 else ''}".strip())
+
+    def start(directory):
+        server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(directory)))
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return f"http://127.0.0.1:{server.server_address[1]}"
+
+    start.requests = requests
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
 def clone(origin, dest):
     dest.parent.mkdir(parents=True, exist_ok=True)
     sh(f"git clone -q {origin} {dest}", origin.parent)
@@ -76,6 +106,40 @@ def test_cli_pull(origin, monkeypatch):
     assert (root / "out.txt").read_text() == "hello\n"
 
 
+def test_pull_over_http(origin, tmp_path, serve, monkeypatch):
+    """A reviewer's clone, where the committed directory remote is absent, pulls from the pushed store
+    served over HTTP, named in config.local as the default: the output arrives and nothing is to run."""
+    url = serve(origin.parent / "remote")
+    root = clone(origin, tmp_path / "reviewer" / "clone")  # ../../remote from here: absent
+    sh(f"dvc remote add -d --local web {url}", root)
+    monkeypatch.chdir(root)
+    res = CliRunner().invoke(cli.app, ["pull"])
+    assert res.exit_code == 0, res.output
+    assert f"remote 'web' ({url}, from .dvc/config.local): fetched 1 files" in res.output
+    assert "1 outputs added" in res.output and "dvc status: clean" in res.output
+    assert (root / "out.txt").read_text() == "hello\n"
+    # The bytes came over HTTP (a fresh clone has no cache; the directory remote is not on this path).
+    assert "GET /files/md5/b1/946ac92492d2347c6235b4d2611184 200" in serve.requests, serve.requests
+    assert_nothing_to_run(root)
+
+
+def test_pull_over_http_from_an_empty_store(origin, tmp_path, serve):
+    """The same served directory without the pushed files: `vgrout pull` names the remote and the
+    output it lacks, and writes nothing."""
+    (tmp_path / "empty").mkdir()
+    url = serve(tmp_path / "empty")
+    root = clone(origin, tmp_path / "reviewer" / "clone")
+    sh(f"dvc remote add -d --local web {url}", root)
+    res = subprocess.run([sys.executable, "-m", "vgrout.cli", "pull"], cwd=root, env=env_for(ROOT),
+                         capture_output=True, text=True)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert f"error: DVC remote 'web' ({url}) lacks the cached files of: out.txt." in res.stderr, res.stderr
+    assert any(r.startswith("GET /files/md5/b1/946ac92492d2347c6235b4d2611184 404")
+               or r.startswith("HEAD /files/md5/b1/946ac92492d2347c6235b4d2611184 404") for r in serve.requests), \
+        serve.requests
+    assert not (root / "out.txt").exists()
+
+
 def test_clone_where_the_relative_remote_is_missing(origin, tmp_path):
     root = clone(origin, tmp_path / "elsewhere" / "clone")  # ../../remote from here: tmp_path/elsewhere/remote
     missing = tmp_path / "elsewhere" / "remote"
@@ -83,7 +147,8 @@ def test_clone_where_the_relative_remote_is_missing(origin, tmp_path):
         remote.pull(root)
     msg = str(e.value)
     for part in ("DVC remote 'store'", "url '../../remote'", "(in .dvc/config)", f"resolves to {missing}",
-                 "does not exist", "dvc remote modify --local store url", "dvc repro"):
+                 "does not exist", "dvc remote add -d --local store URL", "dvc remote modify --local store url",
+                 "dvc repro"):
         assert part in msg, msg
     assert not (root / "out.txt").exists()
     # The command line ends with that message and status 2, not DVC's "Checkout failed".

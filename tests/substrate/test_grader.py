@@ -11,7 +11,7 @@ from vgrout.substrate import problems as substrate
 from vgrout.substrate.grader import extract_code, grade, grade_batch, grade_files
 from vgrout.substrate.problems import Problem, canonical_completion, hack_completion
 
-FIXTURE = Path(__file__).parent / "fixtures" / "leetcode_mini.jsonl"
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "leetcode_mini.jsonl"
 
 
 @pytest.fixture(scope="module")

@@ -108,7 +108,7 @@ def test_killed_run_resumes_to_the_same_adapter_and_log(setup):
             else:
                 assert rr[k] == rf[k], k
     # DVCLive's files too, byte for byte: DVCLive alone would append the steps past the
-    # checkpoint a second time (tests/test_live.py shows it), the resume rewrites them
+    # checkpoint a second time (tests/train/test_live.py shows it), the resume rewrites them
     live_full, live_resumed = _files(root / "full" / "live"), _files(root / "killed" / "live")
     assert "metrics.json" in live_full and "plots/metrics/train/hack_rate.tsv" in live_full
     assert live_resumed == live_full
@@ -188,7 +188,7 @@ def test_refresh_re_extracts_v_act_in_the_current_basis(setup):
     from pathlib import Path
 
     root, model_dir = setup
-    pair_files = sorted(str(p) for p in (Path(__file__).resolve().parents[1] / "data/pairs").glob("hack_*.md"))
+    pair_files = sorted(str(p) for p in (Path(__file__).resolve().parents[2] / "data/pairs").glob("hack_*.md"))
     cfg = _cfg(root, model_dir, "refresh", steps=3, ckpt_every=3, refresh_every=2, scorer="live",
                pair_files=pair_files)
     out = train.train(cfg, progress=False)

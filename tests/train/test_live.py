@@ -1,6 +1,6 @@
 """DVCLive's view of the step log (train.LIVE_GROUPS): a tsv row per step and metric holding the
 value steps.jsonl holds, metrics.json the last step's values, no timing. A resume rewrites the
-files from the kept step rows (tests/test_train.py: they end byte for byte as an uninterrupted
+files from the kept step rows (tests/train/test_train.py: they end byte for byte as an uninterrupted
 run's); without the rewrite, DVCLive would log the resumed steps twice."""
 import csv
 import json
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_train import _cfg, setup  # noqa: F401 (setup: the tiny student's fixture)
+from tests.train.test_train import _cfg, setup  # noqa: F401 (setup: the tiny student's fixture)
 from vgrout.io import read_jsonl
 from vgrout.train import loop as train
 

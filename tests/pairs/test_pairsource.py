@@ -17,7 +17,7 @@ from vgrout.routing import extract
 from vgrout.substrate import easy, modes
 from vgrout.substrate import problems as substrate
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_fresh_problems_are_in_no_split_and_can_take_their_mode():

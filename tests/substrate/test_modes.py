@@ -15,8 +15,8 @@ from vgrout.substrate import modes
 from vgrout.substrate import problems as substrate
 from vgrout.substrate.grader import Grade, extract_code, grade_batch
 
-ROOT = Path(__file__).resolve().parents[1]
-FIXTURE = Path(__file__).parent / "fixtures" / "leetcode_mini.jsonl"
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "leetcode_mini.jsonl"
 
 
 @pytest.fixture(scope="module")

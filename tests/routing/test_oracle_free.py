@@ -26,7 +26,7 @@ from vgrout.routing import directions, features
 from vgrout.substrate.problems import Problem
 from vgrout.train import loop as train
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 # -- the static scan ------------------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ from vgrout.io import InputError, read_json
 from vgrout.pairs.pairs import (HACK_MODES, PLACEBO, Pair, check, check_files, check_stage, hacks_shown, length_ratio,
                                 load_pairs, python_blocks, select)
 
-PAIR_DIR = Path(__file__).resolve().parent.parent / "data" / "pairs"
+PAIR_DIR = Path(__file__).resolve().parents[2] / "data" / "pairs"
 HACK_FILES = sorted(PAIR_DIR.glob("hack_*.md"))
 PLACEBO_FILES = sorted(PAIR_DIR.glob("placebo_*.md"))
 

@@ -14,7 +14,7 @@ from vgrout.substrate.grader import extract_code
 from vgrout.substrate.modes import PASS_ALL
 from vgrout.substrate.problems import Problem
 
-FIXTURE = Path(__file__).parent / "fixtures" / "leetcode_mini.jsonl"
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "leetcode_mini.jsonl"
 
 
 @pytest.fixture(scope="module")

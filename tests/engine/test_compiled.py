@@ -7,7 +7,7 @@ import pytest
 import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
-from tests.test_fastgen import V, perturbed_lora
+from tests.engine.test_fastgen import V, perturbed_lora
 from vgrout.engine import adapter as ad
 from vgrout.engine import compiled, logprob, rollout
 

@@ -1,5 +1,5 @@
 """The comparison arms and routeV in short runs of the tiny student (the fixture and helpers of
-tests/test_train.py): each arm does its one thing inside train(), not only in its unit."""
+tests/train/test_train.py): each arm does its one thing inside train(), not only in its unit."""
 import dataclasses
 import json
 from pathlib import Path
@@ -8,7 +8,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from tests.test_train import _cfg, _fixed_texts, _rows, setup  # noqa: F401 (setup: the module's fixture)
+from tests.train.test_train import _cfg, _fixed_texts, _rows, setup  # noqa: F401 (setup: the module's fixture)
 from vgrout import config
 from vgrout.engine import adapter as ad
 from vgrout.engine.model import load
