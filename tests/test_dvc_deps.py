@@ -427,3 +427,15 @@ def test_a_failed_stage_keeps_its_tracked_metrics(reproduced_copy):
     out = sh("dvc repro substrate", work, check=False)
     assert "failed to reproduce 'substrate'" in out and "substrate.source = 'nope'" in out, out
     assert check.read_bytes() == before
+
+
+def test_code_digest_hashes_exactly_what_a_training_run_imports():
+    """train's resume fingerprint (code_digest over vgrout.io.code_files of the train loop) covers
+    the modules this file's independent checker finds the loop importing, transitively, and no
+    other: not the analysis, not the benchmark (editing either does not restart a run)."""
+    from vgrout.io import code_files
+    hashed = {p.relative_to(ROOT).as_posix() for p in code_files("vgrout.train.loop")}
+    imported, _ = closure(Entry(module="vgrout.train.loop"), ROOT, ROOT)
+    assert hashed == {p.relative_to(ROOT).as_posix() for p in imported}
+    assert {"vgrout/engine/decode.py", "vgrout/routing/gate.py", "vgrout/substrate/sandbox.py"} <= hashed
+    assert not any(p.startswith(("vgrout/analysis/", "bench/", "vgrout/ops/")) for p in hashed), sorted(hashed)
