@@ -64,7 +64,7 @@ def reproduced_copy(reproduced, tmp_path):
 # after them, in collection order, fill in at the end on whichever worker is free.
 ORDER = ["test_pipeline.py", "test_model.py", "test_train.py", "test_fanout.py", "test_sandbox.py", "test_vact.py",
          "test_oracle_free.py", "test_arms_train.py", "test_easy.py", "test_pipeline_cache.py", "test_pipeline_exp.py",
-         "test_dvc_deps.py", "test_pipeline_fanout.py"]
+         "test_dvc_deps.py", "test_failures.py", "test_pipeline_fanout.py"]
 
 
 def pytest_collection_modifyitems(items):

@@ -7,10 +7,13 @@ either the old file or the new one, never half of one.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import hashlib
 import json
 import os
+import shutil
 import tempfile
+import uuid
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
@@ -135,3 +138,46 @@ def code_files(module: str) -> list[Path]:
                         todo.append(node.module)
                         todo += [f"{node.module}.{a.name}" for a in node.names]  # a submodule, where it is one
     return sorted(seen.values())
+
+
+@contextlib.contextmanager
+def staged_dirs(*dirs: Path) -> Iterator[list[Path]]:
+    """A fresh, empty directory beside each of `dirs` to write its new contents in; when the block
+    succeeds each is swapped into place (the old one removed), when it fails, removed. So a failure
+    anywhere leaves the old directories as they were (DVC keeps them: these outs are persist), and a
+    success leaves exactly the files this run wrote, none a previous run left. Nothing is written
+    into an existing file, so none that DVC's cache may share (a hardlink or symlink) is changed."""
+    made: list[Path] = []
+    try:
+        for d in map(Path, dirs):
+            d.parent.mkdir(parents=True, exist_ok=True)
+            new = d.parent / f".{d.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
+            new.mkdir()  # under the umask, as the directory it replaces was made (mkdtemp's are 0700)
+            made.append(new)
+        yield list(made)
+        for d, new in zip(map(Path, dirs), made):
+            _swap_in(new, d)
+    finally:
+        for new in made:
+            shutil.rmtree(new, ignore_errors=True)
+
+
+RENAME_EXCHANGE, AT_FDCWD = 2, -100  # linux/fs.h, fcntl.h
+
+
+def _swap_in(new: Path, dest: Path) -> None:
+    """Put directory `new` at `dest`, whose old contents end up at `new` (the caller removes them):
+    one atomic exchange where Linux and the filesystem offer it, else two renames."""
+    if dest.exists():
+        try:
+            renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+        except (OSError, AttributeError, TypeError):  # no libc to load, or one without renameat2
+            renameat2 = None
+        if renameat2 and renameat2(AT_FDCWD, os.fsencode(new), AT_FDCWD, os.fsencode(dest), RENAME_EXCHANGE) == 0:
+            return
+        old = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
+        os.rename(dest, old / dest.name)
+        os.rename(new, dest)
+        shutil.rmtree(old)
+        return
+    os.rename(new, dest)

@@ -5,12 +5,24 @@ whenever one of them changes. `scoped` enforces that at run time: reading any ot
 bug in the stage and fails loudly, in every pipeline run and the CI pipeline test.
 A known input problem (InputError) ends the stage with one line on stderr and exit status 2, no
 traceback (set VGROUT_TRACEBACK=1 to see one); anything else is a bug and keeps its traceback.
+
+A stage stops when `dvc repro` does. Ctrl-C reaches it already (the terminal signals DVC's whole
+process group; DVC ignores SIGINT while the command runs), but DVC forwards no signal: SIGTERM to
+`dvc repro` ends DVC alone and leaves the stage running, orphaned (dvc/stage/run.py `_run`: a plain
+Popen, SIGINT ignored, no SIGTERM handler). So a stage under DVC asks Linux for SIGTERM when its
+parent dies (PR_SET_PDEATHSIG; DVC's shell execs the command, so the parent is DVC), and SIGTERM,
+from there or anyone, raises KeyboardInterrupt, as Ctrl-C does: `finally` blocks run and a half
+written file is removed (io.atomic_path). A stage still going STOP_GRACE_S later is ended outright.
 """
 from __future__ import annotations
 
+import ctypes
 import gc
 import os
+import signal
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -20,6 +32,11 @@ from vgrout import config
 from vgrout.io import InputError
 
 DVC_YAML = Path("dvc.yaml")
+# The process that started this one, read at import (stage scripts import this module first): if it
+# is gone by the time main asks to be signalled at its death, no signal would come.
+PARENT = os.getppid()
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+STOP_GRACE_S = 10.0  # after a SIGTERM, how long the stage may take to unwind before it is ended outright
 
 
 class UndeclaredParam(RuntimeError):
@@ -75,8 +92,36 @@ def main(stage: str, fn: Callable, *args) -> None:
     # them garbage: frozen, no collection walks them, neither the full ones while the stage runs
     # nor those at exit (about a second a stage). Reference counting still frees what it frees.
     gc.freeze()
+    stop_with_parent()
     exit_on_input_error(lambda: fn(scoped(stage), *args))
     gc.freeze()
+
+
+def stop_with_parent() -> None:
+    """SIGTERM raises KeyboardInterrupt; under DVC (which sets DVC_STAGE for a stage's command), on
+    Linux, the parent's death sends SIGTERM. Main thread only (signal handlers are set there)."""
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    if not (os.environ.get("DVC_STAGE") and sys.platform.startswith("linux")):
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
+        print(f"warning: prctl(PR_SET_PDEATHSIG) failed ({os.strerror(ctypes.get_errno())}): this stage "
+              "will not stop if `dvc repro` is killed", file=sys.stderr)
+    elif os.getppid() != PARENT:  # DVC died before the request: no signal will come
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _on_sigterm(signum, frame) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends the stage at once
+    threading.Thread(target=_end_after, args=(STOP_GRACE_S,), daemon=True).start()
+    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+
+def _end_after(seconds: float) -> None:
+    """Ends the process (SIGTERM's default action, restored by _on_sigterm) if it is still there:
+    unwinding can wait on threads that do not stop (an executor's queued work)."""
+    time.sleep(seconds)
+    os.kill(os.getpid(), signal.SIGTERM)
 
 
 def exit_on_input_error(fn: Callable[[], Any]) -> Any:
