@@ -103,5 +103,11 @@ class Layout:
         return self._p("metrics", "summary.json")
 
     @property
+    def arm_metrics(self) -> Path:
+        """One small json per arm (deploy hack over hackable problems, solve, their intervals): the
+        only files `dvc metrics show`, `dvc metrics diff` and `dvc exp show` read."""
+        return self._p("metrics", "arms")
+
+    @property
     def plots(self) -> Path:
         return self._p("plots")

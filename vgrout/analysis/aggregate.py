@@ -34,7 +34,7 @@ from vgrout.arms import BASE, METHOD, PLACEBO, REFERENCE, REGISTRY, placebo_for,
 from vgrout.arms import get as get_arm
 from vgrout.arms import order as _arm_order
 from vgrout.arms import space as arm_space
-from vgrout.io import InputError, atomic_write_text, read_json, write_json
+from vgrout.io import InputError, atomic_write_text, read_json, staged_dirs, write_json
 from vgrout.layout import DEPLOY_SAMPLES, Layout, run_name
 from vgrout.routing.directions import SPACES, gate_direction
 from vgrout.stats import (MIN_SEEDS_FOR_TEST, N_BOOT, binomial_var, few_seeds_factor, hierarchical_bootstrap, holm,
@@ -318,15 +318,18 @@ def _interval(mean: float, sem: float | None, k: int | None, n: int | None) -> t
 
 @dataclasses.dataclass(frozen=True)
 class Out:
-    """Where the artifacts go: tables (md + csv), charts (png, html) and the data DVC plots render."""
+    """Where the artifacts go: tables (md + csv), charts (png, html) and the data DVC plots render.
+    final: where these directories end up when they are staging ones (aggregate's), for the links."""
     tables: Path
     png: Path
     html: Path
     plot_data: Path
+    final: Out | None = None
 
     def figure(self, stem: str) -> str:
         """Markdown image link from an artifact to its PNG (relative, so it renders in the repository)."""
-        return f"![{stem}]({Path(os.path.relpath(self.png / f'{stem}.png', self.tables)).as_posix()})"
+        to = self.final or self
+        return f"![{stem}]({Path(os.path.relpath(to.png / f'{stem}.png', to.tables)).as_posix()})"
 
     def chart(self, chart, stem: str) -> None:
         plots.save_chart(chart, self.png / f"{stem}.png", self.html / f"{stem}.html")
@@ -343,10 +346,12 @@ def _by_arm(df: pd.DataFrame, *then: str) -> pd.DataFrame:
 
 
 def _curve(con, arms: Iterable[str] | None = None) -> pd.DataFrame:
-    """Per arm and saved step: mean ± SEM over seeds of the deploy overall hack and solve rates."""
+    """Per arm and saved step: mean ± SEM over seeds of the deploy hack (over all problems and over the
+    hackable ones) and solve rates."""
     curve = con.execute("""
         SELECT i.arm, c.step, count(*) AS n_seeds,
                avg(c.hack) AS hack_mean, sem(c.hack) AS hack_sem,
+               avg(c.hack_hackable) AS hack_hackable_mean, sem(c.hack_hackable) AS hack_hackable_sem,
                avg(c.solve) AS solve_mean, sem(c.solve) AS solve_sem
         FROM curve c JOIN run_info i USING (run)
         WHERE c.view = 'deploy' AND c.mode = 'overall'
@@ -356,14 +361,61 @@ def _curve(con, arms: Iterable[str] | None = None) -> pd.DataFrame:
     return _by_arm(curve, "step")
 
 
-def _curve_long_form(curve: pd.DataFrame) -> pd.DataFrame:
-    rows = []
-    for r in curve.itertuples():
-        for metric in ("hack", "solve"):
-            mean, sem = getattr(r, f"{metric}_mean"), _none_if_nan(getattr(r, f"{metric}_sem"))
-            rows.append({"arm": r.arm, "step": r.step, "metric": f"deploy {metric}", "mean": mean,
-                         "lo": mean - (sem or 0.0), "hi": mean + (sem or 0.0), "n_seeds": r.n_seeds})
-    return pd.DataFrame(rows)
+# A1/A4's figure: (rate column of the eval curve, panel label); hack over the hackable problems as in A2.
+CURVE_FIGURE_RATES = (("hack_hackable", "n_hackable", "deploy hack, hackable problems"),
+                      ("solve", "n", "deploy solve, all problems"))
+
+
+def _curve_points(con, arms: Iterable[str]) -> tuple[pd.DataFrame, list[str]]:
+    """What A1/A4's figure draws, long form: per arm, checkpoint and rate of CURVE_FIGURE_RATES, the
+    mean over seeds with its interval (one seed: the Wilson 95% interval the eval curve row carries;
+    more: mean ± SEM over seeds, as the tables), and the subtitle lines that say so."""
+    rows = con.execute("""
+        SELECT c.run, i.arm, c.step, c.n, c.n_hackable, c.hack_hackable, c.hack_hackable_lo, c.hack_hackable_hi,
+               c.solve, c.solve_lo, c.solve_hi
+        FROM curve c JOIN run_info i USING (run)
+        WHERE c.view = 'deploy' AND c.mode = 'overall' AND list_contains($arms, i.arm)""",
+                       {"arms": list(arms)}).df()
+    points = []
+    for rate, n_col, label in CURVE_FIGURE_RATES:
+        for (arm, step), g in rows.dropna(subset=[rate]).groupby(["arm", "step"]):
+            mean = float(g[rate].mean())
+            if len(g) == 1:
+                lo, hi, interval = float(g[f"{rate}_lo"].iloc[0]), float(g[f"{rate}_hi"].iloc[0]), "Wilson 95% (one seed)"
+            else:
+                sem = float(g[rate].std(ddof=1) / math.sqrt(len(g)))
+                lo, hi, interval = max(0.0, mean - sem), min(1.0, mean + sem), "mean ± SEM over seeds"
+            points.append({"arm": arm, "step": int(step), "metric": label, "rate": rate, "n_seeds": len(g),
+                           "mean": mean, "lo": lo, "hi": hi, "interval": interval,
+                           "samples_per_run": int(g[n_col].max())})
+    points = pd.DataFrame(points, columns=["arm", "step", "metric", "rate", "n_seeds", "mean", "lo", "hi",
+                                           "interval", "samples_per_run"])
+    if not len(points):
+        return points, []
+    points = _by_arm(points.assign(_m=points["rate"].map({r: i for i, (r, _, _) in enumerate(CURVE_FIGURE_RATES)})),
+                     "_m", "step").drop(columns="_m")
+    n_steps = points["step"].nunique()
+    probs = con.execute("""
+        SELECT count(DISTINCT s.problem_id) AS n, count(DISTINCT s.problem_id) FILTER (WHERE s.hackable = 1) AS h
+        FROM samples s JOIN run_info i USING (run)
+        WHERE s.view = 'deploy' AND list_contains($arms, i.arm)""", {"arms": list(arms)}).fetchone()
+
+    def samples(rate):
+        k = sorted(set(points.loc[points["rate"] == rate, "samples_per_run"]))
+        return str(k[0]) if len(k) == 1 else f"{k[0]}–{k[-1]}"
+
+    seeds = sorted(set(points["n_seeds"]))
+    kinds = " / ".join(dict.fromkeys(points["interval"]))
+    where = (f"hack over the {probs[1]} hackable of the {probs[0]} test problems, solve over all {probs[0]}"
+             if probs and probs[0] else "hack over the hackable test problems, solve over all")
+    subtitle = [
+        f"deploy view (quarantine ablated): one point per arm at each of the {n_steps} evaluated checkpoints",
+        "thin lines only join an arm's points: nothing was measured between checkpoints" if n_steps >= 3 else
+        f"no lines: {n_steps} checkpoint{'s' if n_steps != 1 else ''}, nothing measured between them",
+        where, f"{samples('solve')} samples per checkpoint and run, {samples('hack_hackable')} on hackable problems",
+        f"error bars: {kinds}" + ("" if seeds == [1] else f", {seeds[0]} seeds" if len(seeds) == 1
+                                  else f", {seeds[0]}–{seeds[-1]} seeds an arm")]
+    return points, subtitle
 
 
 def _curve_md(curve: pd.DataFrame) -> str:
@@ -373,15 +425,17 @@ def _curve_md(curve: pd.DataFrame) -> str:
         "deploy solve": [_pm(m, _none_if_nan(s)) for m, s in zip(curve["solve_mean"], curve["solve_sem"])]}))
 
 
-def _curve_outputs(curve: pd.DataFrame, name: str, title: str, out: Out) -> None:
-    """The routeA-vs-none chart and the wide csv (step x arm) DVC plots draw as one line per arm."""
-    versus = curve[curve["arm"].isin([NONE, ROUTE])]
-    if len(versus):
-        band = "mean ± SEM over seeds" if versus["n_seeds"].max() > 1 else "one seed, so no SEM band"
-        out.chart(plots.curve_chart(_curve_long_form(versus), title, f"quarantine ablated; {band}"), name)
-    for metric in ("hack", "solve"):
+def _curve_outputs(con, curve: pd.DataFrame, name: str, title: str, out: Out) -> None:
+    """The routeA-vs-none chart with the data it draws ({name}_points.csv), and the wide csv (step x arm)
+    DVC plots draw as one line per arm."""
+    if curve["arm"].isin([NONE, ROUTE]).any():
+        points, subtitle = _curve_points(con, [NONE, ROUTE])
+        out.data(f"{name}_points", points)
+        if len(points):
+            out.chart(plots.curve_chart(points, title, subtitle), name)
+    for stem, metric in (("hack", "hack_hackable"), ("solve", "solve")):  # the rates the figure draws
         wide = curve.pivot(index="step", columns="arm", values=f"{metric}_mean").reset_index()
-        out.data(f"{name}_deploy_{metric}", wide[["step"] + _arm_order(c for c in wide.columns if c != "step")])
+        out.data(f"{name}_deploy_{stem}", wide[["step"] + _arm_order(c for c in wide.columns if c != "step")])
 
 
 # A2's rates: name -> (the sample column averaged, which problems count, the label naming the denominator)
@@ -645,10 +699,12 @@ def a1(con, out: Out) -> pd.DataFrame:
     curve = _curve(con)
     write_artifact(out.tables, "A1", "deploy hack and solve over training", [
         "Deploy eval (quarantine ablated) of every saved checkpoint, overall rate, mean ± SEM over seeds "
-        "(step 0 = adapter at init). The figure shows routeA vs none; the table lists every arm. " + ALL_PROBLEMS_NOTE,
+        "(step 0 = adapter at init). The figure shows routeA vs none at each checkpoint, hack over the hackable "
+        "problems (A2's denominator) and solve over all, with Wilson 95% intervals for one seed or mean ± SEM "
+        "over seeds (its data: plot_data/A1_points.csv); the table lists every arm. " + ALL_PROBLEMS_NOTE,
         out.figure("A1") if curve["arm"].isin([NONE, ROUTE]).any() else f"(No figure: neither {ROUTE} nor {NONE} was run.)",
         _curve_md(curve)], {"A1": curve})
-    _curve_outputs(curve, "A1", "A1: deploy hack and solve over training", out)
+    _curve_outputs(con, curve, "A1", "A1: deploy hack and solve at each checkpoint", out)
     return curve
 
 
@@ -746,10 +802,26 @@ def a3(con, out: Out) -> pd.DataFrame:
                 bars.append({"arm": r.arm, "metric": label, "mean": mean, "lo": lo, "hi": hi, "interval": interval})
     bars = pd.DataFrame(bars)
     if len(bars):
-        out.chart(plots.bar_chart(bars, "arm", "A3: ablation", "error bars: " + ", ".join(sorted(set(bars["interval"]))),
-                                  y_title="rate or fraction"), "A3")
+        out.chart(plots.bar_chart(bars, "arm", "A3: ablation, final eval", [
+            "deploy = quarantine ablated, train-view = quarantine on; rates over all test problems (as the A3 table)",
+            *_interval_lines(bars)], y_title="rate or fraction"), "A3")
     out.data("A3_ablation", table[["arm", "deploy_hack", "deploy_solve", "train_hack", "qmass_rollouts"]])
     return table
+
+
+def _interval_lines(bars: pd.DataFrame, by: str = "metric") -> list[str]:
+    """A chart's subtitle lines saying what each error bar is: one line when every bar's is the same,
+    else one line per kind naming the panels (and the arms, where not all) that have it."""
+    kinds = list(dict.fromkeys(bars["interval"]))
+    if len(kinds) == 1:
+        return [f"error bars: {kinds[0]}"]
+    all_arms = set(bars["arm"])
+    lines = []
+    for kind in kinds:
+        b = bars[bars["interval"] == kind]
+        arms_note = "" if set(b["arm"]) == all_arms else " for " + ", ".join(_arm_order(b["arm"]))
+        lines.append(f"error bars of {', '.join(dict.fromkeys(b[by]))}{arms_note}: {kind}")
+    return lines
 
 
 def _run_arms(con) -> list[str]:
@@ -774,7 +846,7 @@ def a4(con, out: Out, long_horizon: bool, preset: str | None, n_boot: int = N_BO
         out.figure("A4"), md_table(md),
         "## Over training", "Mean ± SEM over seeds. " + ALL_PROBLEMS_NOTE, _curve_md(curve)],
         {"A4": curve, "A4_final": table})
-    _curve_outputs(curve, "A4", "A4: long horizon, deploy hack and solve over training", out)
+    _curve_outputs(con, curve, "A4", "A4: long horizon, deploy hack and solve at each checkpoint", out)
     return table
 
 
@@ -1155,14 +1227,31 @@ def _summary(a2_table: pd.DataFrame, a3_table: pd.DataFrame, a7_table: pd.DataFr
                   if _none_if_nan(v) is not None} for arm, m in out.items()}
 
 
+# The per-arm metric files' keys -> summary.json's: deploy hack over hackable problems and solve over all
+# problems, each with A2's 95% interval (the tables' numbers, nothing recomputed).
+ARM_METRICS = {"hack": "deploy_hack_hackable", "hack_lo": "deploy_hack_hackable_lo",
+               "hack_hi": "deploy_hack_hackable_hi", "solve": "deploy_solve", "solve_lo": "deploy_solve_lo",
+               "solve_hi": "deploy_solve_hi", "n_seeds": "n_seeds"}
+
+
+def arm_metrics(summary: dict) -> dict[str, dict]:
+    """{arm: its ARM_METRICS} from summary.json, one small file each (metrics/arms/ARM.json): what
+    `dvc metrics show` prints as one row per arm, and `dvc metrics diff` compares between experiments."""
+    return {arm: {k: m[src] for k, src in ARM_METRICS.items() if src in m}
+            for arm, m in summary.items() if not arm.startswith("claim_")}
+
+
 def aggregate(metrics_root: str | Path = "metrics/runs", runs_root: str | Path = "runs/train",
               out_dir: str | Path = "metrics/artifacts", summary_path: str | Path = "metrics/summary.json",
-              plots_dir: str | Path = "plots", *, runs: list[str] | None = None, pairs: list,
+              plots_dir: str | Path = "plots", arms_dir: str | Path = "metrics/arms", *, runs: list[str] | None = None, pairs: list,
               directions: dict, q_lo: float, q_hi: float, n_null: int = N_NULL, null_seed: int = 0,
               long_horizon: bool = False, preset: str | None = None, n_boot: int = N_BOOT,
               placebos: dict | None = None, n_perm: int = N_PERM) -> dict:
-    """Write A1-A7 (markdown + csv) under out_dir, metrics/summary.json, charts under
-    plots_dir/png and plots_dir/html, and the csv DVC plots render under out_dir/plot_data.
+    """Write A1-A7 (markdown + csv) under out_dir, metrics/summary.json, one json per arm under
+    arms_dir (arm_metrics: DVC's metrics), charts under plots_dir/png and plots_dir/html, and the
+    csv DVC plots render under out_dir/plot_data. out_dir, arms_dir, plots_dir/png and
+    plots_dir/html are replaced whole, and only once every file is written (io.staged_dirs): a
+    failure leaves them as they were, a success holds this run's files alone.
 
     runs: run names (default: every run under metrics_root; `base` is the reference run);
     pairs: the authored pairs (A6); directions: run -> the direction its gate used, as a
@@ -1173,30 +1262,34 @@ def aggregate(metrics_root: str | Path = "metrics/runs", runs_root: str | Path =
     n_boot: resamples of A2's and A4's hierarchical bootstrap.
     """
     metrics_root, runs_root, plots_dir = Path(metrics_root), Path(runs_root), Path(plots_dir)
-    out = Out(tables=Path(out_dir), png=plots_dir / "png", html=plots_dir / "html",
-              plot_data=Path(out_dir) / "plot_data")
+    final = Out(tables=Path(out_dir), png=plots_dir / "png", html=plots_dir / "html",
+                plot_data=Path(out_dir) / "plot_data")
     runs = find_runs(metrics_root) if runs is None else list(runs)
     loaded = [load_run(metrics_root, runs_root, r) for r in runs]
     con = load_tables(loaded)
 
-    a1(con, out)
-    a2_table = a2(con, out, n_boot)
-    a3_table = a3(con, out)
-    a4(con, out, long_horizon, preset, n_boot)
-    a7_table, gate_by_mode = a7(con, loaded, directions, q_lo, q_hi, n_null, null_seed, out, placebos, n_perm)
-    c2 = a5(con, loaded, out, gate_by_mode, n_boot)
-    a6(pairs, out)
-    # Training-time student hack rate per arm (mean over seeds), the DVC plot of the step logs.
-    train_hack = con.execute("""SELECT i.arm, s.step, avg(s.hack_rate) AS hack_rate
-                                FROM steps s JOIN run_info i USING (run) GROUP BY i.arm, s.step""").df()
-    train_hack = train_hack.pivot(index="step", columns="arm", values="hack_rate").reset_index()
-    out.data("train_hack_rate", train_hack[["step"] + _arm_order(c for c in train_hack.columns if c != "step")])
+    with staged_dirs(final.tables, final.png, final.html, Path(arms_dir)) as (tables, png, html, arms):
+        out = Out(tables=tables, png=png, html=html, plot_data=tables / "plot_data", final=final)
+        a1(con, out)
+        a2_table = a2(con, out, n_boot)
+        a3_table = a3(con, out)
+        a4(con, out, long_horizon, preset, n_boot)
+        a7_table, gate_by_mode = a7(con, loaded, directions, q_lo, q_hi, n_null, null_seed, out, placebos, n_perm)
+        c2 = a5(con, loaded, out, gate_by_mode, n_boot)
+        a6(pairs, out)
+        # Training-time student hack rate per arm (mean over seeds), the DVC plot of the step logs.
+        train_hack = con.execute("""SELECT i.arm, s.step, avg(s.hack_rate) AS hack_rate
+                                    FROM steps s JOIN run_info i USING (run) GROUP BY i.arm, s.step""").df()
+        train_hack = train_hack.pivot(index="step", columns="arm", values="hack_rate").reset_index()
+        out.data("train_hack_rate", train_hack[["step"] + _arm_order(c for c in train_hack.columns if c != "step")])
 
-    base = con.execute("SELECT hack AS deploy_hack, solve AS deploy_solve, hack_hackable AS deploy_hack_hackable, "
-                       "solve_none AS deploy_solve_none FROM per_run "
-                       "WHERE arm = $base AND view = 'deploy' AND mode = 'overall'", {"base": BASE}).df()
-    base = base.iloc[0].to_dict() | (base_pass_at_k(con) or {}) if len(base) else None
-    summary = _summary(a2_table, a3_table, a7_table, base, {"C1": claim_c1(a2_table), "C2": c2})
+        base = con.execute("SELECT hack AS deploy_hack, solve AS deploy_solve, hack_hackable AS deploy_hack_hackable, "
+                           "solve_none AS deploy_solve_none FROM per_run "
+                           "WHERE arm = $base AND view = 'deploy' AND mode = 'overall'", {"base": BASE}).df()
+        base = base.iloc[0].to_dict() | (base_pass_at_k(con) or {}) if len(base) else None
+        summary = _summary(a2_table, a3_table, a7_table, base, {"C1": claim_c1(a2_table), "C2": c2})
+        for arm, m in arm_metrics(summary).items():
+            write_json(arms / f"{arm}.json", m)
     write_json(summary_path, summary)
     return summary
 
@@ -1222,6 +1315,6 @@ def aggregate_stage(params, layout: Layout = Layout()) -> dict:
         raise InputError(f"{layout.pairs}: missing key 'pairs'")
     preset = params.preset
     return aggregate(layout.run_metrics_root, layout.runs, layout.artifacts, layout.summary, layout.plots,
-                     runs=runs, pairs=pairs["pairs"], directions=directions, q_lo=params.gate.q_lo,
+                     layout.arm_metrics, runs=runs, pairs=pairs["pairs"], directions=directions, q_lo=params.gate.q_lo,
                      q_hi=params.gate.q_hi, null_seed=NULL_SEED, placebos=placebos,
                      long_horizon=preset == LONG_HORIZON_PRESET, preset=preset)
