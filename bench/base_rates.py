@@ -3,8 +3,8 @@ substrate gives it solve headroom. Candidates: `easy` (vgrout/substrate/easy.py,
 which cover the families evenly) and `humaneval-fit` (the HumanEval problems whose canonical
 response fits the budget, in their order). Problems are in mode none; sampling as eval samples.
 
-    python bench/base_rates.py MODEL_DIR easy --n 60
-    python bench/base_rates.py MODEL_DIR humaneval-fit --n 200
+    python -m bench.base_rates MODEL_DIR easy --n 60
+    python -m bench.base_rates MODEL_DIR humaneval-fit --n 200
 """
 from __future__ import annotations
 

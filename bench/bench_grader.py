@@ -9,7 +9,7 @@ solution under every mode instead of the mix. --tmp-files N first puts N empty f
 (removed after): the rlimit-only path, as root, sweeps the shared temp directories after every
 program for what its uid left, so its rate falls as they fill (the unpacked packages and work
 directories of a GPU machine's run are there); bwrap's private /tmp needs no sweep.
-Usage: python bench/bench_grader.py [--n 1000] [--isolation bwrap] [--loads 0 2] [--canonical] [--tmp-files 200000]
+Usage: python -m bench.bench_grader [--n 1000] [--isolation bwrap] [--loads 0 2] [--canonical] [--tmp-files 200000]
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 sandbox alone, without the grader (each program prints a sum). The rlimit-only path, as root,
 sweeps the shared temp directories for what each program's uid left, so its rate falls as /tmp
 fills; bwrap gives each program a private /tmp. Runs 400 programs on 2 threads per CPU.
-Usage: python bench/bench_sandbox.py {bwrap|rlimit} N   (from the repository root)"""
+Usage: python -m bench.bench_sandbox {bwrap|rlimit} N   (from the repository root)"""
 import os
 import resource
 import sys

@@ -1,7 +1,7 @@
 """What the gate score adds to the no-grad logπ_old forward: the same micro-batch with and
 without pooling the deployed-block bottleneck activations and dotting them with v_act.
 
-    python bench/bench_score_overhead.py [MODEL_DIR] [V_ACT]   (defaults: the pipeline's outputs)
+    python -m bench.bench_score_overhead [MODEL_DIR] [V_ACT]   (defaults: the pipeline's outputs)
 """
 import sys
 import time

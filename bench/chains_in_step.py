@@ -3,7 +3,7 @@ call of train.frozen_acts and train.sample_forward (no grad, so repeatable) runs
 vgrout.engine.compiled.COMPILE = never, cuda, never, cuda, and prints the seconds of each; each no-grad
 log-prob forward prints its rows, completion tokens and seconds.
 
-    python bench/chains_in_step.py            # three steps of paper_natural (the first compiles)
+    python -m bench.chains_in_step            # three steps of paper_natural (the first compiles)
 """
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ adapter's gradients of `logprob.token_logprobs` in bf16 and fp16, through the gr
 checkpointed or none, and from a kept frozen trunk; the reference is the grouped path of the same
 model in fp32 on the GPU. Also the kernel alone against the CPU's per-row loop.
 
-    python bench/check_varlen.py
+    python -m bench.check_varlen
 
 A 3-layer Qwen3 (hidden 512, 8 query and 2 KV heads of dim 128), a lora2r adapter (r=4) on the top 2
 layers with B moved off its init, 12 rows in 3 groups of prompts of 40, 23 and 57 tokens,

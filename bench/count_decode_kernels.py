@@ -1,7 +1,7 @@
 """The kernels one eager decode step launches (the captured graph replays the same ones), counted
 by torch.profiler, with the most frequent. The engine at `paper`'s shape by default.
 
-    python bench/count_decode_kernels.py --batch 256 --group 16 --new-tokens 1536
+    python -m bench.count_decode_kernels --batch 256 --group 16 --new-tokens 1536
 """
 from __future__ import annotations
 

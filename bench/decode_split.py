@@ -3,9 +3,9 @@ one eager step's kernels, by torch.profiler, summed by kind (the attention's ker
 rotation's, GEMMs, norms, the rest), with the GEMMs by operand shape. The replay's time less the
 kernels' sum is what the device spends between kernels. The engine at `paper`'s shape by default.
 
-    python bench/decode_split.py --spans 256,768,1536
-    python bench/decode_split.py --batch 64 --group 8 --prompt-len 300 --new-tokens 256 --r 16 --spans 256
-    python bench/decode_split.py --batch 64 --group 8 --prompt-len 300 --new-tokens 256 --r 16 --spans 256 --programs 512,1024
+    python -m bench.decode_split --spans 256,768,1536
+    python -m bench.decode_split --batch 64 --group 8 --prompt-len 300 --new-tokens 256 --r 16 --spans 256
+    python -m bench.decode_split --batch 64 --group 8 --prompt-len 300 --new-tokens 256 --r 16 --spans 256 --programs 512,1024
 """
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ paper_natural's shape and lengths, N times in one process. Prints one json line 
 seconds, the host's seconds in the warm-up and captures, decode seconds, the layouts decoded in.
 The first run of a process pays the libraries' first-use costs; a training run pays them once.
 
-    python bench/fresh_generation.py [N]
+    python -m bench.fresh_generation [N]
 """
 import json
 import sys

@@ -8,7 +8,7 @@ Prints one json line per run, then per compaction interval of the last run.
 
 An experiment: it wraps `decode.Engine.replay` and `Engine.capture` in this process only.
 
-    python bench/generation_timeline.py [N]
+    python -m bench.generation_timeline [N]
 """
 import json
 import statistics

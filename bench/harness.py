@@ -24,7 +24,6 @@ import math
 import os
 import sys
 import time
-from pathlib import Path
 from types import SimpleNamespace
 
 import torch
@@ -560,7 +559,7 @@ def _print(res: dict) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"vgrout bench · {res['device']} · {res['date']}")
+    table = Table(title=f"bench.harness · {res['device']} · {res['date']}")
     table.add_column("section")
     table.add_column("metric")
     table.add_column("value", justify="right")

@@ -2,7 +2,7 @@
 cache length (as a step's generation holds it), with AdamW's state made by one optimizer step, and
 every live block of the allocator attributed to the line of vgrout (or the bench) that allocated it.
 
-    python bench/memory_at_peak.py paper
+    python -m bench.memory_at_peak paper
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 (fused RMSNorm or transformers'), with and without the lora2r adapter, the prompt prefill, and a
 torch.profiler table of eager decode steps. Prints the fastest variant last as json.
 
-    python bench/profile_decode.py --batch 256 --group 8 --prompt-len 512 --new-tokens 256 --r 16
+    python -m bench.profile_decode --batch 256 --group 8 --prompt-len 512 --new-tokens 256 --r 16
 """
 from __future__ import annotations
 

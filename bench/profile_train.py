@@ -2,7 +2,7 @@
 logprob.token_logprobs (two-pass with packed completions when the micro-batch is large, chunked
 log-probs, fused lora2r deltas), without grad (logπ_old) and with its backward (the train step).
 
-    python bench/profile_train.py --rows 16 --prompt-len 512 --new-tokens 1536 --r 32 --shared --length-mean 500
+    python -m bench.profile_train --rows 16 --prompt-len 512 --new-tokens 1536 --r 32 --shared --length-mean 500
 
 --shared: the rows are one group (one prompt), as the paper preset's micro-batch; --length-mean:
 completion lengths from bench.harness.natural_lengths (else every row at --new-tokens).

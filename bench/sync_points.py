@@ -2,8 +2,8 @@
 `bench.harness.grpo_step` (after a first step that compiles the chains), each synchronising call
 counted by the line of vgrout code that made it and the step phase it ran in.
 
-    python bench/sync_points.py                     # the issue preset's shape
-    python bench/sync_points.py --preset paper_natural
+    python -m bench.sync_points                     # the issue preset's shape
+    python -m bench.sync_points --preset paper_natural
 
 A phase that syncs once per micro-batch makes the host wait for the GPU's queue to drain before
 it issues the next micro-batch's kernels, so host time and GPU time add instead of overlapping.
@@ -40,7 +40,8 @@ def main() -> None:
               old_micro_batch=p.get("old_micro_batch"), lengths=lengths)
     grpo_step(lora, opt, prompts, seed=0, **kw)  # compiles the chains, captures the graphs
 
-    root = str(Path(__file__).resolve().parents[1] / "vgrout")
+    repo = Path(__file__).resolve().parents[1]
+    root = (str(repo / "vgrout"), str(repo / "bench" / "harness.py"))  # the step's code: the library and grpo_step
     counts: collections.Counter = collections.Counter()
 
     def record(message, category, filename, lineno, file=None, line=None):

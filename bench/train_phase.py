@@ -3,9 +3,9 @@ at a `bench.harness` preset's shape (random completion tokens, at full length or
 natural lengths; its masks and micro-batches), after the frozen scorer's pass and logπ_sample as `bench.harness.grpo_step` runs them.
 No optimizer step, so every repeat does the same work; the first compiles the chains.
 
-    python bench/train_phase.py --preset issue --repeats 6
-    python bench/train_phase.py --empty-cache    # each repeat twice: as it is, and after torch.cuda.empty_cache()
-    python bench/train_phase.py --preset paper --repeats 2 --layouts 16:10,8:20,4:36   # micro-batch:keep_layers, each timed in turn with its peak memory
+    python -m bench.train_phase --preset issue --repeats 6
+    python -m bench.train_phase --empty-cache    # each repeat twice: as it is, and after torch.cuda.empty_cache()
+    python -m bench.train_phase --preset paper --repeats 2 --layouts 16:10,8:20,4:36   # micro-batch:keep_layers, each timed in turn with its peak memory
 
 --empty-cache asks what a step's train phase pays for growing its memory again: a step frees the
 decode engine and empties the allocator's cache (`decode.release`) before its train forward.

@@ -7,7 +7,7 @@ beta 0, HF generate (no vLLM), bf16, TRL's defaults otherwise; gradient checkpoi
 (TRL's default is on; vgrout's micro-batches of this size keep their activations, so both are timed).
 Writes {"step_s": median seconds per optimizer step after the first, ...} as json.
 
-    python bench/trl_grpo.py --batch 64 --group 8 --prompt-len 300 --new-tokens 256 --out trl.json
+    python -m bench.trl_grpo --batch 64 --group 8 --prompt-len 300 --new-tokens 256 --out trl.json
 
 `run_trl` runs it in its own process and returns that json: `python -m bench.harness ... trl=True` calls it (TRL is
 imported only in that process).

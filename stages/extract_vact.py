@@ -1,4 +1,5 @@
-"""DVC stage `extract_vact@SEED`: v_act (or the Haar placebo) at the adapter init of SEED."""
+"""DVC stage `extract_vact@SEED`: v_act and v_grad (or a Haar-random direction: gate.random_seed) at
+the adapter init of SEED."""
 import sys
 
 from vgrout import stage

@@ -12,7 +12,10 @@ process group; DVC ignores SIGINT while the command runs), but DVC forwards no s
 Popen, SIGINT ignored, no SIGTERM handler). So a stage under DVC asks Linux for SIGTERM when its
 parent dies (PR_SET_PDEATHSIG; DVC's shell execs the command, so the parent is DVC), and SIGTERM,
 from there or anyone, raises KeyboardInterrupt, as Ctrl-C does: `finally` blocks run and a half
-written file is removed (io.atomic_path). A stage still going STOP_GRACE_S later is ended outright.
+written file is removed (io.atomic_path). A stage still going STOP_GRACE_S later is ended outright
+(what it was staging is left as a dot-named .tmp, which .gitignore covers). The parent is DVC only
+where the shell DVC runs the command with execs a lone command (bash and dash do; a `cmd` of
+several commands keeps the shell as the parent, and the stage outlives a killed DVC).
 """
 from __future__ import annotations
 

@@ -408,7 +408,7 @@ def test_a1_curve_and_dvc_plot_data(five_seeds):
     assert sorted(got.index) == sorted(direct.index)
     assert np.allclose(got.loc[direct.index, "hack_mean"], direct["mean"])
     assert np.allclose(got.loc[direct.index, "hack_sem"], direct["sem"])
-    wide = pd.read_csv(kw["out_dir"] / "plot_data" / "A1_deploy_hack.csv").set_index("step")
+    wide = pd.read_csv(kw["out_dir"] / "plot_data" / "A1_deploy_hack_hackable.csv").set_index("step")
     assert list(wide.index) == SAVED and list(wide.columns) == ["none", "routeA", "placebo_routeA", "placebo_heldout", "absorb", "heldout"]
     # DVC's plot draws what the figure draws: hack over the hackable problems, as A2
     assert wide.loc[12, "routeA"] == pytest.approx(hackable.loc[("routeA", 12)])

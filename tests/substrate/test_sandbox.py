@@ -329,7 +329,7 @@ def test_a_grader_killed_with_sigkill_leaves_no_process_and_no_file(tmp_path, is
     tag = f"{uuid.uuid4().int % 10**6 + 1000}.{os.getpid()}"  # sleep's argument: a number of seconds
     script = tmp_path / "grade.py"
     script.write_text(
-        "from vgrout import grader\nfrom vgrout.substrate.problems import Problem\n"
+        "from vgrout.substrate import grader\nfrom vgrout.substrate.problems import Problem\n"
         "p = Problem(id='add', messages=[{'role': 'user', 'content': 'x'}], entry_point='add',\n"
         "            tests=['assert add(1, 2) == 3'], canonical_solution='', mode='exit_code')\n"
         f"code = 'import os, time\\nopen(\"/tmp/vgrout-left-{tag}\", \"w\").write(\"x\")\\n"

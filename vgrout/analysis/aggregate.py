@@ -380,11 +380,10 @@ def _curve_points(con, arms: Iterable[str]) -> tuple[pd.DataFrame, list[str]]:
     for rate, n_col, label in CURVE_FIGURE_RATES:
         for (arm, step), g in rows.dropna(subset=[rate]).groupby(["arm", "step"]):
             mean = float(g[rate].mean())
-            if len(g) == 1:
+            if len(g) == 1:  # the Wilson 95% interval the eval wrote beside the rate (the same as _interval's)
                 lo, hi, interval = float(g[f"{rate}_lo"].iloc[0]), float(g[f"{rate}_hi"].iloc[0]), "Wilson 95% (one seed)"
             else:
-                sem = float(g[rate].std(ddof=1) / math.sqrt(len(g)))
-                lo, hi, interval = max(0.0, mean - sem), min(1.0, mean + sem), "mean ± SEM over seeds"
+                lo, hi, interval = _interval(mean, float(g[rate].std(ddof=1) / math.sqrt(len(g))), None, None)
             points.append({"arm": arm, "step": int(step), "metric": label, "rate": rate, "n_seeds": len(g),
                            "mean": mean, "lo": lo, "hi": hi, "interval": interval,
                            "samples_per_run": int(g[n_col].max())})
@@ -433,7 +432,7 @@ def _curve_outputs(con, curve: pd.DataFrame, name: str, title: str, out: Out) ->
         out.data(f"{name}_points", points)
         if len(points):
             out.chart(plots.curve_chart(points, title, subtitle), name)
-    for stem, metric in (("hack", "hack_hackable"), ("solve", "solve")):  # the rates the figure draws
+    for stem, metric in (("hack_hackable", "hack_hackable"), ("solve", "solve")):  # the rates the figure draws
         wide = curve.pivot(index="step", columns="arm", values=f"{metric}_mean").reset_index()
         out.data(f"{name}_deploy_{stem}", wide[["step"] + _arm_order(c for c in wide.columns if c != "step")])
 
@@ -1290,7 +1289,7 @@ def aggregate(metrics_root: str | Path = "metrics/runs", runs_root: str | Path =
         summary = _summary(a2_table, a3_table, a7_table, base, {"C1": claim_c1(a2_table), "C2": c2})
         for arm, m in arm_metrics(summary).items():
             write_json(arms / f"{arm}.json", m)
-    write_json(summary_path, summary)
+        write_json(summary_path, summary)  # before the swap: a failure here leaves every output as it was
     return summary
 
 

@@ -13,18 +13,14 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-import torch
 from tqdm import tqdm
 
 from vgrout import arms, config
 from vgrout.engine import adapter as ad
-from vgrout.engine import fastgen
-from vgrout.engine.model import chat_prompt, load
+from vgrout.engine.model import load
 from vgrout.io import InputError, atomic_path, write_json
 from vgrout.layout import DEPLOY_SAMPLES, Layout, run_name
-from vgrout.stats import wilson
-from vgrout.substrate import grader, modes
-from vgrout.substrate.problems import Problem, load_problems
+from vgrout.substrate.problems import load_problems
 from vgrout.substrate.sampling import SAMPLE_FIELDS, rates, sample_and_grade, sample_rows
 
 

@@ -2,7 +2,8 @@
 each pair's sides encoded as rollouts, their features (routing.features) in both spaces, the mean
 paired difference per module (routing.directions), and the diagnostics A5 and A6 read.
 
-Placebo: a Haar-random unit direction per module (same shapes), from `gate.random_seed`.
+The random-direction experiment: a Haar-random unit direction per module (same shapes), from
+`gate.random_seed`, in place of v_act and v_grad.
 
 Oracle-free rule: the only inputs are the authored pairs and the student; nothing here reads
 rewards, grader output or rollout labels (tests/routing/test_oracle_free.py).
@@ -43,11 +44,11 @@ def extract(lora: Lora2r, tokenizer, pairs, system: str | None = None,
             random_seed: int | None = None, n_haar: int = 20,
             progress: bool = True, *, budget: int, batch_size: int, frozen: bool = True,
             fast: bool = False, space: str = "act") -> tuple[Direction, dict]:
-    """v_act (space act) or v_grad (space grad) from the pairs (or the Haar placebo if random_seed
-    is set) and its diagnostics, in the frozen scorer's model (frozen) or in the adapter's current
+    """v_act (space act) or v_grad (space grad) from the pairs (or a Haar-random direction if
+    random_seed is set) and its diagnostics, in the frozen scorer's model (frozen) or in the adapter's current
     basis (a live refresh); the pairs are encoded as rollouts of `budget` tokens (`pair_features`)."""
     if not pairs:
-        raise InputError("no pairs selected for v_act (check vact.pair_files and vact.modes)")
+        raise InputError("no pairs selected for v_act (check pairs.files and vact.modes)")
     h_hack, h_clean = pair_features(lora, tokenizer, pairs, system, budget=budget, batch_size=batch_size,
                                     progress=progress, frozen=frozen, fast=fast, space=space)
     return fit(h_hack, h_clean, pairs, random_seed, n_haar, space)
@@ -55,9 +56,10 @@ def extract(lora: Lora2r, tokenizer, pairs, system: str | None = None,
 
 def fit(h_hack, h_clean, pairs, random_seed: int | None = None, n_haar: int = 20,
         space: str = "act") -> tuple[Direction, dict]:
-    """The direction from the pairs' features (hack and clean sides, row i = pairs[i]), or the Haar
-    placebo if random_seed is set, and its diagnostics: each pair's scores, separation, leave-one-out
-    separation, Haar directions' separation, the per-module norms before normalising."""
+    """The direction from the pairs' features (hack and clean sides, row i = pairs[i]), or a Haar-random
+    direction if random_seed is set (the random-direction experiment), and its diagnostics: each pair's
+    scores, separation, leave-one-out separation, Haar directions' separation, the per-module norms
+    before normalising."""
     raw_norms = {m: float((h_hack[m] - h_clean[m]).mean(0).norm()) for m in h_hack}
     v_act = mean_difference(h_hack, h_clean)
     direction = v_act if random_seed is None else haar_direction(v_act, random_seed)
@@ -83,7 +85,7 @@ def fit(h_hack, h_clean, pairs, random_seed: int | None = None, n_haar: int = 20
 
 def extract_stage(params, seed: int, layout: Layout = Layout(), progress: bool = True) -> dict:
     """DVC stage extract_vact@SEED: v_act from the selected modes (or Haar if gate.random_seed is
-    set), the heldout arm's v_act from the modes not held out, and the placebo pair set's direction
+    set), the heldout arm's v_act from the modes not held out, and the style-contrast pairs' direction
     (for the separation diagnostic and A7's content-matched null only; no arm's gate reads it)."""
 
     from vgrout.engine import adapter as ad
