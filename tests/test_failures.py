@@ -3,8 +3,8 @@
 A stage that fails leaves every committed file it did not get to rewrite: DVC deletes a stage's
 outputs before running it unless they are persist, so aggregate's directories are persist and
 aggregate swaps in whole new ones only once all their files are written (io.staged_dirs).
-DVC forwards no signal to the stage it runs; a stage asks for SIGTERM at its parent's death
-(vgrout.stage.stop_with_parent), so `kill` of `dvc repro` stops the stage too.
+DVC forwards no signal to the stage it runs; a stage watches DVC's process and sends itself SIGTERM
+when it ends (vgrout.stage.stop_with_parent), so `kill` of `dvc repro` stops the stage too.
 """
 from __future__ import annotations
 
@@ -163,12 +163,15 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
-@pytest.mark.parametrize("how", ["sigterm", "ctrl_c"])
-def test_stopping_dvc_repro_stops_the_stage(tmp_path, how):
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="pidfd is Linux's")
+@pytest.mark.parametrize("how, shell", [("sigterm", "/bin/bash"), ("sigterm", None), ("ctrl_c", None)],
+                         ids=["sigterm-bash", "sigterm-sh", "ctrl_c-sh"])
+def test_stopping_dvc_repro_stops_the_stage(tmp_path, how, shell):
     """A throwaway DVC repository whose one stage imports vgrout.stage as ours do and sleeps with a
     half-written output. SIGTERM to `dvc repro` (sigterm), or SIGINT to its process group as a
-    terminal's Ctrl-C sends it (ctrl_c): the stage is gone within seconds and its temporary file too."""
+    terminal's Ctrl-C sends it (ctrl_c): the stage is gone within seconds and its temporary file too.
+    DVC runs the command through $SHELL, or /bin/sh where SHELL is unset (as on CI): bash execs the
+    lone command, so DVC is the stage's parent; dash, Debian's sh, does not, so a shell sits between."""
     repo = tmp_path / "repo"
     repo.mkdir()
     (repo / "sleep.py").write_text(SLEEPER)
@@ -176,6 +179,9 @@ def test_stopping_dvc_repro_stops_the_stage(tmp_path, how):
     (repo / "dvc.yaml").write_text(yaml.safe_dump(
         {"stages": {"sleep": {"cmd": "python sleep.py", "deps": ["sleep.py"], "outs": ["out.txt"]}}}))
     env = env_for(ROOT)
+    env.pop("SHELL", None)
+    if shell:
+        env["SHELL"] = shell
     sh("git init -q && dvc init -q", repo)
     log = open(tmp_path / "dvc.log", "w")
     dvc = subprocess.Popen(["dvc", "repro"], cwd=repo, env=env, stdout=log, stderr=subprocess.STDOUT,

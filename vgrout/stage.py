@@ -9,19 +9,19 @@ traceback (set VGROUT_TRACEBACK=1 to see one); anything else is a bug and keeps 
 A stage stops when `dvc repro` does. Ctrl-C reaches it already (the terminal signals DVC's whole
 process group; DVC ignores SIGINT while the command runs), but DVC forwards no signal: SIGTERM to
 `dvc repro` ends DVC alone and leaves the stage running, orphaned (dvc/stage/run.py `_run`: a plain
-Popen, SIGINT ignored, no SIGTERM handler). So a stage under DVC asks Linux for SIGTERM when its
-parent dies (PR_SET_PDEATHSIG; DVC's shell execs the command, so the parent is DVC), and SIGTERM,
-from there or anyone, raises KeyboardInterrupt, as Ctrl-C does: `finally` blocks run and a half
-written file is removed (io.atomic_path). A stage still going STOP_GRACE_S later is ended outright
-(what it was staging is left as a dot-named .tmp, which .gitignore covers). The parent is DVC only
-where the shell DVC runs the command with execs a lone command (bash and dash do; a `cmd` of
-several commands keeps the shell as the parent, and the stage outlives a killed DVC).
+Popen, SIGINT ignored, no SIGTERM handler). So a stage under DVC watches DVC's process (a pidfd,
+Linux) and sends itself SIGTERM when it ends. DVC's process is the stage's nearest ancestor that is
+not a shell: DVC runs `cmd` through $SHELL, or /bin/sh where SHELL is unset, and dash (Debian's sh)
+does not exec a lone command, so the shell sits between them. SIGTERM, from there or anyone, raises
+KeyboardInterrupt, as Ctrl-C does: `finally` blocks run and a half written file is removed
+(io.atomic_path). A stage still going STOP_GRACE_S later is ended outright (what it was staging is
+left as a dot-named .tmp, which .gitignore covers).
 """
 from __future__ import annotations
 
-import ctypes
 import gc
 import os
+import select
 import signal
 import sys
 import threading
@@ -35,10 +35,10 @@ from vgrout import config
 from vgrout.io import InputError
 
 DVC_YAML = Path("dvc.yaml")
-# The process that started this one, read at import (stage scripts import this module first): if it
-# is gone by the time main asks to be signalled at its death, no signal would come.
+# The process that started this one, read at import (stage scripts import this module first): if DVC
+# is gone by the time main starts watching it, the ancestry read from here shows it.
 PARENT = os.getppid()
-PR_SET_PDEATHSIG = 1  # linux/prctl.h
+SHELLS = {"sh", "dash", "bash", "zsh", "fish"}  # what DVC may run `cmd` through
 STOP_GRACE_S = 10.0  # after a SIGTERM, how long the stage may take to unwind before it is ended outright
 
 
@@ -102,16 +102,38 @@ def main(stage: str, fn: Callable, *args) -> None:
 
 def stop_with_parent() -> None:
     """SIGTERM raises KeyboardInterrupt; under DVC (which sets DVC_STAGE for a stage's command), on
-    Linux, the parent's death sends SIGTERM. Main thread only (signal handlers are set there)."""
+    Linux, the end of DVC's process sends SIGTERM. Main thread only (signal handlers are set there)."""
     signal.signal(signal.SIGTERM, _on_sigterm)
     if not (os.environ.get("DVC_STAGE") and sys.platform.startswith("linux")):
         return
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
-        print(f"warning: prctl(PR_SET_PDEATHSIG) failed ({os.strerror(ctypes.get_errno())}): this stage "
-              "will not stop if `dvc repro` is killed", file=sys.stderr)
-    elif os.getppid() != PARENT:  # DVC died before the request: no signal will come
+    chain = _ancestry(PARENT)
+    try:
+        pidfd = os.pidfd_open(chain[-1])
+    except OSError as e:
+        print(f"warning: cannot watch DVC's process {chain[-1]} ({e.strerror}): this stage will not stop "
+              "if `dvc repro` is killed", file=sys.stderr)
+        return
+    if os.getppid() != PARENT or _ancestry(PARENT) != chain:  # DVC ended before the watch began
         os.kill(os.getpid(), signal.SIGTERM)
+    threading.Thread(target=_stop_when_ended, args=(pidfd,), daemon=True).start()
+
+
+def _ancestry(pid: int) -> list[int]:
+    """`pid`, then its ancestors while they are shells: the last is the process that ran the shell."""
+    chain = [pid]
+    while pid > 1:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        comm, rest = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:].split()
+        if comm not in SHELLS:
+            break
+        pid = int(rest[1])  # ppid, the field after state
+        chain.append(pid)
+    return chain
+
+
+def _stop_when_ended(pidfd: int) -> None:
+    select.select([pidfd], [], [])  # a pidfd reads ready once its process has ended
+    os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _on_sigterm(signum, frame) -> None:
