@@ -201,12 +201,12 @@ def grpo_step(lora, opt, prompts: list[list[int]], group: int, new_tokens: int, 
               gen_batch: int, device, seed: int, keep_layers: int = 0,
               peaks: dict | None = None, old_micro_batch: int | None = None,
               lengths: list[int] | None = None) -> tuple[dict, torch.Tensor]:
-    """One Dr.GRPO step of the fast path in train.py's order, through train's own step functions:
+    """One Dr.GRPO step of the fast path in train()'s order, through train's own step functions:
     generate (synthetic rollouts: random prompts, completions forced to full length, or row i to
-    lengths[i] tokens), (grade: random rewards), train.frozen_acts (the gate's scores), masks,
-    train.sample_forward (logπ_sample of the rows whose mask differs from their sampling mode:
-    here the keep rows), train.train_forward_backward, per-block clip, AdamW. peaks: filled with
-    each phase's peak GPU memory (GB)."""
+    lengths[i] tokens), (grade: random rewards), train.frozen_acts (the gate's scores), random
+    zones, then train.update as train() calls it: logπ_sample of the rows whose mask differs from
+    their sampling mode (here the keep rows), the masked forward and backward, per-block clip,
+    AdamW. peaks: filled with each phase's peak GPU memory (GB)."""
     model, n = lora.model, len(prompts)
     cuda = torch.device(device).type == "cuda"
     cfg = step_config(new_tokens, micro_batch, keep_layers, old_micro_batch)
@@ -244,25 +244,15 @@ def grpo_step(lora, opt, prompts: list[list[int]], group: int, new_tokens: int, 
     t["frozen_score"] = time.perf_counter() - t0
     peak("frozen_score")
 
-    t0 = time.perf_counter()
-    logps_sample = train.sample_forward(cfg, lora, seqs, rollouts, zones, trunks)
-    _sync(device)
-    t["sample_forward"] = time.perf_counter() - t0
-    peak("sample_forward")
+    last = [time.perf_counter()]
 
-    t0 = time.perf_counter()
-    train.train_forward_backward(cfg, lora, seqs, logps_sample, trunks, adv, zones, rollouts, n)
-    _sync(device)
-    t["train_fwd_bwd"] = time.perf_counter() - t0
-    peak("train_fwd_bwd")
+    def mark(phase):  # train.update's phase ends: the device synced, so each phase's time is its own
+        _sync(device)
+        t[phase] = time.perf_counter() - last[0]
+        peak(phase)
+        last[0] = time.perf_counter()
 
-    t0 = time.perf_counter()
-    lora.clip_grad_norms(cfg.t.max_grad_norm)
-    opt.step()
-    opt.zero_grad(set_to_none=True)  # as train.py does: the next generation has the gradients' memory
-    _sync(device)
-    t["optimizer"] = time.perf_counter() - t0
-    peak("optimizer")
+    train.update(cfg, lora, opt, seqs, trunks, adv, zones, rollouts, {}, mark)
     t["step"] = sum(v for k, v in t.items() if k != "generate_capture")
     return t, comp
 

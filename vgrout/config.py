@@ -40,7 +40,7 @@ def _known_modes(modes: list[str] | None) -> list[str] | None:
 
 
 class Model(Block):
-    spec: str = doc("smollm2-135m", "hub id, local HF dir, smollm2-135m (embedded) or tiny-smollm2 (CI)")
+    spec: str = doc("smollm2-135m", "hub id, local HF dir, an embedded model (smollm2-135m, qwen2.5-coder-0.5b, qwen2.5-coder-1.5b: vgrout.engine.model) or tiny-smollm2 (CI)")
 
 
 class Substrate(Block):

