@@ -11,12 +11,9 @@ import pytest
 from tests.analysis.test_aggregate import make_pipeline
 from vgrout import arms
 from vgrout.analysis import plots
-from vgrout.analysis.aggregate import (
-    _curve_points,
-    aggregate_stage,
-    load_run,
-    load_tables,
-)
+from vgrout.analysis.aggregate import aggregate_stage
+from vgrout.analysis.artifacts import _curve_points
+from vgrout.analysis.tables import load_run, load_tables
 from vgrout.layout import Layout
 from vgrout.stats import wilson
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # A run's per-sample eval grades, beside its per_mode_deploy.json (vgrout.eval.evaluate writes it,
-# vgrout.analysis.aggregate's bootstrap reads it). csv, not jsonl: git tracks it, and a flat 8-column
+# vgrout.analysis.contrasts' bootstrap reads it). csv, not jsonl: git tracks it, and a flat 8-column
 # table is a third of the bytes.
 DEPLOY_SAMPLES = "deploy_samples.csv"
 

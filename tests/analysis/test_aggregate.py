@@ -19,7 +19,8 @@ from scipy.stats import t as t_dist
 from scipy.stats import ttest_rel
 
 from vgrout import config
-from vgrout.analysis.aggregate import SAMPLE_COLUMNS, aggregate, aggregate_stage, load_run
+from vgrout.analysis.aggregate import aggregate, aggregate_stage
+from vgrout.analysis.tables import SAMPLE_COLUMNS, load_run
 from vgrout.analysis.diagnostics import N_NULL, N_PERM
 from vgrout.arms import get as get_arm
 from vgrout.arms import placebo_for, yoke_target
@@ -290,11 +291,11 @@ def test_contrasts_are_paired_deltas_between_any_two_arms(five_seeds):
     """aggregate.contrasts (a diagnosis's Δ between arms no placebo answers, e.g. tgate − absorb): the
     per-seed mean of the cell-by-cell difference and A2's bootstrap of the same cells; swapping the arms
     negates it; a pair with no shared seed is refused by name."""
-    from vgrout.analysis import aggregate as agg
+    from vgrout.analysis import contrasts, tables
     kw, _ = five_seeds
     root = kw["metrics_root"]
-    con = agg.load_tables([agg.load_run(root, root, r, gate_inputs=False) for r in agg.find_runs(root)])
-    table = agg.contrasts(con, [("routeA", "absorb"), ("absorb", "routeA")]).set_index(["contrast", "metric"])
+    con = tables.load_tables([tables.load_run(root, root, r, gate_inputs=False) for r in tables.find_runs(root)])
+    table = contrasts.contrasts(con, [("routeA", "absorb"), ("absorb", "routeA")]).set_index(["contrast", "metric"])
     samples = sample_frame(root)
     for m, (col, where) in {"hack_hackable": ("hacked", lambda g: g["hackable"] == 1), "solve": ("gt_pass", None)}.items():
         x, r = cells(samples, "routeA", col, where), cells(samples, "absorb", col, where)
@@ -306,7 +307,7 @@ def test_contrasts_are_paired_deltas_between_any_two_arms(five_seeds):
         back = table.loc[("absorb − routeA", m)]
         assert back["delta"] == pytest.approx(-row["delta"]) and back["p_paired_t"] == pytest.approx(row["p_paired_t"])
     with pytest.raises(InputError, match="tgate − none"):
-        agg.contrasts(con, [("tgate", "none")])
+        contrasts.contrasts(con, [("tgate", "none")])
 
 
 def test_hack_over_hackable_leaves_none_problems_out(five_seeds):

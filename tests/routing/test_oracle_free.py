@@ -39,7 +39,9 @@ ROUTING_MODULES = ["vgrout/routing/extract.py", "vgrout/routing/features.py", "v
 # train.py's routing functions; the scan adds every train.py function they call
 ROUTING_FUNCTIONS = ["new_gate", "routing_step", "to_seqs", "live_acts", "frozen_acts", "route",
                      "load_yoke", "yoke_counts", "uniform_scores"]
-FORBIDDEN_MODULES = {"vgrout.substrate.grader", "vgrout.substrate.sampling", "vgrout.eval.evaluate", "vgrout.analysis.aggregate", "vgrout.analysis.diagnostics"}
+FORBIDDEN_MODULES = {"vgrout.substrate.grader", "vgrout.substrate.sampling", "vgrout.eval.evaluate",
+                     "vgrout.analysis.aggregate", "vgrout.analysis.tables", "vgrout.analysis.contrasts",
+                     "vgrout.analysis.artifacts", "vgrout.analysis.diagnostics"}
 # a Rollout's labels, the grader's fields, and the step log's label-derived columns
 FORBIDDEN_NAMES = {"reward", "rewards", "hacked", "hacked_strict", "gt_pass", "flawed_pass", "label", "labels", "grade",
                    "grade_batch", "grade_students", "reward_mean", "hack_rate", "solve_rate"}

@@ -1,7 +1,7 @@
 """Altair charts of the artifacts, saved as self-contained HTML (Vega JavaScript inlined, so
 it opens offline) and PNG (rendered by vl-convert).
 
-Every chart takes a long-form table that aggregate.py already wrote as csv, so a figure
+Every chart takes a long-form table that artifacts.py already wrote as csv, so a figure
 never computes a number the tables do not show.
 
 Every PNG is at most MAX_PNG_WIDTH pixels wide (the width a README or a laptop screen shows

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from vgrout.analysis import aggregate as agg
+from vgrout.analysis import artifacts, contrasts, tables
 from vgrout.io import atomic_write_text
 
 ROUNDS = {  # round -> comparison -> (the arm C1's rule is applied to, {arm: the variant folder of its runs})
@@ -61,26 +61,26 @@ def load(arms: dict[str, str], focus: str = ""):
             name = f"placebo_{focus}" if arm == "placebo" else arm
             for run in sorted((RUNS_OF.get(ROUND, HERE) / variant).glob(f"{arm}-*")):
                 unpack(run, metrics / f"{name}-{run.name.rpartition('-')[2]}", name)
-        runs = [agg.load_run(metrics, metrics, r, gate_inputs=False) for r in agg.find_runs(metrics)]
-        return runs, agg.load_tables(runs)
+        runs = [tables.load_run(metrics, metrics, r, gate_inputs=False) for r in tables.find_runs(metrics)]
+        return runs, tables.load_tables(runs)
 
 
-def out_dir(name: str) -> agg.Out:
+def out_dir(name: str) -> artifacts.Out:
     root = HERE / "a2" / name
-    return agg.Out(tables=root, png=root / "png", html=root / "html", plot_data=root / "plot_data")
+    return artifacts.Out(tables=root, png=root / "png", html=root / "html", plot_data=root / "plot_data")
 
 
 claims = {}
 for name, (focus, arms) in ROUNDS[ROUND].items():
     runs, con = load(arms, focus)
-    claims[name] = {"arm": focus, "c1_rule": agg.claim_c1(agg.a2(con, out_dir(name)), arm=focus)}
+    claims[name] = {"arm": focus, "c1_rule": contrasts.claim_c1(artifacts.a2(con, out_dir(name)), arm=focus)}
     if focus == "heldout":
-        claims[name]["C2"] = agg.a5(con, runs, out_dir(name))
+        claims[name]["C2"] = artifacts.a5(con, runs, out_dir(name))
 
 if ROUND in CONTRASTS:
     # one folder per arm (placebos left out: each variant's placebo is yoked to a different arm)
     _, con = load({a: v for cmp in ROUNDS[ROUND].values() for a, v in cmp[1].items() if a != "placebo"})
-    table = agg.contrasts(con, CONTRASTS[ROUND])
+    table = contrasts.contrasts(con, CONTRASTS[ROUND])
     (HERE / "a2").mkdir(parents=True, exist_ok=True)
     table.to_csv(HERE / "a2" / "contrasts.csv", index=False)
     claims["contrasts"] = table.round(4).to_dict(orient="records")

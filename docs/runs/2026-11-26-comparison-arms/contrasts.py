@@ -11,7 +11,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from vgrout.analysis import aggregate as agg
+from vgrout.analysis import artifacts, contrasts, tables
 from vgrout.stats import holm
 
 HERE = Path(__file__).parent
@@ -45,12 +45,12 @@ with tempfile.TemporaryDirectory() as tmp:
     for folder in (EARLIER, HERE / "metrics" / "runs"):
         for run in sorted(folder.iterdir()):
             copy_run(run, root)
-    runs = [agg.load_run(root, root, r, gate_inputs=False) for r in agg.find_runs(root)]
-    con = agg.load_tables(runs)
+    runs = [tables.load_run(root, root, r, gate_inputs=False) for r in tables.find_runs(root)]
+    con = tables.load_tables(runs)
     out_dir = HERE / "metrics"
-    out = agg.Out(tables=out_dir, png=out_dir / "png", html=out_dir / "html", plot_data=out_dir / "plot_data")
-    table = agg.a2(con, out)
-    contrasts = agg.contrasts(con, PRIMARY + SECONDARY)
+    out = artifacts.Out(tables=out_dir, png=out_dir / "png", html=out_dir / "html", plot_data=out_dir / "plot_data")
+    table = artifacts.a2(con, out)
+    contrasts = contrasts.contrasts(con, PRIMARY + SECONDARY)
 hack = contrasts["metric"] == "hack_hackable"
 primary = contrasts[hack & contrasts["contrast"].isin([f"{a} − {b}" for a, b in PRIMARY])]
 contrasts.loc[primary.index, "p_holm_primary"] = holm(primary["p_paired_t"].tolist())
@@ -59,4 +59,4 @@ cols = ["arm", "n_seeds", "deploy_hack_hackable", "deploy_hack_hackable_lo", "de
         "deploy_solve", "deploy_solve_lo", "deploy_solve_hi"]
 print(table[cols].to_string(index=False, float_format="%.3f"))
 print(contrasts.to_string(index=False, float_format="%.3f"))
-print("C1 for routeV", agg.claim_c1(table, arm="routeV"))
+print("C1 for routeV", contrasts.claim_c1(table, arm="routeV"))

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from vgrout.analysis.aggregate import BOOT_SEED, DIFF, RATE
+from vgrout.analysis.contrasts import BOOT_SEED, DIFF, RATE
 from vgrout.layout import DEPLOY_SAMPLES
 from vgrout.stats import hierarchical_bootstrap, paired_t
 

@@ -1,5 +1,5 @@
 """The Δ between arms that no placebo answers, from this run's committed per-run files, with A2's
-statistics (vgrout.analysis.aggregate.contrasts), and A2 again with the tgate runs (tgate.sh) beside the
+statistics (vgrout.analysis.contrasts.contrasts), and A2 again with the tgate runs (tgate.sh) beside the
 rest, in metrics/with_tgate/ (its charts, png/ and html/, and plot data are not committed). Run from the
 repository root:
     python docs/runs/2026-11-26-replication-h100/contrasts.py"""
@@ -9,7 +9,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from vgrout.analysis import aggregate as agg
+from vgrout.analysis import artifacts, contrasts, tables
 
 HERE = Path(__file__).parent
 PAIRS = [("absorb", "none"), ("routeA", "absorb"), ("heldout", "absorb"), ("routeA", "heldout"),
@@ -27,9 +27,9 @@ with tempfile.TemporaryDirectory() as tmp:
             if arm == "placebo" and (root / name / f).exists():
                 d = json.loads((root / name / f).read_text()) | {"run": name, "arm": "placebo_routeA"}
                 (root / name / f).write_text(json.dumps(d))
-    con = agg.load_tables([agg.load_run(root, root, r, gate_inputs=False) for r in agg.find_runs(root)])
-    table = agg.contrasts(con, PAIRS)
+    con = tables.load_tables([tables.load_run(root, root, r, gate_inputs=False) for r in tables.find_runs(root)])
+    table = contrasts.contrasts(con, PAIRS)
     out = HERE / "metrics" / "with_tgate"
-    agg.a2(con, agg.Out(tables=out, png=out / "png", html=out / "html", plot_data=out / "plot_data"))
+    artifacts.a2(con, artifacts.Out(tables=out, png=out / "png", html=out / "html", plot_data=out / "plot_data"))
 table.to_csv(HERE / "metrics" / "contrasts.csv", index=False)
 print(table.to_string(index=False, float_format="%.3f"))

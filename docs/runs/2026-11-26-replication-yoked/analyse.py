@@ -11,7 +11,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from vgrout.analysis import aggregate as agg
+from vgrout.analysis import artifacts, contrasts, tables
 from vgrout.stats import holm
 
 HERE = Path(__file__).parent
@@ -47,13 +47,13 @@ with tempfile.TemporaryDirectory() as tmp:
         copy_run(run, root)
     for run in sorted((HERE / "metrics" / "runs").iterdir()):
         copy_run(run, root)
-    runs = [agg.load_run(root, root, r, gate_inputs=False) for r in agg.find_runs(root)]
-    con = agg.load_tables(runs)
+    runs = [tables.load_run(root, root, r, gate_inputs=False) for r in tables.find_runs(root)]
+    con = tables.load_tables(runs)
     out_dir = HERE / "metrics"
-    out = agg.Out(tables=out_dir, png=out_dir / "png", html=out_dir / "html", plot_data=out_dir / "plot_data")
-    table = agg.a2(con, out)
-    c2 = agg.a5(con, runs, out)
-    contrasts = agg.contrasts(con, PAIRS)
+    out = artifacts.Out(tables=out_dir, png=out_dir / "png", html=out_dir / "html", plot_data=out_dir / "plot_data")
+    table = artifacts.a2(con, out)
+    c2 = artifacts.a5(con, runs, out)
+    contrasts = contrasts.contrasts(con, PAIRS)
 family = contrasts[contrasts["contrast"].isin(VS_RANDOM) & (contrasts["metric"] == "hack_hackable")]
 contrasts.loc[family.index, "p_holm_vs_random"] = holm(family["p_paired_t"].tolist())
 contrasts.to_csv(out_dir / "contrasts.csv", index=False)
@@ -62,4 +62,4 @@ cols = ["arm", "n_seeds", "deploy_hack_hackable", "deploy_hack_hackable_lo", "de
         "delta_hack_hackable_vs_placebo_hi", "delta_solve_vs_placebo"]
 print(table[cols].to_string(index=False, float_format="%.3f"))
 print(contrasts.to_string(index=False, float_format="%.3f"))
-print("C1", agg.claim_c1(table), "\nC1 for tgate", agg.claim_c1(table, arm="tgate"), "\nC2", c2)
+print("C1", contrasts.claim_c1(table), "\nC1 for tgate", contrasts.claim_c1(table, arm="tgate"), "\nC2", c2)
