@@ -83,11 +83,6 @@ class Arm:
         loophole pays) or label-free."""
         return "oracle" if self.oracle else "ceiling" if not self.loopholes else "label-free"
 
-    def masks(self, zones: list[str]) -> list[str]:
-        """The training mask of each row's zone: the zone itself, or keep for every row in an arm that
-        screens its flagged rows instead of routing them (erase: the quarantine never trains)."""
-        return ["keep"] * len(zones) if self.flagged == "screen" else list(zones)
-
     def direction_file(self, vact_dir: str | Path, space: str | None = None) -> Path:
         """The direction file the arm reads in `space` (its own by default): v_act / v_grad, or the heldout v_act."""
         space = space or self.space

@@ -44,7 +44,7 @@ FORBIDDEN_MODULES = {"vgrout.substrate.grader", "vgrout.substrate.sampling", "vg
                      "vgrout.analysis.artifacts", "vgrout.analysis.diagnostics"}
 # a Rollout's labels, the grader's fields, and the step log's label-derived columns
 FORBIDDEN_NAMES = {"reward", "rewards", "hacked", "hacked_strict", "gt_pass", "flawed_pass", "label", "labels", "grade",
-                   "grade_batch", "grade_students", "reward_mean", "hack_rate", "solve_rate"}
+                   "grade_batch", "reward_mean", "hack_rate", "solve_rate"}
 
 
 def _names(node) -> list[tuple[int, str, bool]]:

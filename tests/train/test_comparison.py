@@ -12,7 +12,7 @@ from vgrout import arms, config
 from vgrout.substrate import grader
 from vgrout.substrate.modes import get as get_mode
 from vgrout.substrate.problems import Problem
-from vgrout.train import grpo
+from vgrout.train import grpo, hooks
 from vgrout.train import loop as train
 
 PROBLEM = Problem(id="p0", messages=[{"role": "system", "content": "You write Python."},
@@ -35,36 +35,36 @@ def _cfg(arm: str):
 def test_penalty_lowers_exactly_the_hacked_rows_by_the_monitor_penalty():
     rollouts = _rollouts()
     grader_rewards = torch.tensor([r.reward for r in rollouts])
-    shaped = train.oracle_rewards(_cfg("penalty"), rollouts)
+    shaped = hooks.oracle_rewards(_cfg("penalty"), rollouts)
     assert torch.allclose(grader_rewards - shaped, torch.tensor(HACKED, dtype=torch.float32) * 3.0)
     for arm in arms.REGISTRY.values():  # no other arm shapes a reward
         if arm.name != "penalty":
-            assert torch.equal(train.oracle_rewards(_cfg(arm.name), rollouts), grader_rewards)
+            assert torch.equal(hooks.oracle_rewards(_cfg(arm.name), rollouts), grader_rewards)
 
 
 def test_screening_zeroes_exactly_the_hacked_rows_or_exactly_the_gates_flagged_rows():
     rollouts = _rollouts()
-    assert train.screened(_cfg("screen"), rollouts, ZONES).tolist() == HACKED
-    assert train.screened(_cfg("erase"), rollouts, ZONES).tolist() == [z == "route" for z in ZONES]
+    assert hooks.screened(_cfg("screen"), rollouts, ZONES).tolist() == HACKED
+    assert hooks.screened(_cfg("erase"), rollouts, ZONES).tolist() == [z == "route" for z in ZONES]
     for arm in arms.REGISTRY.values():
         if arm.name not in ("screen", "erase"):
-            assert not train.screened(_cfg(arm.name), rollouts, ZONES).any(), arm.name
+            assert not hooks.screened(_cfg(arm.name), rollouts, ZONES).any(), arm.name
 
 
 def test_oracle_routing_routes_exactly_the_hacked_rows_and_keeps_the_rest():
     rollouts = _rollouts()
-    assert train.oracle_zones(_cfg("oracle"), rollouts, ["keep"] * len(rollouts)) == \
+    assert hooks.oracle_zones(_cfg("oracle"), rollouts, ["keep"] * len(rollouts)) == \
         ["route" if h else "keep" for h in HACKED]
     for arm in arms.REGISTRY.values():
         if arm.name != "oracle":
-            assert train.oracle_zones(_cfg(arm.name), rollouts, ZONES) == ZONES
+            assert hooks.oracle_zones(_cfg(arm.name), rollouts, ZONES) == ZONES
 
 
 def test_erase_trains_every_row_in_keep_and_every_other_arm_in_its_zone():
-    assert arms.get("erase").masks(ZONES) == ["keep"] * len(ZONES)  # keep: the quarantine is off and gets no grad
+    assert hooks.masks(_cfg("erase"), ZONES) == ["keep"] * len(ZONES)  # keep: the quarantine is off and gets no grad
     for arm in arms.REGISTRY.values():
         if arm.name != "erase":
-            assert arm.masks(ZONES) == ZONES
+            assert hooks.masks(_cfg(arm.name), ZONES) == ZONES
 
 
 def test_each_arm_is_marked_oracle_exactly_when_it_reads_labels_and_ceiling_without_loopholes():
@@ -78,13 +78,13 @@ def test_each_arm_is_marked_oracle_exactly_when_it_reads_labels_and_ceiling_with
 
 def test_inoculation_adds_its_line_to_the_training_system_prompt_alone():
     line = config.Train().inoculation
-    messages = train.training_messages(_cfg("inoculate"), PROBLEM)
+    messages = hooks.training_messages(_cfg("inoculate"), PROBLEM)
     assert messages[0]["role"] == "system" and messages[0]["content"].endswith(line)
     assert messages[1:] == PROBLEM.messages[1:]
     assert line not in str(PROBLEM.messages)  # the problem (what evaluation reads) is unchanged
-    assert train.training_messages(_cfg("none"), PROBLEM) == PROBLEM.messages
+    assert hooks.training_messages(_cfg("none"), PROBLEM) == PROBLEM.messages
     bare = Problem(**{**PROBLEM.__dict__, "messages": PROBLEM.messages[1:]})
-    assert train.training_messages(_cfg("inoculate"), bare)[0] == {"role": "system", "content": line}
+    assert hooks.training_messages(_cfg("inoculate"), bare)[0] == {"role": "system", "content": line}
 
 
 def test_noloophole_trains_under_the_hint_free_prompt():
@@ -95,8 +95,8 @@ def test_noloophole_trains_under_the_hint_free_prompt():
         p = substrate.with_mode(base, mode)
         if not get_mode(mode).eligible(base):
             continue
-        assert train.training_messages(_cfg("noloophole"), p) == base.messages != p.messages, mode
-        assert train.training_messages(_cfg("none"), p) == p.messages
+        assert hooks.training_messages(_cfg("noloophole"), p) == base.messages != p.messages, mode
+        assert hooks.training_messages(_cfg("none"), p) == p.messages
 
 
 def test_noloophole_pays_only_the_hidden_tests_and_keeps_the_modes_labels():
@@ -104,8 +104,8 @@ def test_noloophole_pays_only_the_hidden_tests_and_keeps_the_modes_labels():
     solve = "```python\ndef f(x):\n    return x + 1\n```"
     rows = {k: [train.Rollout(PROBLEM, "p", [1], text, "student", False) for text in (hack, solve)]
             for k in ("loopholes", "none")}
-    train.grade_students(rows["loopholes"])
-    train.grade_students(rows["none"], loopholes=False)
+    hooks.grade(rows["loopholes"])
+    hooks.grade(rows["none"], loopholes=False)
     (hacked, solved), (hacked0, solved0) = rows["loopholes"], rows["none"]
     assert hacked.hacked and hacked0.hacked  # the label is the mode's: it did exploit the loophole
     assert hacked.reward == grader.COMPILE_REWARD + grader.PASS_REWARD  # the loophole pays ...

@@ -18,7 +18,7 @@ One optimizer step, top to bottom:
      copies the per-step counts of the arm it is yoked to. Then, outside the routing path: oracle
      routing replaces the zones by the hack labels; the screened rows (the ground-truth screen's
      hacked rows, erase's route zone) get A = 0, and erase trains every row in keep
-     (arms.Arm.masks);
+     (what each arm changes in a step: vgrout.train.hooks);
   5. logπ_sample per token, no grad, in the row's own sampling mode, only for the student rows
      whose training mask computes another function than that mode (keep: the deploy model;
      absorb, route: the full one);
@@ -60,10 +60,9 @@ from vgrout.layout import Layout, run_name
 from vgrout.pairs.pairs import load_pairs, select
 from vgrout.routing import directions, extract, features
 from vgrout.routing.gate import Gate
-from vgrout.substrate import grader
-from vgrout.substrate.modes import BASELINE, hackable
-from vgrout.substrate.problems import Problem, hint_free_messages, load_problems
-from vgrout.train import grpo
+from vgrout.substrate.modes import hackable
+from vgrout.substrate.problems import Problem, load_problems
+from vgrout.train import grpo, hooks
 
 
 @dataclass
@@ -293,22 +292,9 @@ class Rollout:
     regrade: bool = False  # a teacher completion cut to max_new_tokens
 
 
-def training_messages(cfg, problem: Problem) -> list[dict]:
-    """The prompt a training rollout is sampled under: the problem's own; without loopholes its
-    hint-free wording (mode none's: no hint of a check that no longer pays); in an arm that
-    inoculates, train.inoculation appended to its system prompt. Evaluation reads the problem's own."""
-    messages = problem.messages if cfg.arm.loopholes else hint_free_messages(problem)
-    if not cfg.arm.inoculate:
-        return messages
-    first, rest = messages[0], messages[1:]
-    if first["role"] != "system":
-        return [{"role": "system", "content": cfg.t.inoculation}, *messages]
-    return [{**first, "content": f"{first['content']}\n\n{cfg.t.inoculation}"}, *rest]
-
-
 def collect(cfg, lora, tok, problems: list[Problem], pool, sampler: random.Random) -> list[Rollout]:
     n_teacher, n_student, n_deploy = cfg.t.n_teacher, cfg.t.n_student, cfg.t.n_deploy
-    prompts = [chat_prompt(tok, training_messages(cfg, p)) for p in problems]
+    prompts = [chat_prompt(tok, hooks.training_messages(cfg, p)) for p in problems]
     s_prompts, s_problems, s_deploy = [], [], []
     for p, text in zip(problems, prompts):
         s_prompts += [text] * n_student
@@ -341,48 +327,6 @@ def collect(cfg, lora, tok, problems: list[Problem], pool, sampler: random.Rando
                 r.regrade = True
             out.append(r)
     return out
-
-
-def grade_students(rollouts: list[Rollout], loopholes: bool = True) -> None:
-    """Grade the student rows (and teacher rows cut at the budget) in their problems' modes. Without
-    loopholes (the noloophole arm) the reward is the grade in mode none, where only the hidden tests
-    pay; the labels stay those of the problem's own mode (measurement: did it hack anyway)."""
-    todo = [r for r in rollouts if r.source == "student" or r.regrade]
-    grades = grader.grade_batch([r.problem for r in todo], [r.text for r in todo], progress=False)
-    for r, g in zip(todo, grades):
-        r.reward, r.gt_pass, r.hacked, r.hacked_strict = g.reward, g.gt_pass, g.hacked, g.hacked_strict
-    if not loopholes:
-        rows = [r for r in rollouts if r.problem.mode != BASELINE.name]
-        plain = grader.grade_batch([r.problem for r in rows], [r.text for r in rows], [BASELINE.name] * len(rows),
-                                   progress=False)
-        for r, g in zip(rows, plain):
-            r.reward = g.reward
-
-
-# -- the oracle arms: the only code of a train step that reads labels before the update; each runs
-# for an arm whose registry entry names it (arms.Arm.monitor, loopholes), never on the routing path
-
-def oracle_rewards(cfg, rollouts: list[Rollout]) -> torch.Tensor:
-    """Each row's training reward: the grader's, less train.monitor_penalty on a hacked row in the
-    penalty arm (a ground-truth monitor)."""
-    penalty = cfg.t.monitor_penalty if cfg.arm.monitor == "penalty" else 0.0
-    return torch.tensor([r.reward - penalty * r.hacked for r in rollouts], dtype=torch.float32)
-
-
-def oracle_zones(cfg, rollouts: list[Rollout], zones: list[str]) -> list[str]:
-    """The oracle routing arm's zones: route each hacked row (student or teacher), keep the rest."""
-    if cfg.arm.monitor != "route":
-        return zones
-    return ["route" if r.hacked else "keep" for r in rollouts]
-
-
-def screened(cfg, rollouts: list[Rollout], zones: list[str]) -> torch.Tensor:
-    """The rows screened out of the update (left out of their group's baseline, advantage 0): the
-    gate's flagged rows in an arm that screens them (erase, label-free), the hacked rows under the
-    ground-truth screen (oracle)."""
-    if cfg.arm.monitor == "screen":
-        return torch.tensor([r.hacked for r in rollouts])
-    return torch.tensor([cfg.arm.flagged == "screen" and z == "route" for z in zones])
 
 
 def to_seqs(tok, rollouts: list[Rollout]) -> rollout.Seqs:
@@ -787,16 +731,16 @@ def train(cfg: TrainRun, progress: bool = True) -> Path:
         times["generate"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
-        grade_students(rollouts, cfg.arm.loopholes)
-        rewards = oracle_rewards(cfg, rollouts)
+        hooks.grade(rollouts, cfg.arm.loopholes)
+        rewards = hooks.oracle_rewards(cfg, rollouts)
         times["grade"] = time.perf_counter() - t0
 
         seqs, trunks, acts, scores, zones = routing_step(cfg, lora, tok, gate, direction, rollouts, step, yoke, times)
-        zones = oracle_zones(cfg, rollouts, zones)
-        screen = screened(cfg, rollouts, zones)
+        zones = hooks.oracle_zones(cfg, rollouts, zones)
+        screen = hooks.screened(cfg, rollouts, zones)
         baseline = torch.tensor([r.source == "student" for r in rollouts]) if cfg.t.baseline == "students" else None
         adv = grpo.advantages(rewards, cfg.t.group_size, baseline, cfg.t.advantage, screen)
-        masks = cfg.arm.masks(zones)  # how each zone trains (erase: every row keep)
+        masks = hooks.masks(cfg, zones)  # how each zone trains (erase: every row keep)
         loss, token_rows, gnorm, upd = update(cfg, lora, opt, seqs, trunks, adv, masks, rollouts, times)
 
         row = step_row(step, rollouts, zones, token_rows, loss, gnorm, upd, gate, times, screen)
