@@ -49,6 +49,13 @@ def test_traced_chains_give_the_eager_logprobs_and_grads_and_one_graph_per_grad_
     at two temperatures: the eager chains' log-probs and gradients, and one graph per chain and
     grad mode. Without the tokens dimension marked dynamic the second micro-batch recompiles
     (`test_unmarked_token_counts_recompile`)."""
+    # Dynamo keeps its cache entries and its automatic-dynamic record per code object, shared by
+    # every torch.compile of a chain. On a GPU the GPU tests of test_fastgen.py, run earlier in the
+    # same process (-o addopts=""), compile these chains for another model (bf16, other widths):
+    # from that record the feature dims come out dynamic here, the packed completion pass's views
+    # ([N, 1, ·]) then fail the 0/1 guard on their base's dim 1, and each chain compiles twice
+    # per grad mode. The count is of this run's compiles, from a clean state.
+    torch._dynamo.reset()
     graphs = {name: [] for name in CHAINS}
     for name in CHAINS:
         def backend(gm, example_inputs, name=name):

@@ -6,7 +6,7 @@ from collections import Counter
 import pytest
 import torch
 import torch.nn.functional as F
-from transformers import Qwen3Config, Qwen3ForCausalLM
+from transformers import Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
 from tests.conftest import make_tiny_llama
 from bench.harness import synthetic_tokenizer
@@ -23,6 +23,27 @@ def tiny_qwen3(seed: int = 0) -> Qwen3ForCausalLM:
                       num_attention_heads=4, num_key_value_heads=2, head_dim=8,
                       max_position_embeddings=256, tie_word_embeddings=True, pad_token_id=0)
     return Qwen3ForCausalLM(cfg).eval()
+
+
+def tiny_qwen2(seed: int = 0, **config) -> Qwen2ForCausalLM:
+    """Qwen2.5-Coder's layout, small: biased q, k and v projections (drawn nonzero: transformers
+    initialises biases to zero, which would leave them untested), an untied output head, rope_theta
+    1e6, 7 query heads per KV head (14 / 2), and a sliding window configured but off, as in its
+    config (use_sliding_window false: every layer attends in full)."""
+    torch.manual_seed(seed)
+    cfg = {"vocab_size": V, "hidden_size": 112, "intermediate_size": 96, "num_hidden_layers": 2,
+           "num_attention_heads": 14, "num_key_value_heads": 2, "max_position_embeddings": 256,
+           "tie_word_embeddings": False, "rope_theta": 1e6, "use_sliding_window": False, "sliding_window": 16,
+           "pad_token_id": 0}
+    model = Qwen2ForCausalLM(Qwen2Config(**{**cfg, **config})).eval()
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, torch.nn.Linear) and m.bias is not None:
+                m.bias.normal_(0, 0.5)
+    return model
+
+
+TINY = {"qwen3": tiny_qwen3, "qwen2": tiny_qwen2, "llama": lambda: make_tiny_llama(vocab=V)}
 
 
 def spread(model):
@@ -48,9 +69,9 @@ def perturbed_lora(model, r: int = 2, **attach):
     return lora
 
 
-@pytest.mark.parametrize("family", ["qwen3", "llama"])
+@pytest.mark.parametrize("family", ["qwen3", "llama", "qwen2"])
 def test_greedy_tokens_equal_hf_generate(family):
-    model = spread(tiny_qwen3() if family == "qwen3" else make_tiny_llama(vocab=V))
+    model = spread(TINY[family]())
     tok = synthetic_tokenizer(V)
     ps = prompts(7)
     # batch 3 over 7 prompts: a short last chunk is padded with filler rows
@@ -83,9 +104,12 @@ def test_a_partly_adapted_qkv_group_equals_hf_generate(targets):
     assert B.shape[0] == sum(arch.base_linear(m).out_features for m in qkv[0])  # plain ones: zero rows
 
 
-def test_greedy_tokens_equal_hf_generate_with_deploy_rows(monkeypatch):
+@pytest.mark.parametrize("family", ["qwen3", "qwen2"])
+def test_greedy_tokens_equal_hf_generate_with_deploy_rows(family, monkeypatch):
+    """qwen2: the adapter wraps biased projections, whose biases the engine's fused q, k, v
+    projection concatenates."""
     monkeypatch.setattr(decode, "SPAN", 8)  # several attended spans within one generation
-    model = spread(tiny_qwen3())
+    model = spread(TINY[family]())
     tok = synthetic_tokenizer(V)
     lora = perturbed_lora(model)
     ps = prompts(8)
@@ -156,15 +180,17 @@ def test_eos_cut_equals_hf_generate():
     assert any(len(r) < 20 and r[-1] == eos for r in ref)
 
 
-@pytest.mark.parametrize("fused_adapter,checkpointed,keep_layers,temperature",
-                         [(True, True, 0, 1.0), (True, True, 1, 1.0), (True, False, 0, 1.0), (False, True, 0, 1.0),
-                          (True, True, 0, 0.7), (False, False, 0, 1.6)])
+@pytest.mark.parametrize("fused_adapter,checkpointed,keep_layers,temperature,family",
+                         [(True, True, 0, 1.0, "qwen3"), (True, True, 1, 1.0, "qwen3"), (True, False, 0, 1.0, "qwen3"),
+                          (False, True, 0, 1.0, "qwen3"), (True, True, 0, 0.7, "qwen3"), (False, False, 0, 1.6, "qwen3"),
+                          (True, True, 0, 0.7, "qwen2"), (False, False, 0, 1.0, "qwen2")])
 def test_chunked_logprobs_and_grads_equal_token_logprobs(fused_adapter, checkpointed, keep_layers, temperature,
-                                                         monkeypatch):
-    """At the sampling temperature too: both paths compute log softmax(logits / T)."""
+                                                         family, monkeypatch):
+    """At the sampling temperature too: both paths compute log softmax(logits / T). qwen2: biased
+    q, k, v projections under the adapter (FusedDelta's product takes the bias), an untied head."""
     monkeypatch.setattr(logprob, "CHECKPOINT_ABOVE_TOKENS", 0 if checkpointed else 10 ** 9)
     monkeypatch.setattr(logprob, "KEEP_LAYERS", keep_layers)  # 1: the top layer keeps its activations
-    model = spread(tiny_qwen3())
+    model = spread(TINY[family]())
     tok = synthetic_tokenizer(V)
     lora = perturbed_lora(model)
     ps = prompts(6)
@@ -335,12 +361,12 @@ def test_the_trunk_of_some_rows_is_cut_from_the_batchs_trunk(share, monkeypatch)
         logprob.trunk_rows(seqs, trunk, rows[::-1])
 
 
-@pytest.mark.parametrize("fused_adapter,share,ragged,varlen", [
-    (True, True, True, "never"), (False, True, True, "never"), (True, False, True, "never"),
-    (True, True, False, "never"), (False, True, False, "never"), (True, True, True, "always"),
-    (False, True, False, "always")])
+@pytest.mark.parametrize("fused_adapter,share,ragged,varlen,family", [
+    (True, True, True, "never", "llama"), (False, True, True, "never", "llama"), (True, False, True, "never", "llama"),
+    (True, True, False, "never", "llama"), (False, True, False, "never", "llama"), (True, True, True, "always", "llama"),
+    (False, True, False, "always", "llama"), (True, True, True, "always", "qwen2"), (True, False, True, "never", "qwen2")])
 def test_rows_sharing_a_prompt_compute_it_once_and_match_the_plain_forward(fused_adapter, share, ragged, varlen,
-                                                                          monkeypatch):
+                                                                          family, monkeypatch):
     """Groups of rollouts share their prompt: the two-pass forward (each distinct prompt once per
     routing mask, completions packed and attending to its K/V) gives the plain forward's log-probs,
     gradients and pooled gate activations, with keep / absorb / route rows mixed inside a group and
@@ -351,7 +377,7 @@ def test_rows_sharing_a_prompt_compute_it_once_and_match_the_plain_forward(fused
     attended here row by row; "never": in groups of rows of like length."""
     monkeypatch.setattr(logprob, "shares_prompts", lambda seqs: share)
     monkeypatch.setattr(logprob, "VARLEN", varlen)
-    model = spread(make_tiny_llama(vocab=V))
+    model = spread(TINY[family]())
     tok = synthetic_tokenizer(V)
     lora = perturbed_lora(model)
     even = [" ".join(f"t{20 + (7 * i + j) % 70}" for j in range(9)) for i in range(3)]  # 9 tokens each
@@ -518,6 +544,13 @@ def test_select_takes_the_fast_path_where_the_engine_runs_the_model_and_says_onc
                       num_attention_heads=4, num_key_value_heads=2, head_dim=8, use_sliding_window=True,
                       sliding_window=8, max_window_layers=0)
     assert "sliding_attention" in fastgen.supports(Qwen3ForCausalLM(cfg))
+    # Qwen2: biased q, k, v and an untied head run; a window on the upper layers (max_window_layers)
+    # and a rotation whose tables follow the call's length do not
+    assert fastgen.supports(tiny_qwen2()) is None
+    assert fastgen.supports(tiny_qwen2(use_sliding_window=True, max_window_layers=2)) is None  # a window on no layer
+    assert "sliding_attention" in fastgen.supports(tiny_qwen2(use_sliding_window=True, max_window_layers=1))
+    dynamic = tiny_qwen2(rope_parameters={"rope_type": "dynamic", "rope_theta": 1e6, "factor": 2.0})
+    assert "'dynamic'" in fastgen.supports(dynamic)
 
 
 def test_the_reference_backend_takes_the_fast_paths_keywords():
@@ -881,14 +914,15 @@ def _engine_tokens(model, lora, ids, deploy, lengths, attention, monkeypatch):
 
 @pytest.mark.skipif(not torch.cuda.is_available() or flashdecode.triton is None,
                     reason="Triton's kernels run on a GPU")
-@pytest.mark.parametrize("arch_kind", ["qwen3", "qwen3_eager_norm", "llama"])
+@pytest.mark.parametrize("arch_kind", ["qwen3", "qwen3_eager_norm", "llama", "qwen2"])
 def test_the_engine_samples_the_same_tokens_through_the_kernels_on_a_gpu(arch_kind, monkeypatch):
     """The engine's greedy tokens through flashdecode's kernels (the attention and the fused gated
     MLP) equal its matmul path's with the eager MLP, in fp32,
     with a perturbed lora2r adapter, deploy rows mixed, ragged prompts and rows ending at their own
     lengths, so the lanes are compacted and packed (Engine.slot_lane and lane_qrow rewritten at each layout):
-    a Qwen3 (its q/k norms in the rotation kernel; with arch.FAST_NORM off, the eager norms) and a
-    Llama (no q/k norms), head dim 64, which the kernels serve."""
+    a Qwen3 (its q/k norms in the rotation kernel; with arch.FAST_NORM off, the eager norms), a
+    Llama (no q/k norms) and a Qwen2 as Qwen2.5-Coder lays it out (biased q, k, v, 14 query heads on
+    2 KV heads, an untied head, rope_theta 1e6), head dim 64, which the kernels serve."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
     from bench.harness import natural_lengths
@@ -897,6 +931,8 @@ def test_the_engine_samples_the_same_tokens_through_the_kernels_on_a_gpu(arch_ki
                   num_attention_heads=4, num_key_value_heads=2, head_dim=64, max_position_embeddings=512)
     if arch_kind == "llama":
         model = LlamaForCausalLM(LlamaConfig(**common, tie_word_embeddings=False))
+    elif arch_kind == "qwen2":
+        model = tiny_qwen2(**{**common, "num_attention_heads": 14})
     else:
         model = Qwen3ForCausalLM(Qwen3Config(**common, tie_word_embeddings=True, pad_token_id=0))
     monkeypatch.setattr(arch, "FAST_NORM", arch_kind != "qwen3_eager_norm")
@@ -918,6 +954,69 @@ def test_the_engine_samples_the_same_tokens_through_the_kernels_on_a_gpu(arch_ki
     kernel = _engine_tokens(model, lora, ids, deploy, lengths, "kernel", monkeypatch)
     matmul = _engine_tokens(model, lora, ids, deploy, lengths, "matmul", monkeypatch)
     assert torch.equal(kernel, matmul)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or flashdecode.triton is None,
+                    reason="CUDA graphs and Triton's kernels run on a GPU")
+def test_the_engine_on_the_qwen2_0_5b_shape_samples_the_models_argmax_and_gives_its_logprobs_on_a_gpu():
+    """The student's layout at its size: Qwen2.5-Coder-0.5B-Instruct's config (24 layers, hidden
+    896, 14 / 2 heads, biased q, k, v, an untied head, rope_theta 1e6, vocab 151936) with random
+    weights (nothing is downloaded on the GPU machine), in fp32, a perturbed adapter on every
+    projection, deploy and full rows mixed, rows ending at their own lengths. The engine's greedy
+    tokens (prefill, decode steps replayed as CUDA graphs through flashdecode's kernels, rows
+    compacted as they end) are the model's argmax under HF's own forward, teacher-forced on the
+    engine's sequences, up to a rounding tolerance: over 24 layers an exact comparison with HF
+    generate would hinge on near-ties and, after one, on a different continuation. The control:
+    random tokens are outside that tolerance. The fast log-probs and adapter gradients on those
+    sequences equal the reference forward's."""
+    from bench.harness import natural_lengths
+    torch.manual_seed(0)
+    cfg = Qwen2Config(vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
+                      num_attention_heads=14, num_key_value_heads=2, max_position_embeddings=32768, rope_theta=1e6,
+                      rms_norm_eps=1e-6, tie_word_embeddings=False, use_sliding_window=False, sliding_window=32768,
+                      max_window_layers=24, pad_token_id=0)
+    with torch.device("cuda"):
+        model = Qwen2ForCausalLM(cfg).eval()
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, torch.nn.Linear) and m.bias is not None:
+                m.bias.normal_(0, 0.02)  # transformers' init leaves them at zero
+    assert fastgen.supports(model) is None
+    lora = perturbed_lora(model)
+    g = torch.Generator().manual_seed(3)
+    ids = [torch.randint(2, cfg.vocab_size, (n,), generator=g).tolist() for n in (5, 70, 33, 130) for _ in range(2)]
+    deploy = [i // 2 % 2 == 0 for i in range(8)]
+    lengths = natural_lengths(8, 40, 100, 0.8, seed=5)
+    out = decode.generate_ids(model, ids, 100, 0.0, batch_size=8, lora=lora, deploy_rows=deploy, eos_id=1, pad=0,
+                              ignore_eos=True, lengths=lengths)
+    decode.release()
+    seqs = rollout.pack(ids, [out[i, :n].tolist() for i, n in enumerate(lengths)], 0).to("cuda")
+    Lc = max(lengths)
+    with torch.no_grad(), lora.sampling(deploy):
+        logits = model(input_ids=seqs.input_ids, attention_mask=seqs.attention_mask,
+                       position_ids=logprob.position_ids(seqs.attention_mask), logits_to_keep=Lc + 1).logits[:, :-1]
+    mask = seqs.completion_mask[:, -Lc:].bool()
+    tokens = seqs.input_ids[:, -Lc:]
+    gap = logits.amax(-1) - logits.gather(-1, tokens[..., None])[..., 0]  # 0 where the token is the argmax
+    assert gap[mask].max() <= 1e-3, gap[mask].max().item()
+    other = torch.randint(2, cfg.vocab_size, tokens.shape, device="cuda")  # the control: any token would not pass
+    assert ((logits.amax(-1) - logits.gather(-1, other[..., None])[..., 0])[mask] > 1e-3).float().mean() > 0.99
+
+    zones = ["keep", "absorb", "route", "keep", "route", "absorb", "keep", "route"]
+
+    def run(fn):
+        for p in lora.parameters():
+            p.grad = None
+        with lora.masked(zones):
+            logp, _ = fn(model, seqs)
+        (logp * torch.linspace(-1, 1, logp.numel(), device="cuda").view_as(logp)).sum().backward()
+        return logp.detach(), [p.grad.clone() for p in lora.parameters()]
+
+    ref, ref_g = run(logprob.reference_token_logprobs)
+    got, grads = run(logprob.token_logprobs)
+    torch.testing.assert_close(got, ref, atol=1e-4, rtol=1e-4)
+    for a, b in zip(grads, ref_g):
+        assert (a - b).norm() <= 1e-3 * b.norm(), ((a - b).norm() / b.norm()).item()
 
 
 @pytest.mark.skipif(not torch.cuda.is_available() or flashdecode.triton is None,

@@ -1,7 +1,9 @@
 """The model layout the fast engine runs (vgrout.engine.decode, vgrout.engine.logprob): decoder-only models laid
-out like Llama / Qwen3 in transformers: embed_tokens, layers[i].self_attn.{q,k,v,o}_proj (+ q_norm,
-k_norm), a gated mlp, the two RMSNorms, rotary_emb, norm; full attention in every layer. What it
-does not run, `vgrout.engine.fastgen.supports` names."""
+out like Llama / Qwen2 / Qwen3 in transformers: embed_tokens, layers[i].self_attn.{q,k,v,o}_proj (+ q_norm,
+k_norm), a gated mlp, the two RMSNorms, rotary_emb, norm; full attention in every layer. The
+projections may carry biases (Qwen2's q, k and v), the output head may be tied to the embedding or
+not, and the rotation is whatever the model's rotary_emb computes (its rope_theta and scaling). What
+it does not run, `vgrout.engine.fastgen.supports` names."""
 from __future__ import annotations
 
 from dataclasses import dataclass

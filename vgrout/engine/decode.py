@@ -34,7 +34,7 @@ meets the same noise compacted or not: in fp32 on the CPU it samples the same to
 temperature 0 and 1 (tested); on a GPU a smaller shape may pick other kernels, whose rounding
 can tip a near-tie of two tokens (the GPU check is greedy tokens of a tiny fp32 model).
 
-Runs the layout of `vgrout.engine.arch` (Llama / Qwen3, full attention in every layer).
+Runs the layout of `vgrout.engine.arch` (Llama / Qwen2 / Qwen3, full attention in every layer).
 """
 from __future__ import annotations
 

@@ -47,20 +47,27 @@ def _reference_logprobs(model, seqs, trunk=None, return_trunk: bool = False, kee
 FAST = Backend("fast", decode.generate, logprob.token_logprobs, decode.release)
 REFERENCE = Backend("reference", rollout.generate, _reference_logprobs, lambda: None)
 ATTENTION = ("sdpa", "eager")  # transformers' attention functions the fused log-prob forward calls
+# transformers' rotary types that recompute their tables from the longest position of each call: the
+# engine's tables come from calls of other lengths (a prompt pass, packed completions, a captured
+# decode step), so they would differ from the model's own forward
+SEQ_LEN_ROPE = ("dynamic", "longrope")
 _TOLD: set[str] = set()
 
 
 def supports(model) -> str | None:
     """None when the fast engine runs this model; else the first part of its layout it does not
-    run, in words (the layout is vgrout.engine.arch's: Llama / Qwen3 in transformers)."""
+    run, in words (the layout is vgrout.engine.arch's: Llama / Qwen2 / Qwen3 in transformers)."""
     name = type(model).__name__
     try:
         a = arch(model)
         lm_head = a.lm_head
     except (AttributeError, IndexError, TypeError) as e:
-        return f"{name} is not laid out like Llama / Qwen3 in transformers ({e})"
+        return f"{name} is not laid out like Llama / Qwen2 / Qwen3 in transformers ({e})"
     except ValueError as e:  # a layer that is not full attention
         return f"{name}: {e}"
+    rope = getattr(a.rotary, "rope_type", "default")
+    if rope in SEQ_LEN_ROPE:
+        return f"{name}: rotary embedding {rope!r}, whose tables change with the sequence's length"
     impl = getattr(model.config, "_attn_implementation", None)
     if impl not in ATTENTION:
         return f"{name}: attention implementation {impl!r} (supported: {', '.join(ATTENTION)})"
@@ -88,7 +95,7 @@ def supports(model) -> str | None:
             norms["model.norm"] = a.norm
         for where, m in norms.items():
             if not (type(m).__name__.endswith("RMSNorm") and hasattr(m, "variance_epsilon")):
-                return f"{name}: layer {i} {where} is a {type(m).__name__} (supported: Llama / Qwen3 RMSNorm)"
+                return f"{name}: layer {i} {where} is a {type(m).__name__} (supported: Llama / Qwen2 / Qwen3 RMSNorm)"
     return None
 
 

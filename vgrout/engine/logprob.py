@@ -12,7 +12,7 @@
   rotation (with Qwen3's q/k norms), SiLU·up and each chunk's log-probs are `vgrout.engine.compiled`'s
   chains: one kernel each on a GPU, the same ops eagerly elsewhere.
 
-The fast forward runs the layout of `vgrout.engine.arch` (Llama / Qwen3, full attention in every layer).
+The fast forward runs the layout of `vgrout.engine.arch` (Llama / Qwen2 / Qwen3, full attention in every layer).
 """
 from __future__ import annotations
 
@@ -84,7 +84,7 @@ def _layer_forward(layer, h, st, fused_adapter, **kw):
 
 
 def _fused_layer(layer, h, attention_mask, position_ids, position_embeddings):
-    """transformers' Llama / Qwen3 decoder layer op for op (its attention function), except that
+    """transformers' Llama / Qwen2 / Qwen3 decoder layer op for op (its attention function), except that
     its RMSNorms, q_norm and k_norm included, run through `rms_norm`, and its element-wise chains
     through `vgrout.engine.compiled`. position_ids: unused (the rotation comes in position_embeddings),
     taken as transformers' layer takes it."""
@@ -92,7 +92,7 @@ def _fused_layer(layer, h, attention_mask, position_ids, position_embeddings):
     q, k, v = (t.transpose(1, 2) for t in _project_qkv(layer, rms_norm(layer.input_layernorm, h),
                                                          *position_embeddings, rms_norm))
     impl = attn.config._attn_implementation
-    family = sys.modules[type(attn).__module__]  # modeling_llama, modeling_qwen3
+    family = sys.modules[type(attn).__module__]  # modeling_llama, modeling_qwen2, modeling_qwen3
     attend = family.eager_attention_forward if impl == "eager" else ALL_ATTENTION_FUNCTIONS[impl]
     o, _ = attend(attn, q, k, v, attention_mask, dropout=attn.attention_dropout if attn.training else 0.0,
                   scaling=attn.scaling)
