@@ -1,7 +1,7 @@
 """Seconds to grade 1,000 mixed completions, sandboxed, with the machine's default pool, and
 whether the labels depend on machine load.
 
-Mix (cycled over HumanEval problems, each graded under its assigned mode): canonical
+Mix (cycled over the --source problems, each graded under its assigned mode): canonical
 solutions, the four hack templates, a wrong stub, a response without a code block and one
 with a syntax error. --loads 0 2 grades the same rows idle and with 2 CPU burners running, and
 counts rows whose labels differ from the first grading. --canonical grades every canonical
@@ -9,7 +9,11 @@ solution under every mode instead of the mix. --tmp-files N first puts N empty f
 (removed after): the rlimit-only path, as root, sweeps the shared temp directories after every
 program for what its uid left, so its rate falls as they fill (the unpacked packages and work
 directories of a GPU machine's run are there); bwrap's private /tmp needs no sweep.
-Usage: python -m bench.bench_grader [--n 1000] [--isolation bwrap] [--loads 0 2] [--canonical] [--tmp-files 200000]
+--source: humaneval (the embedded default), easy (vgrout.substrate.easy's generated problems), or a
+problems file that vgrout.substrate.problems.load_any reads (e.g. the LeetCode test file
+../shared/data/leetcode/leetcode_test_medhard.jsonl.gz).
+Usage: python -m bench.bench_grader [--n 1000] [--source humaneval|easy|FILE] [--isolation bwrap] [--loads 0 2]
+       [--canonical] [--tmp-files 200000]
 """
 from __future__ import annotations
 
@@ -24,12 +28,20 @@ import tempfile
 import time
 from collections import Counter
 
-from vgrout.substrate import grader, modes, sandbox
+from vgrout.substrate import easy, grader, modes, sandbox
 from vgrout.substrate import problems as substrate
 
 
-def mixed_completions(n: int, seed: int = 0):
-    problems = substrate.assign_modes(substrate.humaneval_problems(), seed=seed)
+def source_problems(source: str) -> list:
+    if source == "humaneval":
+        return substrate.humaneval_problems()
+    if source == "easy":
+        return easy.easy_problems()
+    return substrate.load_any(source)
+
+
+def mixed_completions(n: int, seed: int = 0, source: str = "humaneval"):
+    problems = substrate.assign_modes(source_problems(source), seed=seed)
     kinds = ["canonical", *modes.hackable(), "wrong", "format", "syntax"]
     rows = []
     for p, kind in zip(itertools.cycle(problems), itertools.cycle(kinds)):
@@ -55,14 +67,15 @@ def mixed_completions(n: int, seed: int = 0):
 LABELS = ("gt_pass", "flawed_pass", "hacked", "hacked_strict", "error", "tests_passed")
 
 
-def canonical_rows():
+def canonical_rows(source: str = "humaneval"):
     return [(substrate.with_mode(p, m) if m != "none" else p, substrate.canonical_completion(p), "canonical")
-            for p in substrate.humaneval_problems() for m in modes.names()]
+            for p in source_problems(source) for m in modes.names()]
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=1000)
+    ap.add_argument("--source", default="humaneval", help="humaneval, easy, or a problems file (load_any)")
     ap.add_argument("--isolation", default="bwrap", choices=sandbox.ISOLATIONS)
     ap.add_argument("--workers", type=int, default=None)
     ap.add_argument("--loads", type=int, nargs="+", default=[0], help="CPU burner processes during each grading")
@@ -89,7 +102,7 @@ def padded_tmp(n: int):
 
 def run(args) -> None:
     limits = sandbox.Limits(isolation=args.isolation)
-    rows = canonical_rows() if args.canonical else mixed_completions(args.n)
+    rows = canonical_rows(args.source) if args.canonical else mixed_completions(args.n, source=args.source)
     first = None
     for load in args.loads:
         burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(load)]
@@ -105,7 +118,8 @@ def run(args) -> None:
                 b.wait()
         labels = [tuple(getattr(g, k) for k in LABELS) for g in grades]
         first = first or labels
-        print(f"{load} burners: graded {len(grades)} {'canonical' if args.canonical else 'mixed'} completions in "
+        kind = "canonical" if args.canonical else "mixed"
+        print(f"{load} burners: graded {len(grades)} {kind} {args.source} completions in "
               f"{seconds:.1f} s ({len(grades) / seconds:.1f}/s; isolation {sandbox.isolation(args.isolation)}, "
               f"{args.workers or 2 * os.cpu_count()} workers on {os.cpu_count()} CPUs, load avg {loadavg:.1f}, "
               f"{args.tmp_files} extra files under /tmp)")

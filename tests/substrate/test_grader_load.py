@@ -27,7 +27,7 @@ def _rows():
     rows, n = [], _spin()
     for p in problems:
         # the canonical behind a few tenths of a CPU second of work in all, well under the 1 s CPU
-        # limit, and stretched past a 0.5 s wall limit by four burners on two cores
+        # limit, and stretched past a 0.25 s wall limit (the control's) by four burners on two cores
         code = grader.extract_code(substrate.canonical_completion(p))
         slow = ("```python\n" + code.replace(f"def {p.entry_point}(", f"def _{p.entry_point}(", 1) +
                 f"\n\ndef {p.entry_point}(*a):\n    sum(range({n}))\n    return _{p.entry_point}(*a)\n```")
@@ -63,7 +63,7 @@ def test_a_wall_clock_limit_would_have_flipped_labels_under_load():
     rows = [r for i, r in enumerate(_rows()) if i % 7 == 1][:4]  # the slow ones
     burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(4)]
     try:
-        _, grades = _labels(rows, sandbox.Limits(cpu_s=1.5, wall_s=0.5))
+        _, grades = _labels(rows, sandbox.Limits(cpu_s=1.5, wall_s=0.25))
     finally:
         for b in burners:
             b.kill()

@@ -28,6 +28,24 @@ sandbox, after the namespace exists, so the kernel counts processes per sandbox.
 
 `talk`: a program may also get a request/reply channel to the caller (two pipes, JSON lines),
 which the caller drives while the program runs (the grader's trusted comparison).
+
+What a run reports is what this side observed, never what the program says about itself:
+- CPU: RLIMIT_CPU is per process, so it alone lets a program's children spend a limit each. A
+  meter here (`_Meter`, one thread for all runs) reads the CPU seconds of every process of the run
+  from outside, every CPU_SAMPLE_S: under bwrap from the sandbox's own procfs (reached through its
+  init's /proc/PID/root/proc, which lists exactly its pid namespace), each process's own time
+  plus what it reaped (the kernel's cutime/cstime), so a child's seconds are counted whether it
+  is running, a zombie, or reaped by its parent or the init. A run whose total reaches the limit is
+  killed whole. `Result.cpu_s` is the largest total read (and a last reading right after `talk`).
+  What escapes: a child reaped automatically (its parent ignores SIGCHLD) between two readings
+  leaves no trace in any cutime, so up to CPU_SAMPLE_S per such child is not counted (the wall
+  backstop still bounds the run). On the rlimit-only path the processes of the program's session
+  are read from the host's /proc (one that leaves the session is not counted).
+- `timed_out`: the wall backstop passed, or the meter killed the run, or the program died of the
+  CPU limit's signals (SIGXCPU, SIGKILL) while the meter had read it within CPU_SIGNAL_SLACK_S of
+  its limit. A program that kills itself, or prints what bwrap prints, chooses no label.
+- `started`: the trusted prelude ran (it writes one byte on a pipe of its own before any of the
+  program's code runs); a run that ends without it is the sandbox's failure, not the program's.
 """
 from __future__ import annotations
 
@@ -62,13 +80,18 @@ ISOLATION_ENV = "VGROUT_ISOLATION"  # a pipeline run's isolation when no caller 
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")  # the read-only root under bwrap
 SHARED_TMP = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/var/lock")  # where an rlimit-only program may write
 CPU_LIMIT_STATUS = {-signal.SIGXCPU, -signal.SIGKILL, 128 + signal.SIGXCPU, 128 + signal.SIGKILL}
+CPU_SAMPLE_S = 0.05  # how often the meter reads the CPU seconds of every live run
+CPU_SIGNAL_SLACK_S = 0.5  # a death by the CPU limit's signals is a timeout only this close to the limit, as read
+_TICKS = os.sysconf("SC_CLK_TCK")
 
 # Trusted code that runs first inside the sandbox: lock the limits (soft = hard, but for the CPU:
-# SIGXCPU at the soft limit, SIGKILL a second later; each process has its own CPU seconds), write the program's
-# files from their descriptor into the working directory, then run the main file as __main__.
+# SIGXCPU at the soft limit, SIGKILL a second later; each process has its own CPU seconds, and the
+# meter outside counts them all together), write the program's files from their descriptor into
+# the working directory, say that it started (one byte on its own pipe), then run the main file as
+# __main__.
 PRELUDE = """\
 import json, os, resource, sys
-cpu, mem, nproc, fsize, files_fd = (int(x) for x in sys.argv[1:6])
+cpu, mem, nproc, fsize, files_fd, ready_fd = (int(x) for x in sys.argv[1:7])
 with os.fdopen(files_fd, "rb") as f:
     files = json.loads(f.read())
 for name, text in files.items():
@@ -78,10 +101,12 @@ for lim, v in ((resource.RLIMIT_AS, mem), (resource.RLIMIT_NPROC, nproc), (resou
                (resource.RLIMIT_CORE, 0)):
     resource.setrlimit(lim, (v, v))
 resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
-sys.argv = sys.argv[6:]
+os.write(ready_fd, b"1")
+os.close(ready_fd)
+sys.argv = sys.argv[7:]
 with open(sys.argv[0]) as f:
     source = f.read()
-del f, files, name, text, lim, v, cpu, mem, nproc, fsize, files_fd
+del f, files, name, text, lim, v, cpu, mem, nproc, fsize, files_fd, ready_fd
 exec(compile(source, sys.argv[0], "exec"), {"__name__": "__main__", "__file__": sys.argv[0], "__builtins__": __builtins__})
 """
 
@@ -119,9 +144,11 @@ class Result:
     returncode: int  # exit status, or -N when killed by signal N
     stdout: str
     stderr: str
-    timed_out: bool  # RLIMIT_CPU reached, or the wall backstop
+    timed_out: bool  # the CPU limit (all the run's processes together) or the wall backstop, as observed here
     output_exceeded: bool  # stdout or stderr reached the cap
     isolation: str  # "bwrap" or "rlimit"
+    cpu_s: float  # CPU seconds of all the run's processes, as the meter here read them (see the module doc)
+    started: bool  # the trusted prelude ran: False is a sandbox that failed before the program
 
 
 class Timeout(BaseException):
@@ -158,7 +185,8 @@ class Channel:
             except BrokenPipeError:
                 raise EOFError() from None
 
-    def recv(self):
+    def recv_line(self) -> bytes | None:
+        """The next line, unparsed (without its newline); None as for `recv`."""
         while b"\n" not in self.buf:
             if len(self.buf) > self.cap:
                 return None
@@ -168,6 +196,12 @@ class Channel:
                 return None
             self.buf += chunk
         line, self.buf = self.buf.split(b"\n", 1)
+        return line
+
+    def recv(self):
+        line = self.recv_line()
+        if line is None:
+            return None
         try:
             return json.loads(line)
         except (ValueError, RecursionError):
@@ -420,6 +454,151 @@ def _read_capped(fd: int, cap: int) -> tuple[str, bool]:
     return data.decode("utf-8", errors="replace"), len(data) >= cap
 
 
+def _stat_fields(stat: bytes) -> list[bytes]:
+    """The fields of /proc/PID/stat after the command name (which may hold spaces or parentheses):
+    [0] state, [1] ppid, [2] pgrp, [3] session, [11:15] utime, stime, cutime, cstime (clock ticks)."""
+    return stat[stat.rindex(b")") + 2:].split()
+
+
+def _read_at(path: str, dir_fd: int | None = None) -> bytes | None:
+    try:
+        fd = os.open(path, os.O_RDONLY, dir_fd=dir_fd)
+    except OSError:  # the process is gone
+        return None
+    try:
+        return os.read(fd, 4096)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+class _Meter:
+    """The CPU seconds of every process of one run, read from outside the sandbox (the module doc
+    says what it counts); the run is killed (`kill`) when they reach `limit_s`. Read by the
+    monitor thread and once by the run itself; closed by the run before it reaps the program or
+    closes the descriptors `kill` uses."""
+
+    def __init__(self, limit_s: float, kill, proc_fd: int | None = None, session: int | None = None):
+        self.limit_s, self.kill, self.proc_fd, self.session = limit_s, kill, proc_fd, session
+        self.lock = threading.Lock()
+        self.seen = 0.0  # the largest total read (processes come and go between readings)
+        self.exceeded = False  # killed here for its CPU seconds
+        self.closed = False
+        self.failure: BaseException | None = None
+
+    def read(self, host: dict[int, list[bytes]] | None = None) -> None:
+        """One reading. Under bwrap from the sandbox's procfs; on the rlimit-only path from `host`
+        (session -> stat fields of the host's processes, read once for all runs), or afresh."""
+        with self.lock:
+            if self.closed:
+                return
+            if self.proc_fd is not None:
+                ticks = 0
+                for name in os.listdir(self.proc_fd):
+                    if name.isdigit() and (stat := _read_at(f"{name}/stat", self.proc_fd)):
+                        ticks += sum(int(x) for x in _stat_fields(stat)[11:15])
+            else:
+                host = _host_stats() if host is None else host
+                ticks = sum(int(x) for f in host.get(self.session, []) for x in f[11:15])
+            self.seen = max(self.seen, ticks / _TICKS)
+            if self.seen >= self.limit_s and not self.exceeded:
+                self.exceeded = True
+                self.kill()
+
+    def close(self, check: bool = True) -> None:
+        """No reading or kill after this; raises (check) when a reading of the monitor's failed."""
+        with self.lock:
+            self.closed = True
+            if self.proc_fd is not None:
+                os.close(self.proc_fd)
+                self.proc_fd = None
+        if check and self.failure is not None:
+            raise RuntimeError("sandbox: the CPU meter failed") from self.failure
+
+
+def _host_stats() -> dict[int, list[bytes]]:
+    """The stat fields of every process of the host, by session."""
+    by_session: dict[int, list[bytes]] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit() and (stat := _read_at(f"/proc/{name}/stat")):
+            fields = _stat_fields(stat)
+            by_session.setdefault(int(fields[3]), []).append(fields)
+    return by_session
+
+
+class _Monitor:
+    """One thread that reads every live run's meter each CPU_SAMPLE_S (started on first use)."""
+
+    def __init__(self):
+        self.cond = threading.Condition()
+        self.meters: set[_Meter] = set()
+        self.thread: threading.Thread | None = None
+
+    def add(self, meter: _Meter) -> None:
+        with self.cond:
+            self.meters.add(meter)
+            if self.thread is None:
+                self.thread = threading.Thread(target=self._loop, name="vgrout-cpu-meter", daemon=True)
+                self.thread.start()
+            self.cond.notify()
+
+    def remove(self, meter: _Meter) -> None:
+        with self.cond:
+            self.meters.discard(meter)
+
+    def _loop(self) -> None:
+        while True:
+            with self.cond:
+                while not self.meters:
+                    self.cond.wait()
+                live = list(self.meters)
+            try:
+                host = _host_stats() if any(m.proc_fd is None for m in live) else None
+            except BaseException as e:  # reported by the runs when they close their meters
+                host, failure = None, e
+            else:
+                failure = None
+            for m in live:
+                try:
+                    if failure is not None:
+                        raise failure
+                    m.read(host)
+                except BaseException as e:
+                    m.failure = e
+                    self.remove(m)
+            time.sleep(CPU_SAMPLE_S)
+
+
+_monitor = _Monitor()
+# a forked child of a grading process has no monitor thread, and may hold its lock mid-use: a fresh one
+os.register_at_fork(after_in_child=_monitor.__init__)
+
+
+def _sandbox_procfs(init_pid: int, init_fd: int, ns: int) -> int | None:
+    """A descriptor of the sandbox's own /proc (it lists the sandbox's pid namespace only), reached
+    through its init's root once the sandbox is set up; checked to be the procfs of that namespace
+    (its pid 1 is the init bwrap named). None when the init is gone (the program has ended); an
+    error when the init is there and its /proc is not what bwrap mounted: no run goes unmetered."""
+    fd, ours = None, False
+    try:
+        fd = os.open(f"/proc/{init_pid}/root/proc", os.O_RDONLY | os.O_DIRECTORY)
+        ours = os.readlink("1/ns/pid", dir_fd=fd) == f"pid:[{ns}]"
+    except OSError as e:
+        error = e
+    else:
+        error = None
+    if ours:
+        return fd
+    if fd is not None:
+        os.close(fd)
+    # An init on its way out has let go of its root (ENOENT) before its pidfd says it exited.
+    if _ready(init_fd, 1.0 if isinstance(error, FileNotFoundError) else 0):
+        return None
+    raise RuntimeError(f"sandbox: cannot read the CPU seconds of the sandbox's processes: /proc/{init_pid}/root/proc "
+                       f"is not its pid namespace's procfs ({error or 'another namespace'})")
+
+
 def run(files: dict[str, str], main: str, stdin: str = "", limits: Limits = Limits(),
         talk=None) -> Result:
     """Run `python main` in a fresh directory holding `files`, with `stdin` on standard input.
@@ -428,14 +607,15 @@ def run(files: dict[str, str], main: str, stdin: str = "", limits: Limits = Limi
     end is the descriptors in sys.argv[1:3]: write, read); when it returns the channel closes."""
     iso = isolation(limits.isolation)
     uid = (NOBODY if iso == "bwrap" else _fresh_uid()) if _is_root() else None
-    fds, work, proc, ns_init = [], None, None, None
+    fds, work, proc, ns_init, meter = [], None, None, None, None
     try:
         files_fd = _memfd("files", json.dumps(files).encode())
         in_fd, out_fd, err_fd = _memfd("stdin", stdin.encode()), _memfd("stdout"), _memfd("stderr")
         fds += [files_fd, in_fd, out_fd, err_fd]
         up_r, up_w = os.pipe()      # program -> caller
         down_r, down_w = os.pipe()  # caller -> program
-        fds += [up_r, up_w, down_r, down_w]
+        ready_r, ready_w = os.pipe()  # the prelude's one byte: it started
+        fds += [up_r, up_w, down_r, down_w, ready_r, ready_w]
         nproc = limits.nproc
         if iso == "rlimit" and uid is None:
             # Not root and no namespaces: RLIMIT_NPROC counts every process of our user,
@@ -443,8 +623,8 @@ def run(files: dict[str, str], main: str, stdin: str = "", limits: Limits = Limi
             nproc += _user_process_count()
         cpu = max(1, math.ceil(limits.cpu_s))
         python = [sandbox_python(), "-I", "-S", "-c", PRELUDE, str(cpu), str(limits.memory_bytes),
-                  str(nproc), str(limits.output_bytes), str(files_fd), main, str(up_w), str(down_r)]
-        passed = [files_fd, up_w, down_r]
+                  str(nproc), str(limits.output_bytes), str(files_fd), str(ready_w), main, str(up_w), str(down_r)]
+        passed = [files_fd, ready_w, up_w, down_r]
         if iso == "bwrap":
             info_r, info_w = os.pipe()  # bwrap names the namespace's init on it (--info-fd)
             fds += [info_r, info_w]
@@ -474,6 +654,19 @@ def run(files: dict[str, str], main: str, stdin: str = "", limits: Limits = Limi
             fds.remove(fd)
         if iso == "bwrap":
             ns_init = _namespace_init(info_r, deadline)
+        # the prelude's byte comes once the sandbox is set up (its /proc mounted) and before any of
+        # the program's code runs; EOF without it: the sandbox failed to start the program
+        started = _read_before(ready_r, deadline) == b"1"
+        if started and (iso == "rlimit" or ns_init is not None):
+            if iso == "bwrap":
+                pid, pidfd, ns = ns_init
+                procfs = _sandbox_procfs(pid, pidfd, ns)
+                kill = functools.partial(_kill_pidfd, pidfd)
+                meter = _Meter(cpu, kill, proc_fd=procfs) if procfs is not None else None
+            else:
+                meter = _Meter(cpu, functools.partial(killpg, proc.pid), session=proc.pid)
+            if meter is not None:
+                _monitor.add(meter)
         timed_out = False
         if talk is not None:
             try:
@@ -482,23 +675,35 @@ def run(files: dict[str, str], main: str, stdin: str = "", limits: Limits = Limi
                 timed_out = True
             except EOFError:
                 pass
+        if meter is not None:
+            meter.read()  # the caller's conversation is over; the program is still there
         os.close(down_w)
         fds.remove(down_w)
         if not timed_out:
             timed_out = not _wait_exit(proc.pid, max(deadline - time.monotonic(), 0))
+        cpu_s, cpu_exceeded = 0.0, False
+        if meter is not None:  # closed before the program is reaped: its kill names it by pid
+            _monitor.remove(meter)
+            meter.close()
+            cpu_s, cpu_exceeded = meter.seen, meter.exceeded
         killpg(proc.pid)
         proc.wait()
         stdout, out_full = _read_capped(out_fd, limits.output_bytes)
         stderr, err_full = _read_capped(err_fd, limits.output_bytes)
-        # the CPU limit's signals, as the program's own status or as bwrap reports its child's (128 + N)
-        timed_out = timed_out or proc.returncode in CPU_LIMIT_STATUS
-        return Result(proc.returncode, stdout, stderr, timed_out, out_full or err_full, iso)
+        # The CPU limit's signals (the program's own status, or bwrap's 128 + N for its child's) are
+        # the limit's only when the meter saw the run near it: a program can send them to itself.
+        cpu_signal = proc.returncode in CPU_LIMIT_STATUS and cpu_s >= cpu - CPU_SIGNAL_SLACK_S
+        timed_out = timed_out or cpu_exceeded or cpu_signal
+        return Result(proc.returncode, stdout, stderr, timed_out, out_full or err_full, iso, cpu_s, started)
     finally:  # whatever happened above (the caller's talk raising included), nothing is left running
+        if meter is not None and not meter.closed:
+            _monitor.remove(meter)
+            meter.close(check=False)
         if proc is not None and proc.returncode is None:
             killpg(proc.pid)
             proc.wait()
         if ns_init is not None:
-            _end_namespace(ns_init)
+            _end_namespace(ns_init[1])
         if uid is not None and iso == "rlimit":
             _kill_uid(uid)  # stragglers that left the process group (setsid) die here
             _sweeper.sweep(uid)
@@ -509,12 +714,20 @@ def run(files: dict[str, str], main: str, stdin: str = "", limits: Limits = Limi
             _announce("-", uid, work)
 
 
-def _namespace_init(info_fd: int, deadline: float) -> int | None:
-    """A pidfd of the sandbox's pid-namespace init, named by bwrap's --info-fd. bwrap returns when
-    the program exits, while the namespace (every process the program left, setsid or not) dies
-    with this init a moment later. None when there is nothing to wait for: bwrap wrote no info
-    (it failed to start; the run reports its error), or the pid no longer names a process of the
-    sandbox's namespace (the init exited and its pid was taken: never signal a stranger)."""
+def _kill_pidfd(pidfd: int) -> None:
+    try:
+        signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _namespace_init(info_fd: int, deadline: float) -> tuple[int, int, int] | None:
+    """(pid, pidfd, pid-namespace inode) of the sandbox's pid-namespace init, named by bwrap's
+    --info-fd. bwrap returns when the program exits, while the namespace (every process the
+    program left, setsid or not) dies with this init a moment later. None when there is nothing to
+    wait for: bwrap wrote no info (it failed to start; the run reports its error), or the pid no
+    longer names a process of the sandbox's namespace (the init exited and its pid was taken:
+    never signal a stranger)."""
     data = b""
     while chunk := _read_before(info_fd, deadline):
         data += chunk
@@ -536,7 +749,7 @@ def _namespace_init(info_fd: int, deadline: float) -> int | None:
     if not ours:
         os.close(pidfd)
         return None
-    return pidfd
+    return pid, pidfd, ns
 
 
 def _ready(fd: int, timeout: float | None, event: int = select.POLLIN) -> bool:
