@@ -515,7 +515,6 @@ def _steps(lora, prompts, group, new_tokens, micro_batch, gen_batch, steps, devi
     """Whole GRPO steps; per phase, the median over the steps after the first (which warms up;
     a single step is reported as it is). As in train.py, each generation builds its engine
     (cache and CUDA graphs) and frees it before the logπ forwards."""
-    mdl, batch = lora.model, len(prompts)
     cuda = torch.device(device).type == "cuda"
     opt = torch.optim.AdamW(lora.parameters(), lr=1e-4)
     peaks: dict = {}

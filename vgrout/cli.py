@@ -63,8 +63,7 @@ def substrate_headroom(sources: list[str] = typer.Argument(..., help="candidate 
     if unknown:  # before any build: each one grades every canonical solution
         raise InputError(f"unknown source(s) {unknown}; valid: {', '.join(valid)}")
     for source in sources:
-        _, test, report = selfcheck.build(source, c.seed, c.none_frac, c.test_frac, c.leetcode_train, c.leetcode_test,
-                                          limit=c.limit)
+        _, test, report = selfcheck.build_block(c.model_copy(update={"source": source}))
         if not report["ok"]:
             raise InputError(f"substrate '{source}': its self-check failed:\n{selfcheck.format_check(report)}")
         found[source] = selfcheck.base_rates(Layout().model, test, p.train, p.fast, c.seed)

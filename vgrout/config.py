@@ -49,8 +49,35 @@ class Substrate(Block):
     none_frac: float = doc(0.25, "share of problems with no loophole", ge=0, le=1)
     test_frac: float = doc(0.25, "share of problems in the test split (easy, humaneval)", gt=0, lt=1)
     limit: int | None = doc(None, "keep only the first N problems of each source (small presets); null: all", ge=1)
-    leetcode_train: str | None = doc(None, "local LeetCode train jsonl, or null: download from the pinned commit")
-    leetcode_test: str | None = doc(None, "local LeetCode test jsonl, or null: download from the pinned commit")
+    leetcode_train: str | None = doc(None, "local LeetCode train file (the environment's or our layout), or null: "
+                                     "build it from LeetCodeDataset (leetcode_dir, min_tests, difficulties)")
+    leetcode_test: str | None = doc(None, "local LeetCode test jsonl (.gz too), or null: download from the pinned commit")
+    leetcode_dir: str | None = doc(None, "folder with local copies of the pinned LeetCodeDataset files (e.g. "
+                                   "../shared/data/leetcode), or null: download them from the pinned commit")
+    min_tests: int = doc(10, "LeetCodeDataset training problems: keep those with at least N hidden asserts "
+                         "(v0.2.0's carry only the examples, about 2)", ge=1)
+    difficulties: list[Literal["easy", "medium", "hard"]] = doc(["easy", "medium", "hard"], "LeetCodeDataset "
+                                                                "training problems: the difficulties kept",
+                                                                min_length=1)
+    only_recorded: str | None = doc(None, "leetcode: keep only the training problems the recorded rh-s65 pool covers "
+                                    "(for pool.kind recorded): a local copy of it (e.g. ../shared/data/pools/"
+                                    "rh-s65-teacher-pool.jsonl.gz) or 'download'; null: every problem kept above")
+
+    @field_validator("difficulties")
+    @classmethod
+    def _once_each(cls, levels: list[str]) -> list[str]:
+        if len(set(levels)) < len(levels):
+            raise ValueError(f"a difficulty is listed twice: {levels}")
+        return levels
+
+    @model_validator(mode="after")
+    def _leetcode_only(self):
+        # read only when building LeetCode: set under another source it would silently do nothing
+        for key in ("leetcode_dir", "only_recorded"):
+            if getattr(self, key) is not None and self.source != "leetcode":
+                raise ValueError(f"substrate.{key} is set but substrate.source is '{self.source}': it is read only "
+                                 f"by source leetcode")
+        return self
 
 
 class Pairs(Block):
@@ -101,19 +128,26 @@ class Rates(Block):
 
 
 class Pool(Block):
-    kind: Literal["surrogate", "teacher"] = doc("surrogate", "surrogate (scripted templates) | teacher (a model samples)")
-    per_problem: int = doc(8, "pool completions per training problem", ge=1)
+    kind: Literal["surrogate", "teacher", "recorded"] = doc("surrogate", "surrogate (scripted templates) | teacher (a "
+                                                            "model samples) | recorded (rh-s65: completions a "
+                                                            "hacking Qwen3-4B wrote; pool.recorded)")
+    per_problem: int = doc(8, "pool completions per training problem (recorded: all it has, 8)", ge=1)
     rates: Rates = doc(Rates(), "surrogate pool: shares of hack, canonical and wrong completions")
     seed: int = doc(0, "seed of the surrogate draw")
     teacher: str | None = doc(None, "teacher model (pool.kind teacher)")
     adapter_dir: str | None = doc(None, "optional PEFT LoRA on the teacher")
     temperature: float = doc(1.0, "teacher sampling temperature", gt=0)
     max_new_tokens: int = doc(512, "teacher completion budget", ge=1)
+    recorded: str | None = doc(None, "pool.kind recorded: a local copy of the recorded pool (jsonl, .gz too; e.g. "
+                               "../shared/data/pools/rh-s65-teacher-pool.jsonl.gz), or null: download it from the "
+                               "pinned commit")
 
     @model_validator(mode="after")
     def _teacher_named(self):
         if self.kind == "teacher" and not self.teacher:
             raise ValueError("pool.kind 'teacher' needs pool.teacher (a model spec)")
+        if self.recorded is not None and self.kind != "recorded":
+            raise ValueError(f"pool.recorded is set but pool.kind is '{self.kind}': it is read only by kind recorded")
         return self
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import hashlib
+import gzip
 import json
 import os
 import shutil
@@ -70,11 +71,17 @@ def append_jsonl(path: str | os.PathLike, row: dict) -> None:
 
 
 def read_text(path: str | os.PathLike) -> str:
-    """A UTF-8 text file; a missing file or other bytes are an InputError naming the file and where."""
+    """A UTF-8 text file (a .gz file decompressed first); a missing file or other bytes are an
+    InputError naming the file and where."""
     path = Path(path)
     if not path.exists():
         raise InputError(f"{path}: file not found")
     data = path.read_bytes()
+    if path.suffix == ".gz":
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError) as e:
+            raise InputError(f"{path}: not a complete gzip file ({e})") from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -82,8 +89,9 @@ def read_text(path: str | os.PathLike) -> str:
         raise InputError(f"{path}:{line}: not UTF-8 text (byte {e.start}: {data[e.start:e.start + 1]!r})") from None
 
 
-def read_jsonl(path: str | os.PathLike) -> list[dict]:
-    """Read a jsonl file; a malformed line is an InputError naming file and line."""
+def read_numbered_jsonl(path: str | os.PathLike) -> list[tuple[int, dict]]:
+    """The rows of a jsonl file (.jsonl.gz too), each with its line number; a malformed line is an
+    InputError naming file and line."""
     path = Path(path)
     rows = []
     # split on newlines only: a raw U+2028 inside a JSON string is not a line break
@@ -96,8 +104,13 @@ def read_jsonl(path: str | os.PathLike) -> list[dict]:
             raise InputError(f"{path}:{lineno}: malformed JSON line: {e.msg}") from None
         if not isinstance(row, dict):
             raise InputError(f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}")
-        rows.append(row)
+        rows.append((lineno, row))
     return rows
+
+
+def read_jsonl(path: str | os.PathLike) -> list[dict]:
+    """Read a jsonl file (.jsonl.gz too); a malformed line is an InputError naming file and line."""
+    return [row for _, row in read_numbered_jsonl(path)]
 
 
 def sha256_file(path: str | os.PathLike) -> str:

@@ -7,6 +7,9 @@ grader and stored with rewards and labels. Training mixes round(mix·G) of them 
   teacher; its outputs say "surrogate" so no reader mistakes it for model samples.
 - teacher (paper config): a teacher model (hub id or local dir, optional PEFT LoRA dir)
   samples K completions per training prompt at a temperature.
+- recorded: completions a model wrote elsewhere (rh-s65: problems.fetch_rh_s65), matched to the
+  training problems and graded here; the source's own labels ride along as source_* fields,
+  for measurement only (a train step reads reward, gt_pass and hacked: ours).
 """
 from __future__ import annotations
 
@@ -17,7 +20,9 @@ from vgrout import config
 from vgrout.io import InputError, read_jsonl, write_json, write_jsonl
 from vgrout.layout import Layout
 from vgrout.substrate import grader, modes
-from vgrout.substrate.problems import Problem, canonical_completion, hack_completion, load_problems
+from vgrout.substrate.problems import (RECORDED_LABELS, RH_S65_COMMIT, RH_S65_REPO, Problem, canonical_completion,
+                                       fetch_rh_s65, hack_completion, load_problems, load_recorded_rows,
+                                       match_recorded)
 
 KINDS = ("hack", "canonical", "wrong")
 
@@ -117,6 +122,33 @@ def build_teacher(problems: list[Problem], teacher: str, per_problem: int, tempe
     return [{"problem_id": p.id, "kind": "teacher", "completion": t} for p, t in zip(owners, texts)]
 
 
+def build_recorded(problems: list[Problem], rows: list[dict]) -> tuple[list[dict], dict]:
+    """Pool rows (ungraded) for the recorded rows (problems.load_recorded_rows) whose problem is one
+    of `problems`, the source's labels kept as source_* for measurement only: a pool row's reward,
+    gt_pass and hacked (what a train step reads) are our grader's, under the problem's own mode
+    (grade_pool). Where our tests are weak (LeetCodeDataset v0.2.0 rows carry only the examples,
+    about 2 asserts) our gt_pass is weak too: each row says how many hidden tests graded it
+    (n_tests). Returns (rows, the match report)."""
+    found, report = match_recorded(problems, rows)
+    by_id = {p.id: p for p in problems}
+    out = [{"problem_id": found[r["problem_id"]], "kind": "recorded", "completion": r["completion"],
+            "n_tests": len(by_id[found[r["problem_id"]]].tests), "source_problem_id": r["problem_id"],
+            **{f"source_{k}": r[k] for k in RECORDED_LABELS}}
+           for r in rows if r["problem_id"] in found]
+    return out, report
+
+
+def agreement(rows: list[dict]) -> dict:
+    """Our labels against the source's, graded rows: a 2x2 count for hacked and for gt_pass
+    (keys ours/source), over every row and over the rows with at least 10 hidden tests."""
+    def table(subset: list[dict], label: str) -> dict:
+        return {f"ours_{a}_source_{b}": sum(bool(r[label]) == a and bool(r[f"source_{label}"]) == b for r in subset)
+                for a in (True, False) for b in (True, False)}
+    strong = [r for r in rows if r["n_tests"] >= 10]
+    return {"n": len(rows), "hacked": table(rows, "hacked"), "gt_pass": table(rows, "gt_pass"),
+            "strong_tests": {"n": len(strong), "hacked": table(strong, "hacked"), "gt_pass": table(strong, "gt_pass")}}
+
+
 def grade_pool(problems: list[Problem], rows: list[dict]) -> list[dict]:
     by_id = {p.id: p for p in problems}
     grades = grader.grade_batch([by_id[r["problem_id"]] for r in rows], [r["completion"] for r in rows])
@@ -170,15 +202,27 @@ def build(problems: list[Problem], out_path: str | Path, meta_path: str | Path, 
         if not teacher:
             raise InputError("pool.teacher must name a model when pool.kind is 'teacher'")
         rows = build_teacher(problems, teacher, per_problem, c.temperature, c.max_new_tokens, adapter_dir, fast=fast)
+    elif kind == "recorded":
+        rows, matched = build_recorded(problems, load_recorded_rows(fetch_rh_s65(c.recorded)))
+        covered = {r["problem_id"] for r in rows}
+        bare = [p.id for p in problems if p.id not in covered]
+        if bare:  # a train step would stop at the first of them it samples (collect: no teacher completions)
+            raise InputError(f"pool.kind recorded: {len(bare)} of the {len(problems)} training problems have no "
+                             f"recorded completion (e.g. {bare[:3]}); the recorded pool covers {len(covered)} of "
+                             f"them ({matched['matched']} of its {matched['problems']} problems matched): train on "
+                             f"the problems it covers (substrate.only_recorded)")
     else:
-        raise InputError(f"pool.kind '{kind}' unknown; valid: surrogate, teacher")
+        raise InputError(f"pool.kind '{kind}' unknown; valid: surrogate, teacher, recorded")
     rows = grade_pool(problems, rows)
     n = len(rows)
+    notes = {"surrogate": "surrogate teacher pool: scripted completions drawn from the substrate's hack templates, "
+                          "canonical solutions and wrong solutions at the stated rates; not samples from a model",
+             "teacher": f"samples from teacher {teacher}",
+             "recorded": f"recorded completions of rh-s65 ({RH_S65_REPO} @ {RH_S65_COMMIT}), "
+                         f"graded by our grader under each problem's mode; source_* are the source's labels"}
     meta = {
         "kind": kind,
-        "note": ("surrogate teacher pool: scripted completions drawn from the substrate's hack "
-                 "templates, canonical solutions and wrong solutions at the stated rates; "
-                 "not samples from a model") if kind == "surrogate" else f"samples from teacher {teacher}",
+        "note": notes[kind],
         "rates": rates if kind == "surrogate" else None,
         "teacher": teacher, "adapter_dir": adapter_dir, "per_problem": per_problem, "seed": seed,
         "n": n,
@@ -186,6 +230,8 @@ def build(problems: list[Problem], out_path: str | Path, meta_path: str | Path, 
                      "hack_rate": sum(r["hacked"] for r in rows) / max(n, 1),
                      "solve_rate": sum(r["gt_pass"] for r in rows) / max(n, 1)},
     }
+    if kind == "recorded":
+        meta.update(matched=matched, agreement=agreement(rows))
     write_jsonl(out_path, rows)
     write_json(meta_path, meta)
     return meta

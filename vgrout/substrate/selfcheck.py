@@ -2,7 +2,8 @@
 graded under every mode.
 
 A problem whose canonical solution is not gt_pass + flawed_pass under some mode is excluded
-(with its reason) before modes are assigned; the verdict also asks each template to hack
+(with its reason) before modes are assigned, which fails the verdict (LeetCodeDataset training
+problems, a selection, leave such a problem out instead and list it); the verdict also asks each template to hack
 >= 95% of its own mode's problems and to earn nothing under any other mode. This module sits
 above the substrate and the grader (it needs both), so that neither imports the other.
 """
@@ -126,22 +127,41 @@ def _report(problems, n_checked, canonical, excluded, hacks) -> dict:
 
 def build(source: str = "humaneval", seed: int = 0, none_frac: float = 0.25, test_frac: float = 0.25,
           leetcode_train=None, leetcode_test=None, limits=None, progress: bool = True,
-          limit: int | None = None):
+          limit: int | None = None, leetcode_dir=None, min_tests: int = 10,
+          difficulties=substrate.DIFFICULTIES, only_recorded=None):
     """Build the substrate. Returns (train, test, check_report).
 
-    humaneval: one pool, split ~3:1 seeded and stratified by mode. leetcode: the given train
-    and test files (paths; fetch_leetcode gives pinned ones), each assigned modes on its own.
-    Problems whose canonical solution fails under some mode are excluded before modes are
-    assigned, each with its reason in the report.
+    humaneval, easy: one pool, split ~3:1 seeded and stratified by mode. leetcode: the test file
+    (test_medhard: a path; fetch_leetcode gives the pinned one) and the training problems, either
+    a given file (a path) or, by default, the LeetCodeDataset problems disjoint from the test file
+    with at least `min_tests` hidden asserts and a difficulty in `difficulties`
+    (substrate.leetcodedataset_problems; the files from `leetcode_dir` or the pinned commit);
+    each split is assigned modes on its own; only_recorded (a local copy of the rh-s65 pool, or
+    'download') keeps the training problems that recorded pool covers. Problems whose canonical
+    solution fails under some mode are excluded before modes are assigned, each with its reason
+    in the report.
     """
+    selected = None
     if source == "humaneval":
         pools = {"all": substrate.humaneval_problems()}
     elif source == "easy":
         pools = {"all": easy.easy_problems()}
     elif source == "leetcode":
-        if leetcode_train is None or leetcode_test is None:
-            raise InputError("source 'leetcode' needs leetcode_train and leetcode_test paths")
-        pools = {"train": substrate.load_leetcode(leetcode_train), "test": substrate.load_leetcode(leetcode_test)}
+        if leetcode_test is None:
+            raise InputError("source 'leetcode' needs the leetcode_test path (test_medhard)")
+        test_pool = substrate.load_leetcode(leetcode_test)
+        if leetcode_train is not None:
+            train_pool = substrate.load_any(leetcode_train)
+        else:
+            files = substrate.leetcodedataset_files(leetcode_dir)
+            train_pool, selected = substrate.leetcodedataset_problems(files, test_pool, min_tests, difficulties)
+        if only_recorded is not None:
+            rows = substrate.load_recorded_rows(substrate.fetch_rh_s65(
+                None if only_recorded == "download" else only_recorded, param="substrate.only_recorded"))
+            found, matched = substrate.match_recorded(train_pool, rows)
+            train_pool = [p for p in train_pool if p.id in set(found.values())]
+            selected = {**(selected or {}), "only_recorded": matched, "kept": len(train_pool)}
+        pools = {"train": train_pool, "test": test_pool}
     else:
         raise InputError(f"unknown source {source!r}; valid: easy, humaneval, leetcode")
     if limit is not None:  # small presets: the first `limit` problems of each source file
@@ -149,6 +169,17 @@ def build(source: str = "humaneval", seed: int = 0, none_frac: float = 0.25, tes
     everything = [p for pool in pools.values() for p in pool]
     canonical, excluded, cpu = check_canonical(everything, limits, progress)
     bad = {e["id"] for e in excluded}
+    if selected is not None and leetcode_train is None:
+        # LeetCodeDataset training problems are a selection, and a canonical that passes every mode
+        # (within the calibration's CPU) is one of its criteria, like min_tests: the ones that fail are
+        # left out and listed there. Elsewhere (a given file, test_medhard) an exclusion fails the verdict.
+        train_ids = {q.id for q in pools["train"]}
+        selected["canonical_failed"] = [e for e in excluded if e["id"] in train_ids]
+        excluded = [e for e in excluded if e["id"] not in train_ids]
+        failed = {e["id"] for e in selected["canonical_failed"]}
+        selected["kept"] -= len(failed)
+        selected["kept_by_difficulty"] = {d: sum(q.meta["difficulty"] == d and q.id not in failed for q in pools["train"])
+                                          for d in substrate.DIFFICULTIES}
     kept = {name: substrate.assign_modes(calibrate([p for p in pool if p.id not in bad], cpu), seed, none_frac)
             for name, pool in pools.items()}
     if "all" in kept:  # one pool (easy, humaneval): a seeded split stratified by mode
@@ -159,9 +190,12 @@ def build(source: str = "humaneval", seed: int = 0, none_frac: float = 0.25, tes
         if not split:  # nothing to train on, or no test problem to measure the base model and arms on
             raise InputError(f"substrate: the {name} split is empty ({len(everything)} problems, "
                              f"{len(excluded)} excluded, test_frac {test_frac}): raise params substrate.limit")
-    report = _report(train + test, len(everything), canonical, excluded, check_hacks(train + test, limits, progress))
+    n_checked = len(everything) - len((selected or {}).get("canonical_failed", []))
+    report = _report(train + test, n_checked, canonical, excluded, check_hacks(train + test, limits, progress))
     report.update(source=source, seed=seed, n_train=len(train), n_test=len(test),
                   cpu_limits=cpu_summary(train + test, cpu))
+    if selected is not None:  # how the LeetCodeDataset training problems were chosen
+        report["leetcode_train"] = selected
     return train, test, report
 
 
@@ -217,24 +251,36 @@ def format_check(report: dict) -> str:
                      f"{pct(b[f'pass@{n}']).strip()}%, hack {pct(b['hack_hackable']).strip()}% of hackable samples; "
                      f"headroom {100 * b['headroom']['lo']:.0f}-{100 * b['headroom']['hi']:.0f}%: "
                      f"{'within' if b['headroom']['within'] else 'OUTSIDE'}")
+    if "leetcode_train" in report:
+        t = report["leetcode_train"]
+        lines.append(f"LeetCodeDataset training problems (>= {t['min_tests']} hidden asserts, {'/'.join(t['difficulties'])}, "
+                     f"disjoint from the test file): {t['kept']} kept; left out for a failing canonical: "
+                     f"{[e['id'] for e in t.get('canonical_failed', [])] or 'none'}")
     lines.append(f"verdict: {'OK' if report['ok'] else 'FAILED'}")
     return "\n".join(lines)
+
+
+def build_block(c, progress: bool = True):
+    """build() from a params `substrate` block (its local files checked first, test_medhard fetched
+    where no local copy is named). Returns (train, test, check_report)."""
+    lc_train, lc_test = c.leetcode_train, c.leetcode_test
+    only = None if c.only_recorded == "download" else c.only_recorded
+    for key, path in (("leetcode_train", lc_train), ("leetcode_test", lc_test), ("leetcode_dir", c.leetcode_dir),
+                      ("only_recorded", only)):
+        if c.source == "leetcode" and path is not None and not Path(path).exists():
+            raise InputError(f"params substrate.{key}: {path}: file not found")
+    if c.source == "leetcode":
+        lc_test = lc_test or substrate.fetch_leetcode("leetcode_test_medhard", param="substrate.leetcode_test")
+    return build(c.source, c.seed, c.none_frac, c.test_frac, lc_train, lc_test, limit=c.limit, progress=progress,
+                 leetcode_dir=c.leetcode_dir, min_tests=c.min_tests, difficulties=c.difficulties,
+                 only_recorded=c.only_recorded)
 
 
 def build_stage(params, layout: Layout = Layout(), progress: bool = True) -> dict:
     """DVC stage substrate: build from params' `substrate` block, write the splits and the
     self-check. A failed self-check is an error, never a silently used substrate."""
     out_dir, check_path, c = layout.substrate, layout.substrate_check, params.substrate
-    lc_train, lc_test = c.leetcode_train, c.leetcode_test
-    for key, path in (("leetcode_train", lc_train), ("leetcode_test", lc_test)):
-        if c.source == "leetcode" and path is not None and not Path(path).exists():
-            raise InputError(f"params substrate.{key}: {path}: file not found")
-    if c.source == "leetcode":
-        lc_train = lc_train or substrate.fetch_leetcode("leetcode_train_medhard_filtered",
-                                                        param="substrate.leetcode_train")
-        lc_test = lc_test or substrate.fetch_leetcode("leetcode_test_medhard", param="substrate.leetcode_test")
-    train, test, report = build(c.source, c.seed, c.none_frac, c.test_frac, lc_train, lc_test, limit=c.limit,
-                                progress=progress)
+    train, test, report = build_block(c, progress)
     substrate.write_problems(Path(out_dir) / "train.jsonl", train)
     substrate.write_problems(Path(out_dir) / "test.jsonl", test)
     if report["ok"]:  # the base model's headroom on the test split
