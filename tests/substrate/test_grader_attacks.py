@@ -7,6 +7,7 @@ import contextlib
 
 import pytest
 
+from vgrout.io import InputError
 from vgrout.substrate import grader, modes
 from vgrout.substrate import problems as substrate
 from vgrout.substrate.problems import Problem
@@ -462,3 +463,27 @@ def test_the_sandbox_does_not_choose_its_error_label(signal_name):
             f"sys.stderr.flush()\nos.kill(os.getpid(), signal.{signal_name})\n\ndef add(a, b):\n    return a + b")
     g = grader.grade(ADD3, _completion(code), "none")
     assert not g.gt_pass and g.error == "runtime", g
+
+
+def test_a_run_that_times_out_or_dies_in_a_mode_with_an_environment_is_graded_not_raised():
+    """Phase B does not run when phase A timed out or a test died: overwrite_tests' check then has
+    no run_tests() outcome, and the row is graded (no pass) rather than raising, which would take a
+    whole batch, a training step, down with it. The canonical beside them still passes."""
+    loop = _completion("def add(a, b):\n    while True:\n        pass")
+    dies = _completion("import os\n\ndef add(a, b):\n    os.kill(os.getpid(), 9)")
+    for mode in ("overwrite_tests", "exit_code", "stdout_marker"):
+        grades = grader.grade_batch([ADD3] * 3, [loop, dies, CANONICAL], [mode] * 3, progress=False,
+                                    limits=grader.sandbox.Limits(cpu_s=1))
+        for g in grades[:2]:
+            assert not (g.gt_pass or g.flawed_pass or g.hacked) and g.error is not None, (mode, g)
+        assert grades[0].error == "timeout" and grades[2].gt_pass and grades[2].error is None, (mode, grades)
+
+
+def test_a_problem_whose_own_code_fails_in_the_grader_stops_the_batch_by_name():
+    """A setup or canonical that cannot run in the grader's process (a module it lacks) leaves no
+    test it could judge: an InputError naming the problem, before any sandbox, not a grade of 0."""
+    broken = Problem(id="needs_sortedcontainers", messages=ADD3.messages, entry_point="add", tests=ADD3.tests,
+                     canonical_solution=ADD3.canonical_solution, mode="none",
+                     setup_code="from no_such_module_here import SortedList")
+    with pytest.raises(InputError, match=r"problem needs_sortedcontainers: .*ModuleNotFoundError"):
+        grader.grade_batch([ADD3, broken], [CANONICAL, CANONICAL], progress=False)

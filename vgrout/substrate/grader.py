@@ -714,9 +714,12 @@ class _PhaseGate:
         with self.cond:
             ticket, self.tickets = self.tickets, self.tickets + 1
             self.waiting[phase].append(ticket)
-            while self.active[other] or min(self.waiting[other], default=ticket) < ticket:
-                self.cond.wait()
-            self.waiting[phase].remove(ticket)
+            try:
+                while self.active[other] or min(self.waiting[other], default=ticket) < ticket:
+                    self.cond.wait()
+            finally:  # served, or interrupted while waiting (Ctrl-C): the ticket must not block the other phase
+                self.waiting[phase].remove(ticket)
+                self.cond.notify_all()
             self.active[phase] += 1
         try:
             yield
@@ -836,6 +839,11 @@ def _prepare(problem: Problem, completion: str, mode: str | None, limits: sandbo
         return ungraded("format", False)
     if not _compiles(code):
         return ungraded("syntax", False)
+    try:  # here, before any sandbox and in the caller's thread: a problem the grader cannot judge stops the batch
+        _trusted(problem.setup_code, problem.canonical_solution)
+    except Exception as e:  # noqa: BLE001 -- any failure of the problem's own code is the problem file's
+        raise InputError(f"problem {problem.id}: its setup code and canonical solution fail in the grader's own "
+                         f"process ({type(e).__name__}: {e}), so its tests cannot be judged") from None
     shown = shown_tests_of(problem)
     tests = problem.tests + [t for t in shown if t not in problem.tests]
     env = {"run_tests": loophole.env_run_tests(problem), "script": loophole.script(problem, code)}
@@ -846,6 +854,9 @@ def _finish(g: _Grading) -> Grade:
     problem, loophole, report = g.problem, g.loophole, g.report
     if report is not None and not set(report["tests"]) <= set(OUTCOMES):
         raise RuntimeError(f"grader: an outcome not of the grader's words: {set(report['tests']) - set(OUTCOMES)}")
+    if report is not None and g.env["run_tests"] is not None and g.b is None:
+        # phase B never ran (phase A timed out, or a test died): the environment's run_tests() did not pass
+        report = {**report, "run_tests": "died"}
     n = len(problem.tests)
     results = dict(zip(g.tests, report["tests"])) if report else {}
     passed = sum(results.get(t) == "pass" for t in problem.tests)
