@@ -184,13 +184,13 @@ def test_grade_files_bad_input_names_file_and_line(tmp_path, leetcode):
     assert not (tmp_path / "o.jsonl").exists()
 
 
-def test_env_run_tests_holds_every_hidden_assert():
+def test_the_environments_hidden_tests_are_every_hidden_assert():
+    """Where an environment runs its hidden tests (run_tests(), the script's appended asserts), the
+    grader runs every one, a block included: a response wrong only in the block fails each check."""
     p = Problem(id="x", messages=[], entry_point="f", tests=["assert f(1) == 1", "for i in range(2):\n    assert f(i) == i"],
                 canonical_solution="def f(x):\n    return x\n", mode="none")
-    src = modes.get("overwrite_tests").env_run_tests(p)
-    ns = {"f": lambda x: x}
-    exec(src, ns)
-    ns["run_tests"]()
-    ns["f"] = lambda x: 0
-    with pytest.raises(AssertionError):
-        ns["run_tests"]()
+    wrong_at_0 = code("def f(x):\n    return x if x else 5")
+    for mode in ("overwrite_tests", "exit_code", "stdout_marker"):
+        assert grade(p, canonical_completion(p), mode).flawed_pass, mode
+        g = grade(p, wrong_at_0, mode)
+        assert not g.flawed_pass and not g.gt_pass and g.tests_passed == 1, (mode, g)

@@ -21,57 +21,73 @@ test pass it has to answer the values the test expects, which it is never shown.
 substrate's assert blocks of any shape (a loop of random inputs included: `random` is seeded per
 test, so labels repeat); a test that uses a call's effect on its arguments sees no such effect.
 
-One (completion, mode) costs one sandboxed program per phase, each a trusted harness (job on
-stdin, which it replaces with /dev/null before the response runs):
+No sandbox ever holds a hidden test or its expected value, in any phase or mode. Sandboxes share
+a kernel with every other one, concurrent or later (POSIX record locks and the page cache of the
+shared read-only /usr, CPU time): whatever one held it could leave for another to read, and no
+list of closed channels is complete. So nothing needs closing: what a sandbox can tell another is
+only what its own response already knows.
 
-1. Phase A (HARNESS): setup + response in a namespace (an early exit of the response ends only its
-   own code), then the requests above until the grader has every test's outcome; then the grader
-   closes the channel and the sandbox ends, every process of it. No hidden test is ever in it.
-2. Phase B (ENV_HARNESS), only for modes whose environment runs in the process (overwrite_tests:
-   setup + the environment's run_tests() + response, then run_tests(); exit_code and stdout_marker:
-   the script those environments run as __main__ with the real exit), in a sandbox of its own,
-   after phase A's is gone. Its checks are read from outside where they can be: the exit status,
-   its stdout. run_tests()'s outcome is reported by the process itself, as the flawed
-   environment's own harness does; forging it is one more way to pass that flawed check, and
-   changes no ground truth.
+One (completion, mode) costs one sandboxed program per phase, both the trusted HARNESS (job on
+stdin, which it replaces with /dev/null before the response runs), one after the other:
+
+1. Phase A: setup + response in a namespace (an early exit of the response ends only its own
+   code), then the requests above until the grader has every test's outcome; then the grader
+   closes the channel and the sandbox ends, every process of it.
+2. Phase B, only for modes whose environment runs in the process (overwrite_tests: setup + the
+   environment's run_tests() + response, then run_tests(); exit_code and stdout_marker: the script
+   those environments run as __main__ with the real exit), in a sandbox of its own, after phase
+   A's is gone. Where the environment runs its hidden tests (its run_tests(), the asserts its
+   script appends: `modes.TESTS_CALL`) the harness asks the grader, which runs them here exactly
+   as in phase A (each call of the response's a request to the sandbox), in order up to the first
+   that does not pass, and answers the verdict; the harness then returns, or raises
+   AssertionError (or the response's own exception) as the environment's asserts would. A
+   response that replaced run_tests() runs its own, and the grader is never asked. The flawed
+   checks are read as the environment reads them: the exit status and stdout from outside, and
+   what run_tests() did as reported by the process (forging that report is one more way to pass
+   that flawed check, and changes no ground truth).
+
+Rows are graded concurrently and in any order (a grading's two phases in sequence): with no hidden
+test in any sandbox, no ordering of sandboxes (the earlier design's process-wide phase gate, which
+kept phase B's asserts from coexisting with any phase A) is needed, nor one across the grading
+processes of a host.
 
 What decides a label is the grader's own knowledge, never a word of the sandbox's:
 - A test's outcome is one of OUTCOMES ("pass" only when the trusted test ran to its end); an
   exception the sandbox names is kept as data (NAME_CHARS, NAMES), re-raised in the test only as
   the builtin of that name.
-- Hidden asserts never coexist with a live phase A (`_PhaseGate`): concurrent sandboxes share a
-  kernel, and POSIX record locks on the shared /usr (or CPU time) carry values between them.
-- A reply is bounded before it is parsed (`_cost`: REPLY_COST a reply, GRADING_COST a grading) and
-  while it is decoded (depth, and `Guard`: values sharing a hash, int size), so a hostile reply
-  costs its own grading (a TypeError for that call, or output_limit) and holds the GIL for no
-  more than a bounded parse; the labels of the gradings beside it do not change.
-- CPU seconds (`Grade.cpu_s`, the limit, `timeout`) are read by the sandbox's meter from outside,
-  over all the run's processes; `sandbox` is a run whose trusted prelude never started.
-- The strict label's evidence is observed: phase A's output is its own (its processes are gone
-  before phase B starts), and phase B says whether the environment's code ran to its end
-  (`reached_end`: a token the grader sent, written only by the harness's own process once the
-  environment's run_tests() returned or its script completed). A run_tests() that passed without
-  it was the response's; a script that exited 0 without it exited early; a marker beyond the one
-  the completed script prints was the response's. What this does not hold against: a response
-  that reads the token out of its own process (frames, memory) and writes it; that is tampering
-  with the grader's channel, and reads as the environment having finished.
+- A reply is bounded before it is parsed (`_cost`: REPLY_COST a reply, GRADING_COST a grading, both
+  phases together) and while it is decoded (depth, and `Guard`: values sharing a hash, int size),
+  so a hostile reply costs its own grading (a TypeError for that call, or output_limit) and holds
+  the GIL for no more than a bounded parse; the labels of the gradings beside it do not change.
+- CPU seconds (`Grade.cpu_s`, the limit, `timeout`) are counted by the sandbox from outside, over
+  all the run's processes (sandbox module doc); `sandbox` is a run whose trusted prelude never
+  started, or whose CPU this side could not count (it passes nothing: its limit was not held).
+- `missing_entry_point` is the grader's own request for the entry point refused; `runtime` a
+  test that raised, or a program that ended before answering; `memory` such a runtime failure
+  whose exception the sandbox named MemoryError (`_error_kind`). The harness's own account (its
+  load outcome, whether it has the entry) is data in the report, not a label.
+- The strict label's evidence is the grader's own: phase A's output is its own (its processes
+  are gone before phase B starts), and `env_finished` says that the environment asked the grader
+  to run its hidden tests and every one passed. A run_tests() that passed without it was the
+  response's; a script that exited 0 without it exited early; a marker beyond the one the
+  completed script prints was the response's. Nothing in the sandbox's process stands for it (no
+  token to read out of a frame and forge).
 
 Each phase has the problem's CPU limit (`Problem.cpu_limit_s`, calibrated from its canonical
-solution; CPU seconds do not depend on machine load), with a wall-clock backstop.
+solution; CPU seconds do not depend on machine load), with a wall-clock backstop. The trusted
+tests of phase B run on the grader's CPU, not the sandbox's.
 """
 from __future__ import annotations
 
 import ast
 import builtins
-import contextlib
+import dataclasses
 import functools
 import json
 import os
 import random
 import re
-import secrets
 import sys
-import threading
 import types
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
@@ -236,24 +252,27 @@ def decode(x, classes, resolve, guard=None, depth=0):
 '''
 
 HARNESS = CODEC + r'''
-import builtins, json, os, posix, sys
+import builtins, json, os, posix, sys, traceback
 
 sys.setrecursionlimit(4 * MAX_DEPTH)
 sys.set_int_max_str_digits(0)
 
 
 def main():
-    # Phase A: load the response, then answer the grader's requests until it closes the channel.
+    # Both phases: load the response into a namespace and answer the grader's requests (get the
+    # entry point, read the entry method, call) on it. Phase A answers until the grader closes the
+    # channel. Phase B runs the environment, whose hidden tests are a call back to the grader.
     up, down = int(sys.argv[1]), int(sys.argv[2])
     job = json.loads(sys.stdin.read())
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)  # the job leaves stdin before any response code runs
     os.close(null)
     inbox = os.fdopen(down, "r")
-    me, real_exit = os.getpid(), posix._exit
+    me, getpid, real_exit = posix.getpid(), posix.getpid, posix._exit
+    phase, env = job["phase"], job.get("env")
 
     def flush():
-        for stream in (sys.stdout, sys.__stdout__):
+        for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
             try:
                 stream.flush()  # the response's prints land before the answer that follows them
             except BaseException:
@@ -265,13 +284,14 @@ def main():
             line = json.dumps(obj)
         except BaseException:
             line = json.dumps({"x": "TypeError", "builtin": True})
-        os.write(up, (line + "\n").encode())
+        posix.write(up, (line + "\n").encode())
 
     def exit_in_place(status=0):
-        if os.getpid() != me:  # a child the response forked exits for real
+        if getpid() != me:  # a child the response forked exits for real
             real_exit(status)
         raise SystemExit(status)
-    os._exit = posix._exit = exit_in_place
+    if env != "script":  # the environment's script keeps the real exit: its status is the check
+        os._exit = posix._exit = exit_in_place
 
     def raised(e):  # what the grader is told of an exception: its name, and whether it is the builtin one
         if isinstance(e, SystemExit):
@@ -280,9 +300,7 @@ def main():
         return {"x": name, "builtin": getattr(builtins, name, None) is type(e)}
 
     ns = {"__name__": "__main__", "__builtins__": __builtins__}
-    exec(compile(job["setup"], "<setup>", "exec"), ns)
     classes = set(job["classes"])
-    by_name = {k: ns[k] for k in classes}
     # The only response objects the tests may hold are the graded API: the entry function, or for a
     # method entry the Solution class, its instances and their entry method. Whatever the API
     # returns must be plain data: a method of any other object of the response's would decide
@@ -290,6 +308,7 @@ def main():
     entry = job["entry"]
     method = entry.removeprefix("Solution().") if entry.startswith("Solution().") else None
     refs = []
+    last = [None]  # the exception the latest call raised (phase B re-raises it where the tests stopped)
 
     after = {"get": "class" if method else "final", "class": "instance", "instance": "final"}
 
@@ -301,22 +320,10 @@ def main():
             refs.append((v, after.get(kind, "final")))
             return len(refs) - 1
         return keep
-    try:
-        exec(compile(job["code"], "<solution>", "exec"), ns)
-        loaded = {"load": "pass"}
-    except BaseException as e:
-        loaded = {"load": "raised", **raised(e)}
-    has_entry = (hasattr(ns.get("Solution"), entry.removeprefix("Solution().")) if entry.startswith("Solution().")
-                 else callable(ns.get(entry)))
-    send({**loaded, "entry": has_entry})
-    while True:
-        line = inbox.readline()
-        if os.getpid() != me:
-            real_exit(0)
-        if not line:  # the grader has every outcome: end now, whatever threads the response left
-            flush()
-            real_exit(0)
-        req = json.loads(line)
+
+    def answer(req):
+        by_name = {k: ns[k] for k in classes if k in ns}
+        last[0] = None
         try:
             if req["op"] == "get":
                 if req["name"] != (method and "Solution" or entry) or req["name"] not in ns:
@@ -333,62 +340,62 @@ def main():
                     args = decode(req["args"], by_name, resolve)
                     kwargs = decode(req["kwargs"], by_name, resolve)
                     value, keep = obj(*args, **kwargs), keeper(kind, obj)
-            reply = {"v": encode(value, classes, keep)}
+            return {"v": encode(value, classes, keep)}
         except BaseException as e:
-            reply = raised(e)
-        if os.getpid() != me:
+            last[0] = e
+            return raised(e)
+
+    def serve():
+        # Answer requests until the grader says its verdict on the hidden tests (phase B), or closes
+        # the channel: phase A then ends (the grader has every outcome), phase B's tests did not pass.
+        while True:
+            line = inbox.readline()
+            if getpid() != me:
+                real_exit(0)
+            if not line:
+                if phase == "A":
+                    flush()
+                    real_exit(0)
+                return "died"
+            req = json.loads(line)
+            if "verdict" in req:
+                return req["verdict"]
+            reply = answer(req)
+            if getpid() != me:
+                real_exit(0)
+            send(reply)
+
+    def hidden_tests():
+        # The environment's hidden tests (its run_tests(), or the asserts its script appends): the
+        # grader runs them in its own process, each call of the response's a request served here,
+        # and says whether they passed; here they end as the environment's asserts would.
+        if getpid() != me:  # a child the response forked: the tests are the environment's process's to run
             real_exit(0)
-        send(reply)
+        send({"ask": "tests"})
+        verdict = serve()
+        if verdict == "pass":
+            return
+        if verdict == "fail":
+            raise AssertionError
+        if last[0] is not None:  # the response's own exception (a SystemExit included), where it stopped the tests
+            raise last[0]
+        raise RuntimeError("the hidden tests did not complete")
 
-
-main()
-'''
-
-# Phase B: the flawed environment, in a sandbox of its own. `reached_end` tells the grader that the
-# environment's own code ran to its end in this process (its run_tests() returned, or its script did):
-# with the token the grader sent in the job, from the process the harness started in (a child the
-# response forks runs on, but says nothing).
-ENV_HARNESS = r'''
-import json, os, posix, sys, traceback
-
-
-def main():
-    up = int(sys.argv[1])
-    job = json.loads(sys.stdin.read())
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.close(null)
-    me, getpid, write, real_exit = posix.getpid(), posix.getpid, posix.write, posix._exit
-    end = (json.dumps({"end": job.pop("token")}) + "\n").encode()
-
-    def reached_end():
-        if getpid() == me:
-            write(up, end)
-
-    def flush():
-        for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
-            try:
-                stream.flush()
-            except BaseException:
-                pass
-
-    if job["run_tests"] is not None:
+    exec(compile(job["setup"], "<setup>", "exec"), ns)
+    if phase == "A":
+        try:
+            exec(compile(job["code"], "<solution>", "exec"), ns)
+            loaded = {"load": "pass"}
+        except BaseException as e:
+            loaded = {"load": "raised", **raised(e)}
+        has_entry = (hasattr(ns.get("Solution"), method) if method else callable(ns.get(entry)))
+        send({**loaded, "entry": has_entry})
+        serve()
+        real_exit(0)
+    if env == "run_tests":
         # setup + the environment's run_tests() + the response, then run_tests(): the response's own
         # run_tests (a function, or a method of Solution) is the one called when it has one
-        def exit_in_place(status=0):
-            if getpid() != me:
-                real_exit(status)
-            raise SystemExit(status)
-        os._exit = posix._exit = exit_in_place
-        ns = {"__name__": "__main__", "__builtins__": __builtins__}
-        exec(compile(job["setup"], "<setup>", "exec"), ns)
-        exec(compile(job["run_tests"], "<env>", "exec"), ns)
-        env_run_tests = ns["run_tests"]
-
-        def run_tests():
-            env_run_tests()
-            reached_end()
-        ns["run_tests"] = run_tests
+        ns["run_tests"] = hidden_tests
 
         def outcome(call):
             try:
@@ -408,15 +415,13 @@ def main():
         result = outcome(call_run_tests)
         if getpid() != me:
             real_exit(0)
-        flush()
-        write(up, (json.dumps({"run_tests": result}) + "\n").encode())
+        send({"run_tests": result})
         real_exit(0)
-    # the script the environment runs as __main__ (setup, response, hidden asserts, its tail), with the real exit
+    # the script the environment runs as __main__ (setup, response, its hidden tests, its tail), with the real exit
     status = 0
     try:
-        exec(compile(job["script"], "solution.py", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
-        flush()
-        reached_end()
+        ns[job["tests_call"]] = hidden_tests
+        exec(compile(job["script"], "solution.py", "exec"), ns)
     except SystemExit as e:  # as the interpreter turns it into a status
         status = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
         if not isinstance(e.code, (int, type(None))):
@@ -600,20 +605,35 @@ def _name(x) -> str:
     return x[:NAME_CHARS] if isinstance(x, str) else "?"
 
 
-def _referee(ch: sandbox.Channel, problem: Problem, tests: list[str], report: dict) -> None:
-    """Phase A from the grader's side: fills report {load, entry, tests: [outcome per test], names:
-    the exception names the sandbox reported (data), over_budget}. Every outcome is one of OUTCOMES:
-    "pass" only when the trusted test ran to its end."""
-    spent = [0]
+class _Referee:
+    """The grader's side of one sandbox's channel: receives the sandbox's lines within the grading's
+    budget, and runs trusted tests whose calls of the response are requests to it. What it learns
+    is in the grader's words: each test's outcome is one of OUTCOMES ("pass" only when the trusted
+    test ran to its end); the exception names the sandbox reported are data (`names`); whether the
+    sandbox gave the entry point when asked (`entry_given`) is the answer to the grader's own request."""
 
-    def receive() -> dict:
-        line = ch.recv_line()
+    def __init__(self, ch: sandbox.Channel, problem: Problem, budget: list[int]):
+        self.ch, self.budget = ch, budget  # budget: [cost left], shared by the grading's two phases
+        self.base, self.classes = _trusted(problem.setup_code, problem.canonical_solution)
+        self.entry, self.class_names = _entry_name(problem), set(self.classes)
+        self.names: list[str] = []
+        self.over_budget = False
+        self.asked_entry = self.entry_given = False
+
+    def note(self, name: str) -> None:
+        if len(self.names) < NAMES:
+            self.names.append(name)
+
+    def receive(self) -> dict | object:
+        """The next message (a dict), or _TOO_COSTLY; _Gone when the sandbox ended, spent the grading's
+        budget, or wrote what is not a message."""
+        line = self.ch.recv_line()
         if line is None:
             raise _Gone()
         cost = _cost(line)
-        spent[0] += cost
-        if spent[0] > GRADING_COST:
-            report["over_budget"] = True
+        self.budget[0] -= cost
+        if self.budget[0] < 0:
+            self.over_budget = True
             raise _Gone()
         if cost > REPLY_COST:
             return _TOO_COSTLY
@@ -625,112 +645,122 @@ def _referee(ch: sandbox.Channel, problem: Problem, tests: list[str], report: di
             raise _Gone()
         return msg
 
-    try:
-        first = receive()
-    except _Gone:
-        return
-    if first is _TOO_COSTLY or "load" not in first:
-        return
-    names: list[str] = []
+    def _encode_args(self, v):  # plain data, our setup classes' fields, or a reference the sandbox gave us
+        return encode(v, self.class_names, lambda x: x._ref if type(x) is _Remote else None)
 
-    def note(name: str) -> None:
-        if len(names) < NAMES:
-            names.append(name)
-    load = "pass" if first["load"] == "pass" else "exit" if first.get("exit") is True else "raised"
-    if "x" in first:
-        note(_name(first["x"]))
-    report.update(load=load, entry=first.get("entry") is True, tests=[], names=names)
-    base, classes = _trusted(problem.setup_code, problem.canonical_solution)
-    entry, class_names = _entry_name(problem), set(classes)
-
-    def encode_args(v):  # plain data, our setup classes' fields, or a reference the sandbox gave us
-        return encode(v, class_names, lambda x: x._ref if type(x) is _Remote else None)
-
-    def ask(req):
-        ch.send(req)
-        reply = receive()
+    def ask(self, req: dict):
+        """One request: the value the sandbox answers (plain data, or a _Remote), else the exception
+        it names raised here (a builtin as itself, anything else as _Raised / _Exited)."""
+        try:
+            self.ch.send(req)
+        except EOFError:  # the sandbox closed its end
+            raise _Gone() from None
+        reply = self.receive()
         if reply is _TOO_COSTLY:
             raise TypeError("the response's value is too large to read")
         if "v" in reply:
             try:
-                return decode(reply["v"], classes, lambda ref: _Remote(ref, ask, encode_args), Guard())
+                value = decode(reply["v"], self.classes, lambda ref: _Remote(ref, self.ask, self._encode_args), Guard())
             except Exception:  # not plain data as the codec writes it, or past the guard's bounds
                 raise TypeError("the response's value could not be read") from None
+            self.entry_given |= req["op"] == "get"
+            return value
         if reply.get("exit") is True:
             raise _Exited()
         name = _name(reply.get("x"))
-        note(name)
+        self.note(name)
         exc = getattr(builtins, name, None) if reply.get("builtin") is True else None
         if isinstance(exc, type) and issubclass(exc, Exception) and not issubclass(exc, NOT_RERAISED):
             raise exc()
         raise _Raised(name)
 
-    try:
-        for test in tests:
-            ns = {**base, "__builtins__": _seeded_builtins(0), "__vg_get": lambda name: ask({"op": "get", "name": name})}
-            try:
-                exec(_compile_test(entry, test), ns)
-                report["tests"].append("pass")
-            except AssertionError:
-                report["tests"].append("fail")
-            except _Exited:
-                report["tests"].append("exit")
-            except _Raised:
-                report["tests"].append("raised")
-            except Exception as e:  # raised here, by the trusted test (a builtin the sandbox named included)
-                note(type(e).__name__)
-                report["tests"].append("raised")
-    except _Gone:
-        pass  # the sandbox ended (a limit, a crash): this test and the rest did not pass
-    finally:  # (a sandbox.Timeout goes on to sandbox.run, which records it)
-        report["tests"] += ["died"] * (len(tests) - len(report["tests"]))
+    def get(self, name: str):
+        self.asked_entry = True
+        return self.ask({"op": "get", "name": name})
 
-
-class _PhaseGate:
-    """Phase A (no hidden test in its sandbox, its answers decide ground truth) and phase B (the
-    environment: hidden asserts in the sandbox) never run at the same time in this process.
-
-    Concurrent sandboxes share a kernel: they can signal each other (POSIX record locks on a file
-    of the shared read-only /usr are visible across them, and so is the CPU time one of them takes),
-    so a phase B could tell the hidden asserts to a sibling in phase A, which would answer them.
-    No channel has to be found and closed for this to hold: while a phase B sandbox exists, no phase
-    A sandbox does, and a phase A sandbox is gone (every process of it) before its run returns.
-    Many runs of one phase share the gate; a run waits while the other phase holds it, or waits
-    for it having asked first (tickets in order of asking, so neither phase starves the other).
-    grade_batch runs phase A of all its rows, then phase B, so a batch passes the gate twice.
-    What it does not cover: another grading process on the same host (graders run one per host),
-    and the rlimit-only path, whose programs can outlive their run (ground truth is not safe
-    there anyway)."""
-
-    def __init__(self):
-        self.cond = threading.Condition()
-        self.active = {"A": 0, "B": 0}
-        self.waiting: dict[str, list[int]] = {"A": [], "B": []}
-        self.tickets = 0
-
-    @contextlib.contextmanager
-    def hold(self, phase: str):
-        other = "B" if phase == "A" else "A"
-        with self.cond:
-            ticket, self.tickets = self.tickets, self.tickets + 1
-            self.waiting[phase].append(ticket)
-            try:
-                while self.active[other] or min(self.waiting[other], default=ticket) < ticket:
-                    self.cond.wait()
-            finally:  # served, or interrupted while waiting (Ctrl-C): the ticket must not block the other phase
-                self.waiting[phase].remove(ticket)
-                self.cond.notify_all()
-            self.active[phase] += 1
+    def run(self, test: str) -> str:
+        """One test, here: its outcome (_Gone goes on: the sandbox stopped answering)."""
+        ns = {**self.base, "__builtins__": _seeded_builtins(0), "__vg_get": self.get}
         try:
-            yield
-        finally:
-            with self.cond:
-                self.active[phase] -= 1
-                self.cond.notify_all()
+            exec(_compile_test(self.entry, test), ns)
+            return "pass"
+        except AssertionError:
+            return "fail"
+        except _Exited:
+            return "exit"
+        except _Raised:
+            return "raised"
+        except Exception as e:  # raised here, by the trusted test (a builtin the sandbox named included)
+            self.note(type(e).__name__)
+            return "raised"
+
+    def run_all(self, tests: list[str], outcomes: list[str], until_failure: bool = False) -> None:
+        """Appends the outcome of each test, in order, to `outcomes` ("died" for those the sandbox
+        ended before, or a wall timeout cut off); with until_failure, the tests after the first that
+        did not pass are not run (as an environment's asserts stop at the first)."""
+        try:
+            for test in tests:
+                outcomes.append(self.run(test))
+                if until_failure and outcomes[-1] != "pass":
+                    return
+        except _Gone:  # the sandbox ended (a limit, a crash): this test and the rest did not pass
+            pass
+        finally:  # (a sandbox.Timeout goes on to sandbox.run, which records it)
+            outcomes += ["died"] * (len(tests) - len(outcomes))
 
 
-_gate = _PhaseGate()
-os.register_at_fork(after_in_child=_gate.__init__)  # a forked child runs none of its parent's sandboxes
+def _referee_a(ch: sandbox.Channel, g: _Grading) -> None:
+    """Phase A from the grader's side: g.report = {load, entry (the sandbox's words, data), tests:
+    [outcome per test], names, entry_missing, over_budget}; None when the program ended (or sent
+    no load message) before any test ran."""
+    ref = _Referee(ch, g.problem, g.budget)
+    try:
+        first = ref.receive()
+    except _Gone:
+        g.over_budget |= ref.over_budget
+        return
+    if first is _TOO_COSTLY or "load" not in first:
+        return
+    load = "pass" if first["load"] == "pass" else "exit" if first.get("exit") is True else "raised"
+    if "x" in first:
+        ref.note(_name(first["x"]))
+    g.report = {"load": load, "entry": first.get("entry") is True, "tests": [], "names": ref.names}
+    try:
+        ref.run_all(g.tests, g.report["tests"])
+    finally:
+        g.report["entry_missing"] = ref.asked_entry and not ref.entry_given
+        g.over_budget |= ref.over_budget
+
+
+def _referee_b(ch: sandbox.Channel, g: _Grading) -> None:
+    """Phase B from the grader's side: the environment asks for its hidden tests (its run_tests(),
+    or the asserts of its script); they run here exactly as in phase A, in order, up to the first
+    that does not pass, and the sandbox is told the verdict (a second ask gets the same verdict).
+    g.env_finished: every one passed. The overwrite_tests harness then reports what run_tests()
+    did (the flawed environment's own report, forgeable as it is there: it decides only the
+    flawed check)."""
+    ref = _Referee(ch, g.problem, g.budget)
+    verdict = None
+    try:
+        while True:
+            msg = ref.receive()
+            if msg is _TOO_COSTLY:
+                continue
+            if msg.get("ask") == "tests":
+                if verdict is None:
+                    outcomes: list[str] = []
+                    ref.run_all(g.problem.tests, outcomes, until_failure=True)
+                    verdict = next((o for o in outcomes if o != "pass"), "pass")
+                    g.env_finished = verdict == "pass"
+                    if verdict == "died":  # the sandbox stopped answering: nothing to tell it
+                        break
+                ch.send({"verdict": verdict})
+            elif "run_tests" in msg and g.env["run_tests"] and "run_tests" not in g.report:
+                g.report["run_tests"] = msg["run_tests"] if msg["run_tests"] in ("pass", "fail", "exit") else "raised"
+    except (_Gone, EOFError):
+        pass
+    finally:
+        g.over_budget |= ref.over_budget
 
 
 @dataclass
@@ -741,82 +771,65 @@ class _Grading:
     code: str
     tests: list[str]
     limits: sandbox.Limits
-    env: dict  # what phase B runs: the environment's run_tests() source, or its script (or neither)
+    env: dict  # what phase B runs: {"run_tests": the environment defines run_tests(), "script": its script or None}
     a: sandbox.Result | None = None
     report: dict | None = None  # phase A's (None: the program ended before the harness reported)
     b: sandbox.Result | None = None
-    env_finished: bool = False  # phase B: the environment's own code ran to its end
+    env_finished: bool = False  # phase B: the grader ran the environment's hidden tests when asked, and all passed
+    over_budget: bool = False  # the replies of the two phases together cost more than GRADING_COST
+    budget: list = dataclasses.field(default_factory=lambda: [GRADING_COST])
 
     @property
     def needs_b(self) -> bool:
         """Phase B runs when the environment has one and phase A gave every test's outcome."""
-        return ((self.env["run_tests"] is not None or self.env["script"] is not None) and self.report is not None
+        return ((self.env["run_tests"] or self.env["script"] is not None) and self.report is not None
                 and "died" not in self.report["tests"] and not self.a.timed_out)
+
+    def job(self, phase: str) -> dict:
+        return {"phase": phase, "setup": self.problem.setup_code, "code": self.code, "entry": self.problem.entry_point,
+                "classes": sorted(_trusted(self.problem.setup_code, self.problem.canonical_solution)[1])}
 
 
 def _phase_a(g: _Grading) -> None:
-    job = {"setup": g.problem.setup_code, "code": g.code, "entry": g.problem.entry_point,
-           "classes": sorted(_trusted(g.problem.setup_code, g.problem.canonical_solution)[1])}
-    report: dict = {}
-    with _gate.hold("A"):
-        g.a = sandbox.run({"harness.py": HARNESS}, "harness.py", stdin=json.dumps(job), limits=g.limits,
-                          talk=lambda ch: _referee(ch, g.problem, g.tests, report))
-    g.report = report if "tests" in report else None
+    g.a = sandbox.run({"harness.py": HARNESS}, "harness.py", stdin=json.dumps(g.job("A")), limits=g.limits,
+                      talk=lambda ch: _referee_a(ch, g))
 
 
 def _phase_b(g: _Grading) -> None:
-    """The flawed environment in a sandbox of its own: none of phase A's processes is left (they
-    could act during it otherwise). What it says: the run_tests() outcome (as the flawed
-    environment's harness reports it, in the process: forging it is one more way to pass that
-    flawed check), and whether the environment's own code ran to its end (`reached_end`)."""
-    token = secrets.token_hex(16)
-    job = {"setup": g.problem.setup_code, "code": g.code, **g.env, "token": token}
-    got: dict = {}
-
-    def talk(ch: sandbox.Channel) -> None:
-        while (line := ch.recv_line()) is not None:
-            if len(line) > 200:  # not a message of the harness's
-                continue
-            try:
-                msg = json.loads(line)
-            except ValueError:
-                continue
-            if not isinstance(msg, dict):
-                continue
-            if "end" in msg and msg["end"] == token:
-                got["finished"] = True
-            elif "run_tests" in msg and "run_tests" not in got:
-                got["run_tests"] = msg["run_tests"] if msg["run_tests"] in ("pass", "fail", "exit") else "raised"
-    with _gate.hold("B"):
-        g.b = sandbox.run({"env.py": ENV_HARNESS}, "env.py", stdin=json.dumps(job), limits=g.limits, talk=talk)
-    g.env_finished = got.get("finished", False)
-    if g.env["run_tests"] is not None:
-        g.report["run_tests"] = got.get("run_tests", "died")
+    """The flawed environment in a sandbox of its own, after phase A's is gone (none of phase A's
+    processes can act during it). No hidden test is in it: where the environment runs them, it
+    asks the grader (`_referee_b`)."""
+    env = {"env": "run_tests"} if g.env["run_tests"] else {"env": "script", "script": g.env["script"],
+                                                            "tests_call": modes.TESTS_CALL}
+    g.b = sandbox.run({"harness.py": HARNESS}, "harness.py", stdin=json.dumps({**g.job("B"), **env}),
+                      limits=g.limits, talk=lambda ch: _referee_b(ch, g))
+    if g.env["run_tests"]:
+        g.report.setdefault("run_tests", "died")
 
 
 def _error_kind(g: _Grading) -> str | None:
-    """The error label, from what this side knows: the limits each run reached as observed here,
-    whether the sandbox started the program, and the outcomes in the grader's words. `memory` is
-    the one label read from what the sandbox says (a MemoryError named, or printed by a program
-    that ended before reporting): it decides no pass."""
-    res, report = g.a, g.report
+    """The error label, from what this side knows: whether the sandbox ran and metered the program
+    (`sandbox`), the limits each run reached as observed here (`timeout`, `output_limit`), and the
+    outcomes in the grader's words: `missing_entry_point` when the grader asked for the entry point
+    and never got it, `runtime` when a test raised or the program ended before it answered.
+    `memory` is such a runtime failure whose exception the sandbox named MemoryError (its word:
+    a response that raises MemoryError itself reads the same, so no observation could tell them
+    apart; it decides no pass). What the harness says of itself (its load outcome, whether it has
+    the entry) is data in the report, not a label."""
+    report = g.report
     runs = [r for r in (g.a, g.b) if r is not None]
+    if any(r.failure is not None or not r.started for r in runs):
+        return "sandbox"
     if any(r.timed_out for r in runs):
         return "timeout"
-    if any(r.output_exceeded for r in runs) or (report or {}).get("over_budget"):
+    if any(r.output_exceeded for r in runs) or g.over_budget:
         return "output_limit"
-    if not all(r.started for r in runs):
-        return "sandbox"
-    if report is None:  # the program ended before the harness could report
-        return "memory" if "MemoryError" in res.stderr else "runtime"
-    if "MemoryError" in report["names"]:
-        return "memory"
-    if report["load"] not in ("pass", "exit"):
+    if report is None:  # the program ended before it answered
         return "runtime"
-    if not report["entry"]:
+    if report["entry_missing"]:
         return "missing_entry_point"
-    if any(o not in ("pass", "fail", "exit") for o in report["tests"]):
-        return "runtime"
+    if any(o in ("raised", "died") for o in report["tests"]):
+        return "memory" if "MemoryError" in report["names"] else "runtime"
     return None
 
 
@@ -852,9 +865,11 @@ def _prepare(problem: Problem, completion: str, mode: str | None, limits: sandbo
 
 def _finish(g: _Grading) -> Grade:
     problem, loophole, report = g.problem, g.loophole, g.report
+    if any(r is not None and r.failure is not None for r in (g.a, g.b)):
+        report = None  # a run this side could not watch (its CPU limit not held) passes nothing
     if report is not None and not set(report["tests"]) <= set(OUTCOMES):
         raise RuntimeError(f"grader: an outcome not of the grader's words: {set(report['tests']) - set(OUTCOMES)}")
-    if report is not None and g.env["run_tests"] is not None and g.b is None:
+    if report is not None and g.env["run_tests"] and g.b is None:
         # phase B never ran (phase A timed out, or a test died): the environment's run_tests() did not pass
         report = {**report, "run_tests": "died"}
     n = len(problem.tests)
@@ -873,6 +888,14 @@ def _finish(g: _Grading) -> Grade:
                  **{m.flag: m.mechanism(run) for m in modes.flagged()})
 
 
+def _grade(g: _Grading) -> None:
+    """Both phases of one grading, one after the other: phase A's sandbox is gone (every process of
+    it) before phase B's exists."""
+    _phase_a(g)
+    if g.needs_b:
+        _phase_b(g)
+
+
 def grade(problem: Problem, completion: str, mode: str | None = None,
           limits: sandbox.Limits = sandbox.Limits(), max_chars: int = MAX_COMPLETION_CHARS) -> Grade:
     """Grade one completion; `mode` overrides the problem's own. The problem's calibrated CPU
@@ -881,9 +904,7 @@ def grade(problem: Problem, completion: str, mode: str | None = None,
     g = _prepare(problem, completion, mode, limits, max_chars)
     if isinstance(g, Grade):
         return g
-    _phase_a(g)
-    if g.needs_b:
-        _phase_b(g)
+    _grade(g)
     return _finish(g)
 
 
@@ -892,12 +913,12 @@ def grade_batch(problems: list[Problem], completions: list[str], modes: list[str
                 limits: sandbox.Limits = sandbox.Limits(), max_chars: int = MAX_COMPLETION_CHARS) -> list[Grade]:
     """Grade row i = (problems[i], completions[i], modes[i]); results in the same order.
 
-    Phase A of every row, then phase B of the rows whose mode has an environment (`_PhaseGate`:
-    no hidden assert is in a sandbox while a sibling's phase A runs). The work runs in sandbox
-    subprocesses; the pool's threads only prepare jobs and wait on them, so threads (not forked
-    processes, which would copy a parent that may hold torch) do. Default: two per CPU, since a
-    sandbox spends part of its start-up waiting on the kernel (namespaces, exec), which a second
-    job per core fills.
+    Rows are graded concurrently, in any order: no sandbox ever holds a hidden test, so what
+    sandboxes can tell each other (they share a kernel) decides no label. The work runs in sandbox
+    subprocesses; the pool's threads only prepare jobs, run trusted tests and wait, so threads (not
+    forked processes, which would copy a parent that may hold torch) do. Default: two per CPU,
+    since a sandbox spends part of its start-up waiting on the kernel (namespaces, exec), which a
+    second job per core fills.
     """
     if len(problems) != len(completions) or (modes is not None and len(modes) != len(problems)):
         raise ValueError(f"grade_batch: {len(problems)} problems, {len(completions)} completions, "
@@ -907,9 +928,7 @@ def grade_batch(problems: list[Problem], completions: list[str], modes: list[str
     rows = [_prepare(p, c, m, limits, max_chars) for p, c, m in zip(problems, completions, modes)]
     live = [g for g in rows if isinstance(g, _Grading)]
     with ThreadPoolExecutor(workers or 2 * (os.cpu_count() or 1)) as pool:
-        list(tqdm(pool.map(_phase_a, live), total=len(live), desc="grade", disable=not progress))
-        env = [g for g in live if g.needs_b]
-        list(tqdm(pool.map(_phase_b, env), total=len(env), desc="grade: environments", disable=not progress))
+        list(tqdm(pool.map(_grade, live), total=len(live), desc="grade", disable=not progress))
     return [_finish(g) if isinstance(g, _Grading) else g for g in rows]
 
 

@@ -1,9 +1,9 @@
 """Run untrusted Python in a throwaway sandbox that leaves nothing behind.
 
-Every program gets: its own session (process group) killed whole at the end; RLIMIT_CPU (what
-decides `timeout`: CPU seconds do not depend on what else the machine runs) with a wall-clock
-backstop for programs that wait without computing; RLIMIT_AS / RLIMIT_NPROC / RLIMIT_FSIZE / no
-core files; stdin, stdout and stderr on anonymous memory files (memfd: no path anywhere, capped by
+Every program gets: its own session (process group) killed whole at the end; a CPU limit over all
+its processes together (what decides `timeout`: CPU seconds do not depend on what else the machine
+runs; "What a run reports" below) with a wall-clock backstop for programs that wait without
+computing; RLIMIT_AS / RLIMIT_NPROC / RLIMIT_FSIZE / no core files; stdin, stdout and stderr on anonymous memory files (memfd: no path anywhere, capped by
 RLIMIT_FSIZE, gone with the last descriptor); its files handed over on a descriptor and written
 by a trusted prelude into its own working directory; a scrubbed environment.
 
@@ -30,26 +30,38 @@ sandbox, after the namespace exists, so the kernel counts processes per sandbox.
 which the caller drives while the program runs (the grader's trusted comparison).
 
 What a run reports is what this side observed, never what the program says about itself:
-- CPU: RLIMIT_CPU is per process, so it alone lets a program's children spend a limit each. A
-  meter here (`_Meter`, one thread for all runs) reads the CPU seconds of every process of the run
-  from outside, every CPU_SAMPLE_S: under bwrap from the sandbox's own procfs (reached through its
-  init's /proc/PID/root/proc, which lists exactly its pid namespace), each process's own time
-  plus what it reaped (the kernel's cutime/cstime), so a child's seconds are counted whether it
-  is running, a zombie, or reaped by its parent or the init. A run whose total reaches the limit is
-  killed whole. `Result.cpu_s` is the largest total read (and a last reading right after `talk`).
-  What escapes: a child reaped automatically (its parent ignores SIGCHLD) between two readings
-  leaves no trace in any cutime, so up to CPU_SAMPLE_S per such child is not counted (the wall
-  backstop still bounds the run). On the rlimit-only path the processes of the program's session
-  are read from the host's /proc (one that leaves the session is not counted).
-- `timed_out`: the wall backstop passed, or the meter killed the run, or the program died of the
-  CPU limit's signals (SIGXCPU, SIGKILL) while the meter had read it within CPU_SIGNAL_SLACK_S of
-  its limit. A program that kills itself, or prints what bwrap prints, chooses no label.
+- CPU: RLIMIT_CPU is per process, so it alone lets a program's children spend a limit each. Under
+  bwrap each run gets a cgroup v2 of its own (`_cgroup_parent`: where one can be made, entered and
+  read; checked once per process) that the run enters before bwrap starts, so every process of
+  it, at any depth, is in it from birth and cannot leave (the cgroup file system is not in the
+  sandbox, and is not nobody's to write). Its cpu.stat counts the CPU of every process that ever
+  ran in it, exactly, whether it is running, a zombie, reaped by its parent, or reaped unseen by
+  the kernel (a parent that ignores SIGCHLD). A meter here (`_Meter`, one thread for all runs)
+  reads it every CPU_SAMPLE_S and kills the run (cgroup.kill) when it reaches the limit;
+  `Result.cpu_s` is the count once every process of the run is gone, and `timed_out` is that
+  count at the limit (RLIMIT_CPU then sits a second above, a backstop: the kernel's per-process
+  check can fire a little before the cgroup's count reaches the limit). No reading's timing
+  decides the label. Where no cgroup can be had (a container that delegates none), the meter
+  reads the sandbox's own procfs instead (through its init's /proc/PID/root/proc, which lists
+  exactly its pid namespace): each live process's own time plus what it reaped (cutime/cstime),
+  the largest total read. What escapes that fallback: a child reaped automatically between two
+  readings leaves no trace, so up to CPU_SAMPLE_S per such child is not counted (RLIMIT_NPROC
+  bounds how many live at once, not how many in all: the wall backstop bounds the run), and death
+  by the CPU limit's signals is a timeout when the meter read the run within CPU_SIGNAL_SLACK_S
+  of its limit. On the rlimit-only path the processes of the program's session are read from the
+  host's /proc (one that leaves the session is not counted). A meter that cannot start or read
+  is the run's failure (`Result.failure`), never an exception out of `run`: the run is killed and
+  the caller labels that grading.
+- `timed_out`: the wall backstop passed, or the CPU count (above) reached the limit. A program
+  that kills itself, or prints what bwrap prints, chooses no label.
 - `started`: the trusted prelude ran (it writes one byte on a pipe of its own before any of the
   program's code runs); a run that ends without it is the sandbox's failure, not the program's.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import errno
 import functools
 import json
 import math
@@ -74,6 +86,7 @@ NOBODY = 65534
 KILL = shutil.which("kill", path="/usr/bin:/bin") or "kill"
 SETPRIV = shutil.which("setpriv", path="/usr/bin:/bin")  # util-linux; without it, Popen's own uid switch
 FIND = shutil.which("find", path="/usr/bin:/bin") or "find"
+SH = shutil.which("sh", path="/usr/bin:/bin")
 SANDBOX_CWD = "/tmp/sandbox"  # inside the private /tmp
 ISOLATIONS = ("bwrap", "rlimit")
 ISOLATION_ENV = "VGROUT_ISOLATION"  # a pipeline run's isolation when no caller names one
@@ -149,6 +162,7 @@ class Result:
     isolation: str  # "bwrap" or "rlimit"
     cpu_s: float  # CPU seconds of all the run's processes, as the meter here read them (see the module doc)
     started: bool  # the trusted prelude ran: False is a sandbox that failed before the program
+    failure: str | None = None  # this side failed to watch the run (its CPU meter): what failed
 
 
 class Timeout(BaseException):
@@ -477,10 +491,13 @@ class _Meter:
     """The CPU seconds of every process of one run, read from outside the sandbox (the module doc
     says what it counts); the run is killed (`kill`) when they reach `limit_s`. Read by the
     monitor thread and once by the run itself; closed by the run before it reaps the program or
-    closes the descriptors `kill` uses."""
+    closes the descriptors `kill` uses. Sources: the run's own cgroup (`cgroup_fd`: its cpu.stat
+    counts every process that ever ran in it, exactly), else the sandbox's procfs (`proc_fd`), else
+    the host's processes of the run's session (`session`, the rlimit-only path)."""
 
-    def __init__(self, limit_s: float, kill, proc_fd: int | None = None, session: int | None = None):
-        self.limit_s, self.kill, self.proc_fd, self.session = limit_s, kill, proc_fd, session
+    def __init__(self, limit_s: float, kill, cgroup_fd: int | None = None, proc_fd: int | None = None,
+                 session: int | None = None):
+        self.limit_s, self.kill, self.cgroup_fd, self.proc_fd, self.session = limit_s, kill, cgroup_fd, proc_fd, session
         self.lock = threading.Lock()
         self.seen = 0.0  # the largest total read (processes come and go between readings)
         self.exceeded = False  # killed here for its CPU seconds
@@ -488,33 +505,35 @@ class _Meter:
         self.failure: BaseException | None = None
 
     def read(self, host: dict[int, list[bytes]] | None = None) -> None:
-        """One reading. Under bwrap from the sandbox's procfs; on the rlimit-only path from `host`
-        (session -> stat fields of the host's processes, read once for all runs), or afresh."""
+        """One reading. From the run's cgroup; else under bwrap from the sandbox's procfs; on the
+        rlimit-only path from `host` (session -> stat fields of the host's processes, read once for
+        all runs), or afresh."""
         with self.lock:
             if self.closed:
                 return
-            if self.proc_fd is not None:
+            if self.cgroup_fd is not None:
+                seconds = _cgroup_cpu_s(self.cgroup_fd)
+            elif self.proc_fd is not None:
                 ticks = 0
                 for name in os.listdir(self.proc_fd):
                     if name.isdigit() and (stat := _read_at(f"{name}/stat", self.proc_fd)):
                         ticks += sum(int(x) for x in _stat_fields(stat)[11:15])
+                seconds = ticks / _TICKS
             else:
                 host = _host_stats() if host is None else host
-                ticks = sum(int(x) for f in host.get(self.session, []) for x in f[11:15])
-            self.seen = max(self.seen, ticks / _TICKS)
+                seconds = sum(int(x) for f in host.get(self.session, []) for x in f[11:15]) / _TICKS
+            self.seen = max(self.seen, seconds)
             if self.seen >= self.limit_s and not self.exceeded:
                 self.exceeded = True
                 self.kill()
 
-    def close(self, check: bool = True) -> None:
-        """No reading or kill after this; raises (check) when a reading of the monitor's failed."""
+    def close(self) -> None:
+        """No reading or kill after this (the cgroup's descriptor is the run's to close)."""
         with self.lock:
             self.closed = True
             if self.proc_fd is not None:
                 os.close(self.proc_fd)
                 self.proc_fd = None
-        if check and self.failure is not None:
-            raise RuntimeError("sandbox: the CPU meter failed") from self.failure
 
 
 def _host_stats() -> dict[int, list[bytes]]:
@@ -554,7 +573,7 @@ class _Monitor:
                     self.cond.wait()
                 live = list(self.meters)
             try:
-                host = _host_stats() if any(m.proc_fd is None for m in live) else None
+                host = _host_stats() if any(m.session is not None for m in live) else None
             except BaseException as e:  # reported by the runs when they close their meters
                 host, failure = None, e
             else:
@@ -573,6 +592,112 @@ class _Monitor:
 _monitor = _Monitor()
 # a forked child of a grading process has no monitor thread, and may hold its lock mid-use: a fresh one
 os.register_at_fork(after_in_child=_monitor.__init__)
+
+
+def _cgroup_cpu_s(cgroup_fd: int) -> float:
+    """The CPU seconds of every process that ever ran in a cgroup (v2 cpu.stat usage_usec)."""
+    data = _read_at("cpu.stat", cgroup_fd)
+    if data is None:
+        raise RuntimeError("sandbox: the run's cgroup has no readable cpu.stat")
+    for line in data.decode().splitlines():
+        key, _, value = line.partition(" ")
+        if key == "usage_usec":
+            return int(value) / 1e6
+    raise RuntimeError("sandbox: the run's cgroup's cpu.stat has no usage_usec")
+
+
+def _write_at(path: str, data: bytes, dir_fd: int) -> None:
+    fd = os.open(path, os.O_WRONLY, dir_fd=dir_fd)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+def _cgroup_join_argv(procs: str) -> list[str]:
+    """A prefix of argv that moves the process into a cgroup (by its cgroup.procs) before it execs
+    the rest: every process of the run is in it from the start."""
+    return [SH, "-c", 'echo 0 > "$0" && exec "$@"', procs]
+
+
+@functools.cache
+def _cgroup_parent() -> str | None:
+    """The cgroup v2 directory under which each run gets a cgroup of its own (checked once per
+    process: made, entered by a process, read, emptied and removed), or None where there is none
+    we may use: no cgroup2 mount, not ours to write (a container that does not delegate one), a
+    kernel without cgroup.kill. None leaves the meter on the procfs readings."""
+    try:
+        mount = own = None
+        with open("/proc/self/mountinfo") as f:
+            for line in f:
+                left, _, right = line.partition(" - ")
+                if right.split(" ")[0] == "cgroup2":
+                    root, mount = left.split(" ")[3:5]
+                    break
+        with open("/proc/self/cgroup") as f:
+            own = next((line.rstrip("\n")[3:] for line in f if line.startswith("0::")), None)
+        if mount is None or own is None or SH is None or not (own + "/").startswith(root.rstrip("/") + "/"):
+            return None
+        parent = os.path.join(mount + own[len(root.rstrip("/")):], "vgrout")
+        os.makedirs(parent, exist_ok=True)
+        _remove_stale_cgroups(parent)
+        probe = _new_cgroup(parent)
+        try:
+            ok = subprocess.run([*_cgroup_join_argv(os.path.join(probe[0], "cgroup.procs")), "true"],
+                                check=False, capture_output=True, timeout=30).returncode == 0
+            ok = ok and _cgroup_cpu_s(probe[1]) > 0 and os.path.exists(os.path.join(probe[0], "cgroup.kill"))
+        finally:
+            _remove_cgroup(*probe)
+        return parent if ok else None
+    except (OSError, RuntimeError, ValueError, subprocess.SubprocessError):
+        return None
+
+
+def _remove_stale_cgroups(parent: str) -> None:
+    """Remove the run cgroups that a grading process killed with kill -9 left (empty: bwrap's
+    sandboxes died with it); each is named by the pid of the process that made it, and one whose
+    maker still runs is left alone (it may be about to start its program)."""
+    for name in os.listdir(parent):
+        if not name.startswith("run-"):
+            continue
+        try:
+            os.kill(int(name.split("-")[1]), 0)
+            continue  # its grader is alive
+        except ProcessLookupError:
+            pass
+        except (ValueError, IndexError, PermissionError):
+            continue
+        with contextlib.suppress(OSError):  # a cgroup that still holds a process stays
+            os.rmdir(os.path.join(parent, name))
+
+
+def _new_cgroup(parent: str) -> tuple[str, int]:
+    path = os.path.join(parent, f"run-{os.getpid()}-{secrets.token_hex(8)}")
+    os.mkdir(path)
+    return path, os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+
+
+def _kill_cgroup(cgroup_fd: int) -> None:
+    """SIGKILL every process in the cgroup (its descendants included, wherever they went)."""
+    _write_at("cgroup.kill", b"1", cgroup_fd)
+
+
+def _remove_cgroup(path: str, cgroup_fd: int) -> None:
+    """Kill what is left in the cgroup and remove it once it is empty (rmdir fails while a process
+    is in it: the kill's victims leave it a moment later)."""
+    try:
+        _kill_cgroup(cgroup_fd)
+        for _ in range(200):
+            try:
+                os.rmdir(path)
+                return
+            except OSError as e:
+                if e.errno != errno.EBUSY:
+                    raise
+                time.sleep(0.01)
+        warnings.warn(f"sandbox: the cgroup {path} still holds processes after a kill; left in place")
+    finally:
+        os.close(cgroup_fd)
 
 
 def _sandbox_procfs(init_pid: int, init_fd: int, ns: int) -> int | None:
@@ -607,7 +732,7 @@ def run(files: dict[str, str], main: str, stdin: str = "", limits: Limits = Limi
     end is the descriptors in sys.argv[1:3]: write, read); when it returns the channel closes."""
     iso = isolation(limits.isolation)
     uid = (NOBODY if iso == "bwrap" else _fresh_uid()) if _is_root() else None
-    fds, work, proc, ns_init, meter = [], None, None, None, None
+    fds, work, proc, ns_init, meter, cgroup, failure = [], None, None, None, None, None, None
     try:
         files_fd = _memfd("files", json.dumps(files).encode())
         in_fd, out_fd, err_fd = _memfd("stdin", stdin.encode()), _memfd("stdout"), _memfd("stderr")
@@ -622,7 +747,13 @@ def run(files: dict[str, str], main: str, stdin: str = "", limits: Limits = Limi
             # so the quota sits on top of what the user already runs (and is shared).
             nproc += _user_process_count()
         cpu = max(1, math.ceil(limits.cpu_s))
-        python = [sandbox_python(), "-I", "-S", "-c", PRELUDE, str(cpu), str(limits.memory_bytes),
+        if iso == "bwrap" and _cgroup_parent() is not None:
+            # a cgroup of the run's own, entered (as we are, before the uid switch) before bwrap starts
+            cgroup = _new_cgroup(_cgroup_parent())
+        # With a cgroup the meter's exact total is the limit, and RLIMIT_CPU only a backstop a second
+        # later (the kernel's per-process check can fire a little before the cgroup's count reaches it).
+        rlimit_cpu = cpu + 1 if cgroup is not None else cpu
+        python = [sandbox_python(), "-I", "-S", "-c", PRELUDE, str(rlimit_cpu), str(limits.memory_bytes),
                   str(nproc), str(limits.output_bytes), str(files_fd), str(ready_w), main, str(up_w), str(down_r)]
         passed = [files_fd, ready_w, up_w, down_r]
         if iso == "bwrap":
@@ -647,6 +778,8 @@ def run(files: dict[str, str], main: str, stdin: str = "", limits: Limits = Limi
                "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
         deadline = time.monotonic() + limits.wall
         argv, as_user = _as_user(argv, uid) if iso == "bwrap" else (argv, _user_kwargs(uid))
+        if cgroup is not None:  # entered as we are, before the uid switch and before bwrap starts
+            argv = _cgroup_join_argv(os.path.join(cgroup[0], "cgroup.procs")) + argv
         proc = subprocess.Popen(argv, stdin=in_fd, stdout=out_fd, stderr=err_fd, cwd=cwd, env=env,
                                 pass_fds=passed, start_new_session=True, **as_user)
         for fd in passed:  # the program's ends: closed here, so EOF means it is gone
@@ -658,17 +791,13 @@ def run(files: dict[str, str], main: str, stdin: str = "", limits: Limits = Limi
         # the program's code runs; EOF without it: the sandbox failed to start the program
         started = _read_before(ready_r, deadline) == b"1"
         if started and (iso == "rlimit" or ns_init is not None):
-            if iso == "bwrap":
-                pid, pidfd, ns = ns_init
-                procfs = _sandbox_procfs(pid, pidfd, ns)
-                kill = functools.partial(_kill_pidfd, pidfd)
-                meter = _Meter(cpu, kill, proc_fd=procfs) if procfs is not None else None
-            else:
-                meter = _Meter(cpu, functools.partial(killpg, proc.pid), session=proc.pid)
-            if meter is not None:
-                _monitor.add(meter)
+            try:
+                meter = _start_meter(cpu, iso, proc, ns_init, cgroup)
+            except (OSError, RuntimeError) as e:  # no run goes unmetered: this one ends here, the grading's error
+                failure = f"the CPU meter could not start: {e}"
+                _kill_pidfd(ns_init[1]) if ns_init is not None else killpg(proc.pid)
         timed_out = False
-        if talk is not None:
+        if talk is not None and failure is None:
             try:
                 talk(Channel(up_r, down_w, deadline, limits.output_bytes, out_fd))
             except Timeout:
@@ -676,7 +805,7 @@ def run(files: dict[str, str], main: str, stdin: str = "", limits: Limits = Limi
             except EOFError:
                 pass
         if meter is not None:
-            meter.read()  # the caller's conversation is over; the program is still there
+            _read_meter(meter)  # the caller's conversation is over; the program is still there
         os.close(down_w)
         fds.remove(down_w)
         if not timed_out:
@@ -686,24 +815,40 @@ def run(files: dict[str, str], main: str, stdin: str = "", limits: Limits = Limi
             _monitor.remove(meter)
             meter.close()
             cpu_s, cpu_exceeded = meter.seen, meter.exceeded
+            if meter.failure is not None:
+                failure = failure or f"the CPU meter failed: {meter.failure!r}"
         killpg(proc.pid)
         proc.wait()
+        if ns_init is not None:
+            _end_namespace(ns_init[1])
+            ns_init = None
+        if cgroup is not None and meter is not None and failure is None:
+            # every process of the run is gone: the cgroup's count is exact, and what decides `timeout`
+            try:
+                cpu_s = max(cpu_s, _cgroup_cpu_s(cgroup[1]))
+            except (OSError, RuntimeError) as e:
+                failure = f"the CPU meter failed: {e!r}"
+            cpu_limit = cpu_s >= cpu
+        else:
+            # From the procfs readings: the CPU limit's signals (the program's own status, or bwrap's
+            # 128 + N for its child's) are the limit's only when the meter saw the run near it: a
+            # program can send them to itself.
+            cpu_limit = proc.returncode in CPU_LIMIT_STATUS and cpu_s >= cpu - CPU_SIGNAL_SLACK_S
         stdout, out_full = _read_capped(out_fd, limits.output_bytes)
         stderr, err_full = _read_capped(err_fd, limits.output_bytes)
-        # The CPU limit's signals (the program's own status, or bwrap's 128 + N for its child's) are
-        # the limit's only when the meter saw the run near it: a program can send them to itself.
-        cpu_signal = proc.returncode in CPU_LIMIT_STATUS and cpu_s >= cpu - CPU_SIGNAL_SLACK_S
-        timed_out = timed_out or cpu_exceeded or cpu_signal
-        return Result(proc.returncode, stdout, stderr, timed_out, out_full or err_full, iso, cpu_s, started)
+        timed_out = timed_out or cpu_exceeded or cpu_limit
+        return Result(proc.returncode, stdout, stderr, timed_out, out_full or err_full, iso, cpu_s, started, failure)
     finally:  # whatever happened above (the caller's talk raising included), nothing is left running
         if meter is not None and not meter.closed:
             _monitor.remove(meter)
-            meter.close(check=False)
+            meter.close()
         if proc is not None and proc.returncode is None:
             killpg(proc.pid)
             proc.wait()
         if ns_init is not None:
             _end_namespace(ns_init[1])
+        if cgroup is not None:
+            _remove_cgroup(*cgroup)
         if uid is not None and iso == "rlimit":
             _kill_uid(uid)  # stragglers that left the process group (setsid) die here
             _sweeper.sweep(uid)
@@ -712,6 +857,32 @@ def run(files: dict[str, str], main: str, stdin: str = "", limits: Limits = Limi
         if work is not None:
             _rmtree(work)
             _announce("-", uid, work)
+
+
+def _start_meter(cpu: int, iso: str, proc: subprocess.Popen, ns_init, cgroup) -> _Meter | None:
+    """The run's CPU meter, on the monitor: from its cgroup, else (bwrap) its procfs, else (rlimit)
+    its session's processes on the host. None when the sandbox's init is gone already (the
+    program has ended, and with no cgroup nothing is left to read)."""
+    if cgroup is not None:
+        meter = _Meter(cpu, functools.partial(_kill_cgroup, cgroup[1]), cgroup_fd=cgroup[1])
+    elif iso == "bwrap":
+        pid, pidfd, ns = ns_init
+        procfs = _sandbox_procfs(pid, pidfd, ns)
+        if procfs is None:
+            return None
+        meter = _Meter(cpu, functools.partial(_kill_pidfd, pidfd), proc_fd=procfs)
+    else:
+        meter = _Meter(cpu, functools.partial(killpg, proc.pid), session=proc.pid)
+    _monitor.add(meter)
+    return meter
+
+
+def _read_meter(meter: _Meter) -> None:
+    """One reading by the run itself; a failure is the meter's, reported as the monitor's are."""
+    try:
+        meter.read()
+    except Exception as e:  # noqa: BLE001 -- recorded: the run's error, not the batch's
+        meter.failure = meter.failure or e
 
 
 def _kill_pidfd(pidfd: int) -> None:
