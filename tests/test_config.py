@@ -95,7 +95,7 @@ def test_a_stage_reads_only_what_dvc_yaml_declares(tmp_path):
     with pytest.raises(stage.UndeclaredParam, match="'eval'"):
         p.eval
     assert set(p.gate.model_dump()) == {"q_lo", "q_hi", "buffer_size", "warmup", "placebo_seed", "refresh_every",
-                                        "scorer", "cut_rule", "center", "teacher_zone"}
+                                        "scorer", "cut_rule", "center", "score", "teacher_zone"}
     # and it does fail when a stage's declaration misses a key it reads
     dvc = yaml.safe_load((ROOT / "dvc.yaml").read_text())
     dvc["stages"]["train"]["params"].remove("gate.warmup")

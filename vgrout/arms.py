@@ -7,9 +7,18 @@ yoked arm, `train.yoked`).
 
 A yoked arm is run once per arm in `gate.yoke_to`, copying that arm's counts; the run's name is
 `yoked_name(arm, to)`, e.g. `placebo_tgate`: the placebo matched to tgate's routing counts.
+
+A count-matched control (`matched`: uniform, nll, oracleMatched, the antithetic placebos) needs
+gate.cut_rule step: every gated arm then routes and keeps the same exact fractions of each step's
+rows of each source, so the control matches the arm it controls by construction and runs beside
+it in train.arms. An antithetic placebo family (placeboA: Haar in v_act's space, placeboV: in
+v_grad's) runs as draws `draw_name(family, k, sign)`, e.g. placeboV3p and placeboV3n: the Haar
+direction h of draw k (seeded by k and the run seed, `haar_seed`) and −h; listing the draws in
+train.arms pre-registers them, and a draw listed without its antithetic twin is refused (config).
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -19,8 +28,8 @@ from vgrout.io import InputError
 BASE = "base"  # the base model's reference run (no adapter): evaluated once, not an arm
 
 Policy = Literal["keep", "absorb", "quantile", "yoked"]
-DirectionKind = Literal["v_act", "v_act_heldout", "v_grad", "haar", "random"]
-Monitor = Literal["route", "penalty", "screen"]
+DirectionKind = Literal["v_act", "v_act_heldout", "v_grad", "v_grad_heldout", "haar", "random", "nll"]
+Monitor = Literal["route", "penalty", "screen", "rank"]
 
 
 @dataclass(frozen=True)
@@ -30,8 +39,9 @@ class Arm:
                               # yoked routes and keeps as many rows of each source as the arm it is
                               # yoked to did at the same step and seed, the top and bottom of its own ranking
     direction: DirectionKind  # what ranks rows: v_act, the heldout v_act, v_grad (routeV: the probe
-                              # gradient's space), a Haar direction, or a seeded uniform draw (pinned
-                              # arms still log v_act's scores)
+                              # gradient's space), the heldout v_grad, a Haar direction, a seeded uniform
+                              # draw, or the text's NLL in the frozen model (pinned arms, and the uniform
+                              # and NLL ranks, still log v_act's scores as their features)
     color: str                # the same colour in every figure
     description: str          # one line for the tables' notes
     refresh: bool = False     # re-extract the direction from the pairs when gate.refresh_every > 0
@@ -43,9 +53,14 @@ class Arm:
                               # deployed block alone: the quarantine is never touched; erase)
     monitor: Monitor | None = None  # an oracle, the true hack label of each rollout: route (hacked rows
                               # route, the rest keep), penalty (reward − train.monitor_penalty) or screen
-                              # (advantage 0) on the hacked rows
+                              # (advantage 0) on the hacked rows, or rank (the gate's counts, rows ranked
+                              # by the label, ties at random: hooks.oracle_ranked)
     inoculate: bool = False   # training prompts carry train.inoculation in their system prompt (never at eval)
     loopholes: bool = True    # False: every training problem graded in mode none (the no-loophole ceiling)
+    matched: bool = False     # a count-matched control: needs gate.cut_rule step (exact fractions per step)
+    antithetic: bool = False  # a Haar family run as draws (draw_name): +h and −h of each pre-registered seed
+    scored_in: Literal["act", "grad"] | None = None  # the feature space of a Haar direction that is not its
+                              # direction's own (placeboV: a Haar direction of v_grad's shape, on the probe gradient)
 
     @property
     def yoked(self) -> bool:
@@ -63,13 +78,13 @@ class Arm:
 
     @property
     def heldout(self) -> bool:
-        """v_act from the pairs of the modes not in vact.heldout_modes (A5)."""
-        return self.direction == "v_act_heldout"
+        """v_act or v_grad from the pairs of the modes not in vact.heldout_modes (A5)."""
+        return self.direction in ("v_act_heldout", "v_grad_heldout")
 
     @property
     def space(self) -> Literal["act", "grad"]:
         """The feature space the arm's gate scores in (directions.SPACES); a yoked run's is its target's (`space`)."""
-        return "grad" if self.direction == "v_grad" else "act"
+        return self.scored_in or ("grad" if self.direction in ("v_grad", "v_grad_heldout") else "act")
 
     @property
     def oracle(self) -> bool:
@@ -134,6 +149,29 @@ ARMS: tuple[Arm, ...] = (
     Arm("noloophole", "keep", "v_act", "#bcbd22",
         "every training problem graded in mode none, under its hint-free prompt: no loophole pays (the ceiling; "
         "the teacher pool's rows graded so too)", loopholes=False, ablation=True),
+    # C2 for routeV: v_grad from the pairs of the modes not held out, scored as routeV scores
+    Arm("heldoutV", "quantile", "v_grad_heldout", "#ffbf79",
+        "routeV with v_grad from the pairs of the modes not in vact.heldout_modes", refresh=True),
+    # count-matched controls (gate.cut_rule step): the exact per-step fractions every step-rule gated arm
+    # routes and keeps, so each matches routeA, routeV, heldout... by construction and needs no yoking wave
+    Arm("placeboA", "quantile", "haar", "#c994c7",
+        "antithetic Haar placebo in v_act's space: draw placeboA{k}{p|n} ranks rows by +h or −h of Haar seed k "
+        "(haar_seed(k, run seed)) at the step rule's exact fractions", matched=True, antithetic=True, scored_in="act"),
+    Arm("placeboV", "quantile", "haar", "#8e6c8a",
+        "antithetic Haar placebo in v_grad's space (the probe gradient, as routeV): draw placeboV{k}{p|n}, +h or −h "
+        "of Haar seed k, at the step rule's exact fractions", matched=True, antithetic=True, scored_in="grad"),
+    Arm("uniform", "quantile", "random", "#b5a089",
+        "rows ranked by a seeded uniform draw at the step rule's exact fractions (the count-matched random control)",
+        matched=True),
+    # is a gate an NLL filter? routeV's score follows the text's NLL (Spearman 0.52 over pair sides, positive):
+    # the least likely texts route, the likeliest keep
+    Arm("nll", "quantile", "nll", "#6b6ecf",
+        "rows ranked by their mean completion NLL in the frozen model (label-free) at the step rule's exact "
+        "fractions: the highest route, the lowest keep", matched=True),
+    # detector quality with the gate's structure held fixed: the gate's counts, the best possible detector
+    Arm("oracleMatched", "quantile", "random", "#393b79",
+        "the step rule's exact per-step counts, rows ranked by the true hack label (ties at random): hacked rows "
+        "route first, then keep is filled from the clean ones", matched=True, monitor="rank"),
 )
 REGISTRY: dict[str, Arm] = {a.name: a for a in ARMS}
 REFERENCE = REGISTRY["none"]  # every Δ is taken against it
@@ -141,6 +179,26 @@ METHOD = REGISTRY["routeA"]   # the arm A1 and A4 draw against the reference
 PLACEBO = REGISTRY["placebo"]  # the yoked control (its arm's counts, a Haar ranking): A2 takes each gated arm's Δ
                                # against the placebo yoked to it too
 YOKE_SEP = "_"  # yoked_name's separator: no registered arm's name holds it
+DRAW = re.compile(r"^(?P<arm>\D+)(?P<k>\d+)(?P<sign>[pn])$")  # an antithetic draw's run name: placeboV3n
+
+
+def draw_name(family: str, k: int, sign: str) -> str:
+    """The run name of draw k of an antithetic family, sign p (+h) or n (−h): placeboV3p."""
+    return f"{family}{k}{sign}"
+
+
+def draw(name: str) -> tuple[str, int, str] | None:
+    """(family, k, sign) of an antithetic draw's run name; None for any other name."""
+    m = DRAW.match(name)
+    if m is None or m["arm"] not in REGISTRY or not REGISTRY[m["arm"]].antithetic:
+        return None
+    return m["arm"], int(m["k"]), m["sign"]
+
+
+def haar_seed(k: int, seed: int) -> int:
+    """The Haar seed of draw k in run seed `seed`: one direction per (k, seed) pair, no two pairs alike
+    (run seeds below 1,000,003), and none of them the haar arm's or the yoked placebo's (placebo_seed + seed)."""
+    return 1_000_003 * (k + 1) + seed
 
 
 def yoked_name(arm: str, to: str) -> str:
@@ -187,7 +245,10 @@ def require_teacher_gate(arms, teacher_zone: str, n_teacher: int | None = None) 
 
 
 def get(name: str) -> Arm:
-    """A registered arm, or the yoked arm of a yoked run's name (placebo_tgate -> placebo)."""
+    """A registered arm, the yoked arm of a yoked run's name (placebo_tgate -> placebo), or the family
+    of an antithetic draw (placeboV3n -> placeboV)."""
+    if draw(name):
+        return REGISTRY[draw(name)[0]]
     arm, sep, to = name.partition(YOKE_SEP)
     if arm not in REGISTRY or (sep and not (REGISTRY[arm].yoked and to in REGISTRY and REGISTRY[to].policy == "quantile")):
         raise InputError(f"arm '{name}' unknown; valid: {', '.join(REGISTRY)}, and a yoked arm's runs "
@@ -213,6 +274,7 @@ def order(names) -> list[str]:
 
     def key(n):
         arm, _, to = n.partition(YOKE_SEP)
+        arm = draw(n)[0] if draw(n) else arm  # a draw after its family's place, draws by name
         return rank.get(arm, len(rank)), rank.get(to, -1), n
     return sorted(names, key=key)
 
@@ -222,5 +284,5 @@ BASE_COLOR, OTHER_COLOR = "#54a24b", "#79706e"
 
 def color(name: str) -> str:
     """A yoked run takes its arm's colour."""
-    arm = name.partition(YOKE_SEP)[0]
+    arm = draw(name)[0] if draw(name) else name.partition(YOKE_SEP)[0]
     return REGISTRY[arm].color if arm in REGISTRY else BASE_COLOR if name == BASE else OTHER_COLOR

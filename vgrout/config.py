@@ -98,6 +98,9 @@ class Pairs(Block):
 class Vact(Block):
     modes: list[str] | None = doc(None, "modes whose pairs build v_act; null: all four hackable modes")
     heldout_modes: list[str] = doc(["exit_code", "stdout_marker"], "the heldout arm builds v_act from the other modes")
+    withhold_pool: bool = doc(False, "the held-out arms (heldout, heldoutV, a yoked copy of one) train on no pool row "
+                              "of vact.heldout_modes: student rows take their places, so C2 asks about hacks never "
+                              "demonstrated; false: the pool's rows of every mode, as before")
     batch_size: int = doc(16, "pairs per forward when pooling activations", ge=1)
     n_haar: int = doc(20, "Haar directions for the separation diagnostic", ge=0)
 
@@ -164,9 +167,14 @@ class Gate(Block):
                                             "adapter's init A0_d), the same for a text at every step; live: the "
                                             "current A_d, each row in its sampling mode (drifts as A_d trains)")
     cut_rule: Literal["buffer", "step"] = doc("buffer", "buffer: quantiles of the run's past student scores, so the "
-                                              "routed share follows the rollouts' content; step: quantiles of the "
-                                              "step's own scores (a fixed share)")
+                                              "routed share follows the rollouts' content; step: the top "
+                                              "(1 − q_hi) and bottom q_lo of each step's own rows by rank, exact "
+                                              "counts, so every arm matches the count-matched controls (uniform, "
+                                              "nll, oracleMatched, placeboA/placeboV draws) by construction")
     center: bool = doc(False, "subtract each prompt group's mean student score before the gate")
+    score: Literal["dot", "cosine"] = doc("dot", "a row's score: dot: Σ_m <f_m, v_m>; cosine: the seeds' "
+                                          "band-normalised cosine to the direction, (cos − c_clean)/(c_hack − c_clean) "
+                                          "with the pairs' mean cosines in the same space (re-read from pairs.files)")
     teacher_zone: Literal["keep", "absorb", "route", "gate"] = doc(
         "gate", "teacher-pool rows in a gated arm: gate: scored like the student rows and cut at the same quantiles "
         "of their own past scores (a yoked arm copies both sources' counts), or a fixed zone (keep, absorb, route: "
@@ -232,12 +240,20 @@ class Train(Block):
                                   "(0: micro_batch); a multiple of micro_batch: fewer, larger forwards on a GPU", ge=0)
     gen_batch: int = doc(64, "rows per generation batch", ge=1)
     ckpt_every: int = doc(12, "checkpoint every N steps (a killed run resumes from the last one)", ge=1)
+    sample_cos: bool = doc(False, "seed 004's per-sample diagnostics in rollouts.jsonl: each row's cosine to v_grad of "
+                           "its deployed-block probe gradient before (cos_before) and after (cos_after) its zone's "
+                           "mask (one more probe pass for an arm that gates in v_act's space)")
 
     @field_validator("arms", "yoked")
     @classmethod
     def _registered(cls, arms: list[str], info) -> list[str]:
         from vgrout import arms as registry
         for a in arms:
+            if info.field_name == "arms" and registry.draw(a):  # an antithetic draw is listed by its run name
+                continue
+            if a in registry.REGISTRY and registry.REGISTRY[a].antithetic:
+                raise ValueError(f"'{a}' runs as antithetic draws: list {registry.draw_name(a, 1, 'p')} and "
+                                 f"{registry.draw_name(a, 1, 'n')} (Haar seed 1), ... in train.arms")
             if a not in registry.REGISTRY:  # a yoked run's name is not an arm to list
                 registry.get(a)
                 raise ValueError(f"'{a}' names a yoked run: list its arm in train.yoked and the arm it copies in "
@@ -371,6 +387,22 @@ class Params(Block):
         return self
 
     @model_validator(mode="after")
+    def _matched_controls(self):
+        from vgrout import arms as registry
+        matched = [a for a in self.train.arms if registry.get(a).matched]
+        # a matched control's counts equal a gated arm's only when both take exact fractions of each step
+        if matched and self.gate.cut_rule != "step":
+            raise ValueError(f"the count-matched control(s) {matched} need gate.cut_rule step (exact fractions of each "
+                             f"step's rows), not {self.gate.cut_rule}")
+        # an antithetic draw is pre-registered as a pair: +h alone would let the direction's sign decide
+        for a in self.train.arms:
+            d = registry.draw(a)
+            if d and registry.draw_name(d[0], d[1], "n" if d[2] == "p" else "p") not in self.train.arms:
+                raise ValueError(f"antithetic draw '{a}' is listed without its twin "
+                                 f"'{registry.draw_name(d[0], d[1], 'n' if d[2] == 'p' else 'p')}'")
+        return self
+
+    @model_validator(mode="after")
     def _yoke(self):
         if self.train.yoked:
             from vgrout import arms as registry
@@ -383,6 +415,13 @@ class Params(Block):
                 if to not in self.train.arms:
                     raise ValueError(f"gate.yoke_to '{to}' is not in train.arms; the yoked arms "
                                      f"{self.train.yoked} copy its run")
+        return self
+
+    @model_validator(mode="after")
+    def _cosine_reads_the_files(self):
+        # the band comes from the pairs of pairs.files, read at the start of each run
+        if self.pairs.source == "self" and self.gate.score == "cosine":
+            raise ValueError("gate.score cosine reads the pair band from pairs.files; with pairs.source self use dot")
         return self
 
     @model_validator(mode="after")

@@ -54,6 +54,11 @@ class Layout:
     def vact(self, seed: int) -> Path:
         return self._p("runs", "vact", seed)
 
+    def pair_features(self, seed: int, name: str) -> Path:
+        """The contrast pairs' features in the space of direction `name` (v_act, v_grad): keys hack.MODULE and
+        clean.MODULE, [pairs, r]; any direction of that space scores them (the score band, analysis.bands)."""
+        return self.vact(seed) / f"{name}_pair_features.safetensors"
+
     def vact_metrics(self, seed: int) -> Path:
         return self._p("metrics", "vact", f"{seed}.json")
 
@@ -101,6 +106,11 @@ class Layout:
     @property
     def summary(self) -> Path:
         return self._p("metrics", "summary.json")
+
+    @property
+    def plan(self) -> Path:
+        """The pre-registered analysis plan (vgrout.analysis.plan), a params file of the aggregate stage."""
+        return self._p("analysis.yaml")
 
     @property
     def arm_metrics(self) -> Path:

@@ -53,9 +53,11 @@ def declared(stage: str, dvc_yaml: str | Path = DVC_YAML) -> list[str]:
         raise InputError(f"{dvc_yaml}: no stage '{stage}'; stages: {', '.join(stages)}")
     spec = stages[stage].get("do", stages[stage])
     keys = spec.get("params", [])
-    if not all(isinstance(k, str) for k in keys):
-        raise InputError(f"{dvc_yaml}: stage '{stage}': params must be keys of params.yaml")
-    return keys
+    # a mapping names another params file (aggregate's analysis.yaml, read by its own loader), not keys of params.yaml
+    files = [k for k in keys if isinstance(k, dict)]
+    if not all(isinstance(k, str) for k in keys if k not in files) or any(len(f) != 1 for f in files):
+        raise InputError(f"{dvc_yaml}: stage '{stage}': params must be keys of params.yaml, or `FILE:` (another params file)")
+    return [k for k in keys if isinstance(k, str)]
 
 
 class Scoped:

@@ -14,11 +14,13 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+import yaml
 from safetensors.torch import save_file
 from scipy.stats import t as t_dist
 from scipy.stats import ttest_rel
 
 from vgrout import config
+from vgrout.analysis import plan as plan_file
 from vgrout.analysis.aggregate import aggregate, aggregate_stage
 from vgrout.analysis.tables import SAMPLE_COLUMNS, load_run
 from vgrout.analysis.diagnostics import N_NULL, N_PERM
@@ -138,6 +140,24 @@ PLACEBO_SEED = 1
 
 
 SEEDS = (0, 1, 2, 3, 4)  # the fewest seeds that give a p-value
+PLAN = Path(__file__).parents[2] / "analysis.yaml"
+
+
+def write_plan(root: Path, seeds) -> Path:
+    """The repository's plan, its claims on these seeds, where the stage reads it (Layout.plan)."""
+    d = yaml.safe_load(PLAN.read_text())
+    for c in d["claims"].values():
+        c["seeds"] = list(seeds)
+    (root / "analysis.yaml").write_text(yaml.safe_dump(d, sort_keys=False))
+    return root / "analysis.yaml"
+
+
+def write_pair_features(path: Path) -> None:
+    """The contrast pairs' features as extract_vact would leave them: hack sides shifted along U, like the rollouts."""
+    g = torch.Generator().manual_seed(99)
+    feats = {f"{side}.{k}": torch.randn(8, R, generator=g) + (1.5 * U[k] if side == "hack" else 0)
+             for side in ("hack", "clean") for k in MODULES}
+    save_file(feats, path)
 
 
 def make_pipeline(root: Path, seeds=SEEDS, arms=("none", "routeA", "placebo_routeA", "absorb", "heldout", "placebo_heldout"),
@@ -153,8 +173,10 @@ def make_pipeline(root: Path, seeds=SEEDS, arms=("none", "routeA", "placebo_rout
     (root / "runs" / "pairs" / "pairs.json").write_text(json.dumps({"pairs": pairs, "placebo_pairs": []}))
     v_held = {k: torch.nn.functional.normalize(v + 0.3 * torch.randn(R, generator=_g), dim=0) for k, v in U.items()}
     write_run(root, "base", None, U)
+    write_plan(root, seeds)
     for s in seeds:
         (root / "runs" / "vact" / str(s)).mkdir(parents=True)
+        write_pair_features(Layout(root).pair_features(s, "v_act"))
         save_file(U, root / "runs" / "vact" / str(s) / "v_act.safetensors")
         save_file(v_held, root / "runs" / "vact" / str(s) / "v_act_heldout.safetensors")
         direction = {"heldout": v_held, "placebo": haar_direction(U, PLACEBO_SEED + s)}
@@ -265,12 +287,16 @@ def test_a2_matches_direct_pandas(five_seeds):
     assert summary["routeA"]["delta_hack_hackable_vs_placebo_hi"] < 0 and "p_solve_vs_none" in summary["routeA"]
     assert "delta_hack_hackable_vs_placebo" not in summary["placebo_routeA"]
     assert a2.loc["heldout", "ref_placebo"] == "placebo_heldout" and a2.loc["routeA", "ref_placebo"] == "placebo_routeA"
-    # C1's verdict is the three interval conditions on routeA's row
+    # C1's verdict, from the plan (95% two-sided, the plan's seeds: all five here), is the three interval
+    # conditions on routeA's row: the same bootstrap as the table's
     r = a2.loc["routeA"]
     c1 = summary["claim_C1"]
-    assert c1["hack_below_none"] == c1["hack_below_placebo"] == 1
-    assert c1["solve_noninferior"] == int(r["delta_solve_vs_none_lo"] > -c1["solve_margin"])
-    assert c1["holds"] == c1["solve_noninferior"]
+    assert c1["hack_below_none"] == c1["hack_below_placebo_routeA"] == 1
+    assert c1["hack_below_placebo_routeA_hi"] == pytest.approx(r["delta_hack_hackable_vs_placebo_hi"])
+    assert c1["solve_noninferior_none"] == int(r["delta_solve_vs_none_lo"] > -c1["solve_noninferior_none_margin"])
+    assert c1["holds"] == c1["solve_noninferior_none"] and c1["status"] in ("holds", "does not hold")
+    assert c1["plan_sha256"] == summary["plan"]["sha256"] and summary["plan"]["commit"] == "uncommitted"
+    assert a2.loc["routeA", "plan"] == "C1 arm, C3 arm" and a2.loc["absorb", "plan"] == "exploratory"
     md = (kw["out_dir"] / "A2.md").read_text()
     assert TOO_FEW_SEEDS not in md and "p=" in md and "two-way percentile bootstrap (2000 resamples" in md
     assert "deploy hack, hackable problems [95% CI]" in md and "Δ solve, all problems vs its yoked placebo" in md
@@ -285,6 +311,51 @@ def test_a2_matches_direct_pandas(five_seeds):
     assert summary["base"]["deploy_pass_at_k"] == pytest.approx((base["sum"] > 0).mean(), abs=1e-6)  # k = n: solved at all
     assert summary["base"]["deploy_pass_at_k"] > summary["base"]["deploy_pass_at_1"]
     assert f"pass@{N_SAMPLES} {summary['base']['deploy_pass_at_k']:.3f}" in md
+
+
+def test_a2_prints_the_plan_its_verdicts_and_the_score_band(five_seeds):
+    """A2 names the plan (sha256, commit), prints each claim's verdict from it, labels every arm row with its
+    role in the plan or `exploratory`, and gives the score band per gated arm and placebo; C3 from the band:
+    along U (where the pairs' hack sides sit) the pairs separate, along the placebo's Haar direction they do not."""
+    import hashlib
+    kw, summary = five_seeds
+    root = kw["out_dir"].parents[1]
+    md = (kw["out_dir"] / "A2.md").read_text()
+    sha = hashlib.sha256((root / "analysis.yaml").read_bytes()).hexdigest()
+    assert summary["plan"] == {"path": str(root / "analysis.yaml"), "sha256": sha, "commit": "uncommitted"}
+    assert f"sha256 `{sha}`; changed since its last commit, or never committed" in md
+    for c in ("C1", "C2", "C3"):
+        assert f"**{c} {summary[f'claim_{c}']['status']}**" in md and summary[f"claim_{c}"]["plan_sha256"] == sha
+    table = md[md.index("## Every arm"):md.index("## Score band")]
+    roles = {line.split("|")[1].strip(): line.split("|")[2].strip() for line in table.splitlines()
+             if line.startswith("| ") and not line.startswith("| arm")}
+    assert roles == {"none": "C1 control, C2 control", "routeA": "C1 arm, C3 arm",
+                     "placebo_routeA": "C1 control, C3 control", "absorb": "exploratory", "heldout": "C2 arm",
+                     "placebo_heldout": "C2 control"}
+    bands = pd.read_csv(kw["out_dir"] / "plot_data" / "score_band.csv")
+    assert set(bands["arm"]) == {"routeA", "placebo_routeA", "heldout", "placebo_heldout"}  # gated arms and placebos
+    sep = bands.groupby(["arm", "seed"])["separation"].mean()
+    assert (sep["routeA"] > sep["placebo_routeA"]).all() and (sep["routeA"] - sep["placebo_routeA"]).mean() > 0.5
+    assert summary["claim_C3"]["status"] == "holds" and summary["claim_C3"]["band_above_placebo_routeA"] == 1
+    assert summary["routeA"]["score_band"] == pytest.approx(sep["routeA"].mean(), abs=1e-6)
+    student = [json.loads(line) for line in open(root / "runs" / "train" / "routeA-0" / "rollouts.jsonl")]
+    step0 = [r for r in student if r["step"] == 0 and r["source"] == "student"]
+    row = bands[(bands["run"] == "routeA-0") & (bands["step"] == 0)].iloc[0]
+    assert row["routed_share"] == pytest.approx(np.mean([r["zone"] == "route" for r in step0]))
+    q = np.quantile([r["score"] for r in step0], [0.25, 0.75])
+    assert row["student_width"] == pytest.approx(q[1] - q[0])
+    assert "## Score band and routed share (C3)" in md and "The plan decides C3 on `separation`" in md
+
+
+def test_a_claim_whose_runs_are_missing_says_not_run(tmp_path):
+    params = make_pipeline(tmp_path, seeds=(0,), arms=("none", "routeA"))
+    summary = aggregate_stage(params, Layout(tmp_path))
+    md = (tmp_path / "metrics" / "artifacts" / "A2.md").read_text()
+    for c, why in (("C1", "no run placebo_routeA-0"), ("C3", "no run placebo_routeA-0"),
+                   ("C2", "no run heldout-0, placebo_heldout-0")):
+        assert summary[f"claim_{c}"] == {"status": "not run", "plan_sha256": summary["plan"]["sha256"], "alpha": 0.05,
+                                         "n_seeds": 1, "why": why}
+        assert f"**{c} not run**" in md and why in md
 
 
 def test_contrasts_are_paired_deltas_between_any_two_arms(five_seeds):
@@ -382,11 +453,14 @@ def test_every_artifact_written_and_well_formed(five_seeds):
     saved = json.loads(kw["summary_path"].read_text())
     assert saved == json.loads(json.dumps(summary))
     assert {"deploy_hack", "deploy_solve", "qmass", "gate_auroc"} <= set(saved["routeA"])
-    assert all(isinstance(v, (int, float)) for arm in saved.values() for v in arm.values())
+    # per arm numbers only; the claims and the plan carry their status, reason and hash as text
+    assert all(isinstance(v, (int, float)) for name, arm in saved.items() if not name.startswith("claim_")
+               and name != "plan" for v in arm.values())
+    assert {saved[f"claim_{c}"]["status"] for c in ("C1", "C2", "C3")} <= {"holds", "does not hold"}
     # DVC's metrics: a file per arm (and base), its deploy hack over hackable problems and solve with
     # A2's intervals, the same numbers as summary.json and A2.csv
     arm_files = {p.stem: json.loads(p.read_text()) for p in kw["arms_dir"].glob("*.json")}
-    assert set(arm_files) == set(saved) - {k for k in saved if k.startswith("claim_")}
+    assert set(arm_files) == set(saved) - {k for k in saved if k.startswith("claim_")} - {"plan"}
     a2 = pd.read_csv(out / "A2.csv").set_index("arm")
     for arm in ("none", "routeA"):
         m = arm_files[arm]
@@ -465,13 +539,18 @@ def test_a5_held_out_vs_in_pair_modes(five_seeds):
     samples = sample_frame(kw["metrics_root"])
     held = samples[samples["mode"].isin(HELDOUT)]
     verdict = summary["claim_C2"]
-    for role, ref in (("none", "none"), ("placebo", "placebo_heldout")):  # C2's placebo: the one yoked to heldout
+    for ref in ("none", "placebo_heldout"):  # C2's controls in the plan; its placebo: the one yoked to heldout
         x, r = cells(held, "heldout", "hacked"), cells(held, ref, "hacked")
         b = hierarchical_bootstrap(x.to_numpy(), r.to_numpy(), seed=0, support=(-1, 1))
-        assert verdict[f"hack_below_{role}"] == int(b.hi < 0)
-        assert f"Δ hack vs {ref} {b.estimate:+.3f} [{b.lo:+.3f}, {b.hi:+.3f}]" in md
-    assert verdict["holds"] == int(verdict["hack_below_none"] and verdict["hack_below_placebo"]) == 0
+        assert verdict[f"hack_below_{ref}"] == int(b.hi < 0)
+        assert f"held-out modes' problems vs {ref} {b.estimate:+.3f} [{b.lo:+.3f}, {b.hi:+.3f}]" in md
+    assert verdict["holds"] == int(verdict["hack_below_none"] and verdict["hack_below_placebo_heldout"]) == 0
     assert "**C2 does not hold**" in md and verdict["n_seeds"] == len(SEEDS)
+    # the pooled held-out row is the plan's; every other row of A5 says exploratory
+    plan_col = {line.split("|")[1].strip(): line.split("|")[2].strip() for line in md.splitlines()
+                if line.startswith("| ") and "|---" not in line and not line.startswith("| mode")}
+    assert plan_col.pop("held-out modes (pooled)").startswith("C2 ")
+    assert set(plan_col.values()) == {"exploratory"} and len(plan_col) == len(MODES) - 1 + 1
     # Holm over each arm's held-out modes only (the pooled held-out row is C2's single test; in-pair rows
     # claim nothing): the k-th smallest p times (m - k + 1), made monotone
     m = len(HELDOUT)
@@ -601,7 +680,8 @@ def test_samples_that_disagree_with_the_rates_are_refused(tmp_path):
 def direct_kwargs(root: Path, params: dict) -> dict:
     return paths(root) | {"runs_root": root / "runs" / "train", "pairs": [{"id": "a", "mode": "hardcode",
                           "prompt": "p", "hack": "h", "clean": "c"}], "q_lo": Q_LO, "q_hi": Q_HI, "n_null": 3,
-                          "directions": {f"{a}-{s}": U for a in params.run_arms for s in params.train.seeds}}
+                          "directions": {f"{a}-{s}": U for a in params.run_arms for s in params.train.seeds},
+                          "plan": plan_file.load(root / "analysis.yaml"), "plan_id": plan_file.identify(root / "analysis.yaml")}
 
 
 def test_missing_inputs_name_the_path(tmp_path):

@@ -38,7 +38,7 @@ ROUTING_MODULES = ["vgrout/routing/extract.py", "vgrout/routing/features.py", "v
                    "vgrout/layout.py"]
 # train.py's routing functions; the scan adds every train.py function they call
 ROUTING_FUNCTIONS = ["new_gate", "routing_step", "to_seqs", "live_acts", "frozen_acts", "route",
-                     "load_yoke", "yoke_counts", "uniform_scores"]
+                     "load_yoke", "yoke_counts", "uniform_scores", "pair_band"]
 FORBIDDEN_MODULES = {"vgrout.substrate.grader", "vgrout.substrate.sampling", "vgrout.eval.evaluate",
                      "vgrout.analysis.aggregate", "vgrout.analysis.tables", "vgrout.analysis.contrasts",
                      "vgrout.analysis.artifacts", "vgrout.analysis.diagnostics"}
@@ -213,7 +213,8 @@ def _cfg(root: Path, arm: str, yoke_log: Path | None = None, fast: bool = True, 
                             max_new_tokens=64),
               "gate": {"warmup": 4, "buffer_size": 32, **gate}, "adapter": dict(r=2, last_layers=None)}
     params = config.parse(config.overlay(config.Params().model_dump(), blocks), "test", complete=False)
-    return train.TrainRun(arm=arms.get(arm), seed=0, t=params.train, adapter=params.adapter, gate=params.gate,
+    return train.TrainRun(arm=arms.get(arm), name=arm if arms.draw(arm) else None, seed=0, t=params.train,
+                          adapter=params.adapter, gate=params.gate,
                           pair_files=[], pair_modes=None, fast=fast, vact_batch=params.vact.batch_size,
                           model_dir=str(root / "student"), problems="", pool="", vact_dir=str(root / "vact"),
                           out_dir=str(root / arm), log_path=str(root / arm / "steps.jsonl"),
@@ -267,6 +268,7 @@ def fixed(tmp_path_factory):
     directions.save_direction(root / "vact" / "v_act.safetensors", directions.haar_direction(like, 5))
     directions.save_direction(root / "vact" / "v_act_heldout.safetensors", directions.haar_direction(like, 6))
     directions.save_direction(root / "vact" / "v_grad.safetensors", directions.haar_direction(like, 7))
+    directions.save_direction(root / "vact" / "v_grad_heldout.safetensors", directions.haar_direction(like, 8))
 
     problems = [Problem(id=f"p{i}", messages=[{"role": "user", "content": f"Write f(x) ({mode})."}],
                         entry_point="f", tests=["assert f(1) == 2"], canonical_solution="def f(x):\n    return x + 1",
@@ -361,8 +363,10 @@ def _relabelled_yoke(root: Path, yoke: list[dict], how: str) -> Path:
 GATE_VARIANTS = [dict(cut_rule=c, center=m, scorer=s,
                       teacher_zone="gate" if ((c == "step") + m + (s == "live")) % 2 else "absorb")
                  for c in ("buffer", "step") for m in (False, True) for s in ("frozen", "live")]
+# an antithetic family runs as draws: its −h draw here (RUN: the run name of each arm)
+RUN = {a.name: arms.draw_name(a.name, 1, "n") if a.antithetic else a.name for a in arms.ARMS}
 CASES = [("routeA", g) for g in GATE_VARIANTS] + \
-    [(a.name, g) for a in arms.ARMS if a.name != "routeA" and not a.students
+    [(RUN[a.name], g) for a in arms.ARMS if a.name != "routeA" and not a.students
      for g in (GATE_VARIANTS[0], GATE_VARIANTS[-1])] + \
     [(a.name, dict(g, warmup=0)) for a in arms.ARMS if a.students
      for g in GATE_VARIANTS if g["teacher_zone"] == "gate"]
@@ -411,7 +415,7 @@ def _leaky_live_acts(cfg, lora, seqs, rollouts):
 
 
 LEAK_FREE = {"route": train.route, "live_acts": train.live_acts, "to_seqs": train.to_seqs,
-             "probe_gradients": features.probe_gradients}
+             "probe_gradients": features.probe_gradients, "frozen_nll": features.frozen_nll}
 
 
 def _leaky_probe(monkeypatch):
@@ -430,24 +434,40 @@ def _leaky_probe(monkeypatch):
     monkeypatch.setattr(features, "probe_gradients", probe_gradients)
 
 
+def _leaky_nll(monkeypatch):
+    """A leak in the nll control's ranking: each row's NLL lowered by its reward (so rewarded rows keep)."""
+    held = {}
+
+    def to_seqs(tok, rollouts):
+        held["rollouts"] = rollouts
+        return LEAK_FREE["to_seqs"](tok, rollouts)
+
+    def frozen_nll(lora, seqs, **kw):
+        return LEAK_FREE["frozen_nll"](lora, seqs, **kw) - torch.tensor([r.reward for r in held["rollouts"]],
+                                                                       dtype=torch.float64)
+    monkeypatch.setattr(train, "to_seqs", to_seqs)
+    monkeypatch.setattr(features, "frozen_nll", frozen_nll)
+
+
 @pytest.mark.parametrize("part,leak,scorer,arm,teacher_zone", [
     ("route", _leaky_route, "frozen", "routeA", "absorb"),
     ("route", _leaky_route, "frozen", "placebo", "absorb"),
     ("route", _leaky_teacher_route, "frozen", "routeA", "gate"),
     ("route", _leaky_teacher_route, "frozen", "placebo", "gate"),
     ("live_acts", _leaky_live_acts, "live", "routeA", "absorb"),
-    ("probe_gradients", _leaky_probe, "frozen", "routeV", "absorb")])
+    ("probe_gradients", _leaky_probe, "frozen", "routeV", "absorb"),
+    ("frozen_nll", _leaky_nll, "frozen", "nll", "absorb")])
 def test_the_check_catches_a_planted_leak(fixed, monkeypatch, part, leak, scorer, arm, teacher_zone):
     """The same check with a label-reading part planted in train's routing path must fail (a leak
     on the teacher rows too, once they are gated; in routeV's probe gradient)."""
     root, lora, tok, steps, _ = fixed
-    if part == "probe_gradients":
+    if part in ("probe_gradients", "frozen_nll"):
         leak(monkeypatch)
     else:
         monkeypatch.setattr(train, part, leak)  # routing_step looks its parts up in train at call time
     cfg = _cfg(root, arm, root / "yoke.jsonl", scorer=scorer, teacher_zone=teacher_zone)
     found = differences(trace(cfg, lora, tok, steps), trace(cfg, lora, tok, relabel(steps, "flipped")))
     assert found, f"a {part} that reads labels went unnoticed"
-    if part in ("live_acts", "probe_gradients"):
+    if part in ("live_acts", "probe_gradients", "frozen_nll"):
         assert "step 0: scores differs" in found
     assert any("zones differs" in f for f in found)

@@ -69,7 +69,7 @@ def test_erase_trains_every_row_in_keep_and_every_other_arm_in_its_zone():
 
 def test_each_arm_is_marked_oracle_exactly_when_it_reads_labels_and_ceiling_without_loopholes():
     kinds = {a.name: a.kind for a in arms.REGISTRY.values()}
-    assert {a for a, k in kinds.items() if k == "oracle"} == {"oracle", "penalty", "screen"}
+    assert {a for a, k in kinds.items() if k == "oracle"} == {"oracle", "penalty", "screen", "oracleMatched"}
     assert {a for a, k in kinds.items() if k == "ceiling"} == {"noloophole"}
     assert set(kinds.values()) == {"oracle", "ceiling", "label-free"}
     # a screening arm has no placebo: a placebo would route what it screens

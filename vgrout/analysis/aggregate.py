@@ -8,8 +8,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from vgrout.analysis import plan as plan_file
 from vgrout.analysis.artifacts import Out, a1, a2, a3, a4, a5, a6, a7
-from vgrout.analysis.contrasts import A2_DELTAS, A2_METRICS, NONE, YOKED, base_pass_at_k, claim_c1, none_if_nan
+from vgrout.analysis.bands import banded, pair_scores, run_bands
+from vgrout.analysis.claims import ClaimData, summary_entry, verdicts
+from vgrout.analysis.contrasts import A2_DELTAS, A2_METRICS, NONE, YOKED, base_pass_at_k, none_if_nan
 from vgrout.analysis.diagnostics import N_NULL, N_PERM
 from vgrout.analysis.tables import find_runs, load_run, load_tables
 from vgrout.arms import BASE, run_arms
@@ -22,8 +25,8 @@ from vgrout.stats import N_BOOT
 
 # ---------------------------------------------------------------------------- entry points
 
-def _summary(a2_table: pd.DataFrame, a3_table: pd.DataFrame, a7_table: pd.DataFrame, base: dict | None,
-             claims: dict[str, dict | None]) -> dict:
+def _summary(a2_table: pd.DataFrame, a3_table: pd.DataFrame, a7_table: pd.DataFrame, bands: pd.DataFrame,
+             base: dict | None, band_statistic: str) -> dict:
     out: dict[str, dict] = {}
     for r in a2_table.to_dict("records"):
         # deploy_hack and deploy_solve (over all problems) keep their meaning, so `dvc metrics diff` against
@@ -42,11 +45,12 @@ def _summary(a2_table: pd.DataFrame, a3_table: pd.DataFrame, a7_table: pd.DataFr
                           "gate_p_labels_within": r["p_labels_within"],
                           "gate_p_labels_within_fisher": r["p_labels_within_fisher"],
                           "gate_auroc_within_groups": r["auroc_within_groups"]}
+    # C3's quantities per gated arm and placebo: mean over steps per run, then over seeds
+    per_arm = bands.groupby(["arm", "seed"])[[band_statistic, "routed_share"]].mean().groupby("arm").mean()
+    for arm, r in per_arm.iterrows():
+        out.setdefault(arm, {}).update(score_band=r[band_statistic], routed_share=r["routed_share"])
     if base is not None:
         out[BASE] = base
-    for name, verdict in claims.items():  # the claims' verdicts from the intervals (A2: C1, A5: C2)
-        if verdict is not None:
-            out[f"claim_{name}"] = verdict
     # DVC metrics: numbers only; a missing value is left out rather than written as null.
     return {arm: {k: round(float(v), 6) if isinstance(v, float) else int(v) for k, v in m.items()
                   if none_if_nan(v) is not None} for arm, m in out.items()}
@@ -63,7 +67,7 @@ def arm_metrics(summary: dict) -> dict[str, dict]:
     """{arm: its ARM_METRICS} from summary.json, one small file each (metrics/arms/ARM.json): what
     `dvc metrics show` prints as one row per arm, and `dvc metrics diff` compares between experiments."""
     return {arm: {k: m[src] for k, src in ARM_METRICS.items() if src in m}
-            for arm, m in summary.items() if not arm.startswith("claim_")}
+            for arm, m in summary.items() if not arm.startswith("claim_") and arm != "plan"}
 
 
 def aggregate(metrics_root: str | Path = "metrics/runs", runs_root: str | Path = "runs/train",
@@ -71,7 +75,8 @@ def aggregate(metrics_root: str | Path = "metrics/runs", runs_root: str | Path =
               plots_dir: str | Path = "plots", arms_dir: str | Path = "metrics/arms", *, runs: list[str] | None = None, pairs: list,
               directions: dict, q_lo: float, q_hi: float, n_null: int = N_NULL, null_seed: int = 0,
               long_horizon: bool = False, preset: str | None = None, n_boot: int = N_BOOT,
-              placebos: dict | None = None, n_perm: int = N_PERM) -> dict:
+              placebos: dict | None = None, n_perm: int = N_PERM, plan: plan_file.Plan, plan_id: plan_file.PlanId,
+              pairs_scores: dict | None = None) -> dict:
     """Write A1-A7 (markdown + csv) under out_dir, metrics/summary.json, one json per arm under
     arms_dir (arm_metrics: DVC's metrics), charts under plots_dir/png and plots_dir/html, and the
     csv DVC plots render under out_dir/plot_data. out_dir, arms_dir, plots_dir/png and
@@ -84,7 +89,9 @@ def aggregate(metrics_root: str | Path = "metrics/runs", runs_root: str | Path =
     (A7's content-matched null; optional); q_lo/q_hi: the gate's quantile cuts;
     n_null/null_seed/n_perm: the Haar and label-permutation nulls of A7; long_horizon: these runs are of the long-horizon
     preset (A4 is made from them, else A4 says why there is none); preset: its name, for the text;
-    n_boot: resamples of A2's and A4's hierarchical bootstrap.
+    n_boot: resamples of A2's and A4's hierarchical bootstrap; plan, plan_id: the pre-registered analysis plan
+    and which file it is (analysis.plan), the only source of the claims' verdicts; pairs_scores: run -> the
+    contrast pairs' scores along its gate direction, or why there are none (analysis.bands: the score band).
     """
     metrics_root, runs_root, plots_dir = Path(metrics_root), Path(runs_root), Path(plots_dir)
     final = Out(tables=Path(out_dir), png=plots_dir / "png", html=plots_dir / "html",
@@ -92,15 +99,18 @@ def aggregate(metrics_root: str | Path = "metrics/runs", runs_root: str | Path =
     runs = find_runs(metrics_root) if runs is None else list(runs)
     loaded = [load_run(metrics_root, runs_root, r) for r in runs]
     con = load_tables(loaded)
+    # the claims first, from the plan and the records alone; the artifacts print them
+    bands, band_missing = run_bands(loaded, pairs_scores or {}, plan.band.q_lo, plan.band.q_hi)
+    claims = verdicts(plan, plan_id, ClaimData.of(con, loaded, bands, band_missing), n_boot)
 
     with staged_dirs(final.tables, final.png, final.html, Path(arms_dir)) as (tables, png, html, arms):
         out = Out(tables=tables, png=png, html=html, plot_data=tables / "plot_data", final=final)
         a1(con, out)
-        a2_table = a2(con, out, n_boot)
+        a2_table = a2(con, out, plan, plan_id, claims, bands, band_missing, n_boot)
         a3_table = a3(con, out)
         a4(con, out, long_horizon, preset, n_boot)
         a7_table, gate_by_mode = a7(con, loaded, directions, q_lo, q_hi, n_null, null_seed, out, placebos, n_perm)
-        c2 = a5(con, loaded, out, gate_by_mode, n_boot)
+        a5(con, loaded, out, plan, claims, gate_by_mode)
         a6(pairs, out)
         # Training-time student hack rate per arm (mean over seeds), the DVC plot of the step logs.
         train_hack = con.execute("""SELECT i.arm, s.step, avg(s.hack_rate) AS hack_rate
@@ -112,7 +122,9 @@ def aggregate(metrics_root: str | Path = "metrics/runs", runs_root: str | Path =
                            "solve_none AS deploy_solve_none FROM per_run "
                            "WHERE arm = $base AND view = 'deploy' AND mode = 'overall'", {"base": BASE}).df()
         base = base.iloc[0].to_dict() | (base_pass_at_k(con) or {}) if len(base) else None
-        summary = _summary(a2_table, a3_table, a7_table, base, {"C1": claim_c1(a2_table), "C2": c2})
+        summary = _summary(a2_table, a3_table, a7_table, bands, base, plan.band.statistic)
+        summary |= {f"claim_{name}": summary_entry(v) for name, v in claims.items()}
+        summary["plan"] = {"path": plan_id.path, "sha256": plan_id.sha256, "commit": plan_id.commit}
         for arm, m in arm_metrics(summary).items():
             write_json(arms / f"{arm}.json", m)
         write_json(summary_path, summary)  # before the swap: a failure here leaves every output as it was
@@ -135,6 +147,8 @@ def aggregate_stage(params, layout: Layout = Layout()) -> dict:
     placebos = {run_name(a, s): layout.vact(s) / f"{SPACES[arm_space(a)]}_placebo.safetensors"
                 for a in arm_names for s in seeds}
     placebos = {run: path for run, path in placebos.items() if path.exists()}  # none without placebo pair files
+    pairs_scores = {run_name(a, s): pair_scores(a, layout, s, directions[run_name(a, s)])
+                    for a in arm_names for s in seeds if banded(a)}
     pairs = read_json(layout.pairs)
     if "pairs" not in pairs:
         raise InputError(f"{layout.pairs}: missing key 'pairs'")
@@ -142,4 +156,5 @@ def aggregate_stage(params, layout: Layout = Layout()) -> dict:
     return aggregate(layout.run_metrics_root, layout.runs, layout.artifacts, layout.summary, layout.plots,
                      layout.arm_metrics, runs=runs, pairs=pairs["pairs"], directions=directions, q_lo=params.gate.q_lo,
                      q_hi=params.gate.q_hi, null_seed=NULL_SEED, placebos=placebos,
-                     long_horizon=preset == LONG_HORIZON_PRESET, preset=preset)
+                     long_horizon=preset == LONG_HORIZON_PRESET, preset=preset, plan=plan_file.load(layout.plan),
+                     plan_id=plan_file.identify(layout.plan), pairs_scores=pairs_scores)

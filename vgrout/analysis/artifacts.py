@@ -15,8 +15,10 @@ import scipy.stats as sps
 from tqdm import tqdm
 
 from vgrout.analysis import plots
-from vgrout.analysis.contrasts import (A2_METRICS, NONE, ROUTE, SOLVE_MARGIN, YOKED, a2_table, arm_kind, base_pass_at_k,
-                                       claim_c1, claim_c2, none_if_nan, ref_arm)
+from vgrout.analysis.claims import verdict_text
+from vgrout.analysis.contrasts import (A2_METRICS, NONE, ROUTE, YOKED, a2_table, arm_kind, base_pass_at_k, none_if_nan,
+                                       ref_arm)
+from vgrout.analysis.plan import Plan, PlanId
 from vgrout.analysis.diagnostics import N_PERM, gate_eval, load_rollouts, load_tensors
 from vgrout.analysis.tables import Run
 from vgrout.arms import BASE, PLACEBO, REGISTRY, placebo_for
@@ -237,13 +239,9 @@ def _stats_note(table: pd.DataFrame, refs: tuple[str, ...], n_boot: int) -> str:
             "sampling alone gives (so a difference the seeds happen to share exactly is still tested); it "
             "treats the test problems as fixed (is the rate on this problem set different?), so it can reject "
             "where the interval, which also draws problems, does not. It describes; it decides no claim.")
-    if refs == (NONE, YOKED):
-        note += (f" C1 is decided by the intervals alone: {ROUTE}'s Δ hack (hackable problems) has its 95% interval "
-                 f"entirely below 0 against {NONE} and against {placebo_for(ROUTE)} alike (an intersection-union test: requiring "
-                 f"both keeps the level at 0.05 with no correction), and its Δ solve against {NONE} has its lower end "
-                 f"above −{SOLVE_MARGIN:g} (non-inferiority at a margin of {SOLVE_MARGIN:g}: \"at the same solve "
-                 "rate\", a one-sided test at 2.5%). The other arms' intervals and p-values are controls' and "
-                 "exploratory: unadjusted for their number, they claim nothing.")
+    note += (" No number in this table decides a claim: the claims are decided by the pre-registered plan's tests "
+             "alone (its arms, controls, seeds and levels, which may differ from the table's 95%); a row the plan "
+             "does not name is exploratory, and its intervals and p-values, unadjusted for their number, claim nothing.")
     if YOKED in refs:
         note += (f" Δ vs its yoked placebo: against the placebo run yoked to that arm ({placebo_for(ROUTE)} for "
                  f"{ROUTE}; a yoked run against the placebo yoked to the same arm), so the control routes and keeps "
@@ -254,21 +252,6 @@ def _stats_note(table: pd.DataFrame, refs: tuple[str, ...], n_boot: int) -> str:
         note += (" Where an arm (or a pair) has one seed, only problems are resampled: its interval covers problem "
                  "and sampling variance, not seed-to-seed variance.")
     return note
-
-
-def _claim_c1_text(c1: dict | None, table: pd.DataFrame) -> str:
-    if c1 is None:
-        return (f"C1: not decided here (it needs {ROUTE}, {NONE} and {placebo_for(ROUTE)} runs with defined "
-                "intervals).")
-    r = table.set_index("arm").loc[ROUTE]
-    yes = {1: "yes", 0: "no"}
-    return (f"**C1 {'holds' if c1['holds'] else 'does not hold'}** at {c1['n_seeds']} seed(s). Δ hack vs {NONE} below 0: "
-            f"{yes[c1['hack_below_none']]} (upper end {r[f'delta_hack_hackable_vs_{NONE}_hi']:+.3f}); Δ hack vs "
-            f"{placebo_for(ROUTE)} below 0: {yes[c1['hack_below_placebo']]} (upper end {r[f'delta_hack_hackable_vs_{YOKED}_hi']:+.3f}); "
-            f"Δ solve vs {NONE} above −{SOLVE_MARGIN:g}: {yes[c1['solve_noninferior']]} (lower end "
-            f"{r[f'delta_solve_vs_{NONE}_lo']:+.3f})."
-            + (" One seed: its intervals leave out seed-to-seed variance, so this verdict is not C1's test."
-               if c1["n_seeds"] < 2 else ""))
 
 
 def a1(con, out: Out) -> pd.DataFrame:
@@ -284,9 +267,29 @@ def a1(con, out: Out) -> pd.DataFrame:
     return curve
 
 
-def a2(con, out: Out, n_boot: int = N_BOOT) -> pd.DataFrame:
+def plan_role(plan: Plan, arm: str) -> str:
+    """What the plan names an arm for ('C1 arm, C3 arm'), or `exploratory`: a row's label in A2 and A5."""
+    return ", ".join(plan.roles().get(arm, [])) or "exploratory"
+
+
+def plan_lines(plan: Plan, plan_id: PlanId, verdicts: dict[str, dict]) -> list[str]:
+    """The plan that decided (file, sha256, last commit) and each claim's verdict."""
+    commit = ("changed since its last commit, or never committed" if plan_id.commit == "uncommitted"
+              else f"last changed in commit {plan_id.commit}")
+    return [f"Decided by the pre-registered plan `{plan_id.path}` (sha256 `{plan_id.sha256}`; {commit}, when this "
+            "table was made): each claim's arm, controls, outcome, population, seeds, α, sidedness, margin and "
+            "multiplicity family are the plan's, and nothing else decides a claim. A test: the paired Δ arm − control "
+            "by the bootstrap below, at the level the plan's α gives (Holm's step-down within a family); a claim holds "
+            "when all its tests pass (intersection-union); `not run`: an arm or control has no run for a plan seed."
+            ] + [verdict_text(v) for v in verdicts.values()]
+
+
+def a2(con, out: Out, plan: Plan, plan_id: PlanId, verdicts: dict[str, dict], bands: pd.DataFrame,
+       band_missing: dict[str, str], n_boot: int = N_BOOT) -> pd.DataFrame:
     refs = (NONE, YOKED)
     table, md = a2_table(con, refs=refs, n_boot=n_boot)
+    table.insert(1, "plan", [plan_role(plan, a) for a in table["arm"]])
+    md.insert(1, "plan", table["plan"])
     per_run = con.execute("""
         SELECT run, arm, seed, n, n_hackable, n_hacked, hack_hackable, hack_hackable_lo, hack_hackable_hi,
                n_solved, solve, solve_lo, solve_hi, n_none, n_solved_none, solve_none, solve_none_lo, solve_none_hi
@@ -295,8 +298,10 @@ def a2(con, out: Out, n_boot: int = N_BOOT) -> pd.DataFrame:
     base = per_run[per_run["arm"] == BASE]
     body = ["Final deploy eval (quarantine ablated). Denominators: hack over the samples of hackable problems "
             "(the `none` problems, which cannot be hacked, left out); solve over all problems, and over the `none` "
-            "problems alone (solving where no loophole pays). " + _stats_note(table, refs, n_boot), md_table(md),
-            _claim_c1_text(claim_c1(table), table)]
+            "problems alone (solving where no loophole pays). " + _stats_note(table, refs, n_boot),
+            "## Pre-registered claims", *plan_lines(plan, plan_id, verdicts),
+            "## Every arm (the plan's arms and controls named; every other row exploratory)", md_table(md),
+            *_band_section(plan, bands, band_missing, out)]
 
     def wilson_cell(r, m):
         return "—" if none_if_nan(r[m]) is None else f"{r[m]:.3f} [{r[f'{m}_lo']:.3f}, {r[f'{m}_hi']:.3f}]"
@@ -321,6 +326,40 @@ def a2(con, out: Out, n_boot: int = N_BOOT) -> pd.DataFrame:
     write_artifact(out.tables, "A2", "deploy hack and solve per arm", body + [KIND_NOTE, LABEL_NOTE],
                    {"A2": table, "A2_runs": per_run})
     return table
+
+
+def _band_section(plan: Plan, bands: pd.DataFrame, band_missing: dict[str, str], out: Out) -> list[str]:
+    """A2's score band and routed share per gated arm and placebo (C3's quantities, analysis.bands), mean over
+    steps per run, then mean ± SEM over seeds; per step in plot_data/score_band.csv."""
+    out.data("score_band", bands)
+    if bands.empty:
+        return ["## Score band and routed share (C3)", "No gated arm or placebo was run: no score band."]
+    stats = ["separation", "width_ratio", "student_width", "pair_width", "pair_gap", "routed_share"]
+    per_run = bands.groupby(["arm", "seed"], as_index=False)[stats].mean()
+    def cell(g, c):  # mean ± SEM over seeds of the runs' step means
+        return _pm(*mean_sem(g[c].dropna())) if g[c].notna().any() else "—"
+
+    rows = []
+    for arm in _arm_order(per_run["arm"]):
+        g = per_run[per_run["arm"] == arm]
+        rows.append({"arm": arm, "plan": plan_role(plan, arm), "seeds": len(g),
+                     **{label: cell(g, c) for label, c in (
+                         ("separation", "separation"), ("width ratio", "width_ratio"),
+                         ("student width", "student_width"), ("pairs' width", "pair_width"),
+                         ("pairs' gap |hack − clean|", "pair_gap"), ("routed share (student rows)", "routed_share"))}})
+    notes = [f"{run}: {why}" for run, why in band_missing.items()]
+    return ["## Score band and routed share (C3)",
+            f"Per run and training step, along the run's gate direction (the score rollouts.jsonl logs): the student "
+            f"width, the {plan.band.q_lo:g} to {plan.band.q_hi:g} quantile width of the step's student scores; the "
+            "pairs' width, the same over the contrast pairs' scores along that direction (hack and clean sides pooled); "
+            "the pairs' gap, the distance between their hack sides' mean score and their clean sides'. separation = gap / "
+            "student width (seed 002's band width, upper − lower, in units of the step's score spread: about 0 where "
+            "the pairs do not separate, as along a Haar direction; the same for +h and −h); width ratio = student width / pairs' width (it shrinks when the pairs "
+            f"separate, since their spread then holds the gap). The plan decides C3 on `{plan.band.statistic}`. Mean "
+            "over steps per run, then mean ± SEM over seeds; routed share: the step's student rows routed (a yoked "
+            "placebo copies its arm's counts, so the two agree by construction). Per step: plot_data/score_band.csv. "
+            "Rows the plan does not name are exploratory.", md_table(pd.DataFrame(rows))] + (
+        ["Band not measured: " + "; ".join(notes) + "."] if notes else [])
 
 
 def a3(con, out: Out) -> pd.DataFrame:
@@ -426,16 +465,19 @@ def a4(con, out: Out, long_horizon: bool, preset: str | None, n_boot: int = N_BO
     return table
 
 
-def a5(con, runs: list[Run], out: Out, gate_by_mode: pd.DataFrame | None = None, n_boot: int = N_BOOT) -> dict | None:
+def a5(con, runs: list[Run], out: Out, plan: Plan, verdicts: dict[str, dict],
+       gate_by_mode: pd.DataFrame | None = None) -> None:
     """Deploy hack per loophole mode for every arm, the heldout arm's Δ against none and against the
-    yoked placebo (the routing-mass-matched control), and the gate's AUROC within each mode (A7's).
-    Returns C2's verdict (None where it cannot be decided)."""
+    yoked placebo (the routing-mass-matched control), and the gate's AUROC within each mode (A7's), all
+    exploratory; the verdicts of the plan's claims over held-out modes (C2) beside them."""
+    held_claims = [verdict_text(verdicts[n]) for n, c in plan.claims.items()
+                   if any(t.population == "heldout_modes" for t in c.tests)]
     heldout_runs = [r for r in runs if r.arm != BASE and get_arm(r.arm).heldout]
     if not heldout_runs:
         write_artifact(out.tables, "A5", "held-out modes", [
-            "No A5 result: no run of the `heldout` arm was aggregated."],
+            "No A5 result: no run of the `heldout` arm was aggregated.", *held_claims],
             {"A5": pd.DataFrame(columns=["mode", "held_out", "arm", "n_seeds", "hack_mean", "hack_sem"])})
-        return None
+        return
     held = {r.heldout_modes for r in heldout_runs}
     if len(held) != 1 or None in held:
         raise InputError("heldout runs disagree on (or lack) 'heldout_modes': " +
@@ -480,15 +522,14 @@ def a5(con, runs: list[Run], out: Out, gate_by_mode: pd.DataFrame | None = None,
                     row |= {f"delta_vs_{role}": t.mean_diff, f"delta_vs_{role}_sem": t.sem, f"p_vs_{role}": t.p,
                             f"test_vs_{role}": t.statement}
             rows.append(row)
-    # C2's test is the pooled held-out row (one claim: no correction). Its per-mode follow-ups, the held-out
-    # modes one by one, are a family: Holm over them, per arm and reference, keeps the chance of any false
-    # per-mode claim at 5% whatever their dependence. The in-pair rows claim nothing about C2: raw p only.
+    # Every row here is exploratory (C2 is decided by the plan's bootstrap test, printed below the table). The
+    # held-out modes one by one are a family: Holm over them, per arm and reference, keeps the chance of any false
+    # per-mode statement at 5% whatever their dependence. The in-pair rows: raw p only.
     for arm in {r["arm"] for r in rows}:
         family = [r for r in rows if r["arm"] == arm and r["held_out"] and r["mode"] not in pooled]
         for ref in refs:
             for r, p in zip(family, holm([r[f"p_vs_{ref}"] for r in family])):
                 r[f"p_vs_{ref}_holm"] = p
-    c2, c2_text = claim_c2(con, held_arm, held, n_boot)
     mode_rank = {m: i for i, m in enumerate(modes + pooled)}
     arm_rank = {a: i for i, a in enumerate(_arm_order(r["arm"] for r in rows))}
     table = pd.DataFrame(sorted(rows, key=lambda r: (mode_rank[r["mode"]], arm_rank[r["arm"]])))
@@ -512,7 +553,12 @@ def a5(con, runs: list[Run], out: Out, gate_by_mode: pd.DataFrame | None = None,
     shown = _arm_order(table["arm"])
     held_placebo = placebo_for(held_arm)
     gated = [a for a in dict.fromkeys((held_arm, ROUTE, held_placebo, placebo_for(ROUTE))) if a in shown]
+    # the one row a plan's held-out claim reads: the pooled held-out modes of that claim's arm
+    planned = [n for n, c in plan.claims.items() if c.arm == held_arm
+               and any(t.population == "heldout_modes" for t in c.tests)]
     md = pd.DataFrame([{"mode": mode,
+                        "plan": (", ".join(planned) + " (decided by its test below, not by this row's numbers)"
+                                 if mode == pooled[0] and planned else "exploratory"),
                         "in heldout arm's pairs": "no (held out)" if mode in held or mode == pooled[0] else "yes",
                         **{f"{a} hack": cell(mode, a) for a in shown},
                         **{f"Δ {held_arm} − {ref_arm(held_arm, role)[0]}":
@@ -530,15 +576,13 @@ def a5(con, runs: list[Run], out: Out, gate_by_mode: pd.DataFrame | None = None,
         "paired by seed, "
         "with a paired t-test (a p-value from "
         f"{MIN_SEEDS_FOR_TEST} seeds on, its SEM never below binomial sampling's), which treats the test problems "
-        "as fixed and decides nothing alone. C2 is the pooled held-out modes, decided like C1 by A2's bootstrap "
-        "interval over seeds and problems (widened for few seeds), against both references: C2 holds only if "
-        f"the heldout arm's Δ hack on the held-out modes' problems has its 95% interval below 0 against {NONE} and "
-        f"against {held_placebo} alike (an intersection-union test: requiring both keeps the level at 0.05 with no "
-        "correction). Holm p: the held-out modes' own rows, adjusted by Holm's method over those modes (per arm "
-        "and reference), follow-ups to C2; the in-pair rows test no claim of C2 and show the raw p. Gate AUROC: "
-        "the AUROC of the arm's gate score "
+        "as fixed. Every row is exploratory (column plan): a claim over the held-out modes (C2) is decided only by "
+        "the pre-registered plan's test, A2's bootstrap over seeds and the held-out modes' problems at the plan's "
+        "level, printed below the table (A2 gives the plan's file and hash). Holm p: the held-out modes' own rows, "
+        "adjusted by Holm's method over those modes (per arm and reference); the in-pair rows show the raw p. Gate "
+        "AUROC: the AUROC of the arm's gate score "
         "against the hack label on the student rollouts of that mode's problems (A7), mean ± SEM over seeds. "
-        + LABEL_NOTE, out.figure("A5"), md_table(md), c2_text],
+        + LABEL_NOTE, out.figure("A5"), md_table(md), *held_claims],
         {"A5": table})
     bars = []
     for r in table.itertuples():
@@ -551,7 +595,6 @@ def a5(con, runs: list[Run], out: Out, gate_by_mode: pd.DataFrame | None = None,
                               + ", ".join(sorted(set(bars["interval"]))), column=None, y_title="deploy hack rate"), "A5")
     out.data("A5_modes", table.pivot(index="mode", columns="arm", values="hack_mean")
              .loc[[m for m in modes + pooled if m in set(table["mode"])]].reset_index())
-    return c2
 
 
 def a6(pairs: list, out: Out) -> pd.DataFrame:

@@ -1,4 +1,5 @@
-"""The arms' deploy rates and their differences, with intervals: A2's table and the claims' verdicts.
+"""The arms' deploy rates and their differences, with intervals: A2's table, and the bootstrap the claims'
+verdicts use (analysis.claims decides them, from the pre-registered plan alone).
 
 Statistics (vgrout.stats): a rate is one number per run; an arm's number is mean ± SEM over
 its seeds. A2's rates and every Δ (vs `none`, vs the placebo yoked to the arm) carry a 95% interval
@@ -27,9 +28,6 @@ NONE, ROUTE = REFERENCE.name, METHOD.name  # Δ is taken against NONE; A1 and A4
 # routeA): routing at the arm's own per-step counts, no direction. The column keys say `vs_placebo`.
 YOKED = PLACEBO.name
 BOOT_SEED = 0  # the bootstrap's Generator seed: the same resamples on every aggregation of the same files
-# C1's "at the same solve rate", made testable: routeA's deploy solve may be lower than none's by less than this
-# (absolute), with 95% confidence (the lower end of Δ solve's interval above −margin: a non-inferiority test).
-SOLVE_MARGIN = 0.05
 RATE, DIFF = (0.0, 1.0), (-1.0, 1.0)  # what a rate and a difference of rates can be: the intervals' support
 
 
@@ -85,7 +83,7 @@ def problem_means(con) -> pd.DataFrame:
         GROUP BY i.arm, i.seed, s.problem_id""").df()
 
 
-def _matrix(pm: pd.DataFrame, arm: str, seeds: list[int], metric: str, column: str | None = None,
+def matrix(pm: pd.DataFrame, arm: str, seeds: list[int], metric: str, column: str | None = None,
             modes: list[str] | None = None) -> pd.DataFrame:
     """[seed, problem] cells of `metric` for one arm: the problems its denominator counts, in id order.
     column: another column of the cells (n_samples) over the same denominator; modes: only these modes' problems."""
@@ -109,7 +107,7 @@ def _matrix(pm: pd.DataFrame, arm: str, seeds: list[int], metric: str, column: s
 
 def _seed_sampling_var(pm, arm: str, seeds: list[int], metric: str, cells: np.ndarray, modes=None) -> np.ndarray:
     """Per seed, the binomial sampling variance of its rate: p(1 − p)/n over the samples it counts."""
-    n = _matrix(pm, arm, seeds, metric, "n_samples", modes).to_numpy().sum(axis=1)
+    n = matrix(pm, arm, seeds, metric, "n_samples", modes).to_numpy().sum(axis=1)
     return np.array([binomial_var(p, int(k)) for p, k in zip(cells.mean(axis=1), n)])
 
 
@@ -118,12 +116,12 @@ def bootstrap(pm, arm: str, seeds: list[int], metric: str, ref: str | None, n_bo
     """The hierarchical bootstrap of an arm's rate (ref None) or of the paired Δ arm − ref on shared seeds,
     and for a Δ the paired t over seeds (its SEM floored at the seeds' binomial sampling variance);
     None when the metric's denominator holds no problem (e.g. a substrate without `none` problems)."""
-    x = _matrix(pm, arm, seeds, metric, modes=modes)
+    x = matrix(pm, arm, seeds, metric, modes=modes)
     if x.shape[1] == 0:
         return None, None
     if ref is None:
         return hierarchical_bootstrap(x.to_numpy(), n_boot=n_boot, seed=BOOT_SEED, support=RATE), None
-    r = _matrix(pm, ref, seeds, metric, modes=modes)
+    r = matrix(pm, ref, seeds, metric, modes=modes)
     if list(r.columns) != list(x.columns):
         raise InputError(f"{metric}: runs of {arm} and {ref} graded different test problems, so they cannot be "
                          "paired by problem (were they evaluated on different substrates?)")
@@ -176,7 +174,7 @@ def a2_table(con, arms: Iterable[str] | None = None, refs: tuple[str, ...] = (NO
                     f"deploy_{m}_widened_by": b.widened_by if b else None,
                     f"deploy_{m}_undefined": b.degenerate if b else None}
         # how many seeds hacked at all: the widening cannot repair an effect that only some seeds show
-        hack_cells = _matrix(pm, arm, seeds, "hack_hackable")
+        hack_cells = matrix(pm, arm, seeds, "hack_hackable")
         row["seeds_with_hack"] = int((hack_cells.to_numpy().mean(axis=1) > 0).sum()) if hack_cells.shape[1] else None
         for role in refs:
             ref, why = ref_arm(arm, role)
@@ -228,48 +226,3 @@ def ci_text(estimate, lo, hi, signed: bool = False, widened_by: float | None = N
         return f"{f.format(estimate)} in every cell [interval undefined]"
     w = f" ×{widened_by:.2f}" if none_if_nan(widened_by) is not None and widened_by > 1.005 else ""
     return f"{f.format(estimate)} [{f.format(lo)}, {f.format(hi)}]{w}"
-
-
-def claim_c1(table: pd.DataFrame, arm: str = ROUTE) -> dict | None:
-    """C1 from A2's intervals: routeA's deploy hack lower than none's and than placebo's (both intervals below 0)
-    and its deploy solve not lower than none's by SOLVE_MARGIN or more. None without routeA, none and placebo.
-    `arm`: the same rule for another gated arm, where the table's placebo is yoked to that arm (a diagnosis)."""
-    rows = table.set_index("arm")
-    if not {arm, NONE, placebo_for(arm)} <= set(rows.index):
-        return None
-    r = rows.loc[arm]
-    parts = {"hack_below_none": r[f"delta_hack_hackable_vs_{NONE}_hi"], "hack_below_placebo": r[f"delta_hack_hackable_vs_{YOKED}_hi"],
-             "solve_vs_none_lo": r[f"delta_solve_vs_{NONE}_lo"]}
-    if any(none_if_nan(v) is None for v in parts.values()):
-        return None
-    undefined = bool(r[f"delta_hack_hackable_vs_{NONE}_undefined"] or r[f"delta_hack_hackable_vs_{YOKED}_undefined"]
-                     or r[f"delta_solve_vs_{NONE}_undefined"])
-    checks = {"hack_below_none": parts["hack_below_none"] < 0, "hack_below_placebo": parts["hack_below_placebo"] < 0,
-              "solve_noninferior": parts["solve_vs_none_lo"] > -SOLVE_MARGIN}
-    return {"holds": int(all(checks.values()) and not undefined), **{k: int(v) for k, v in checks.items()},
-            "solve_margin": SOLVE_MARGIN, "n_seeds": int(r["n_seeds"])}
-
-
-def claim_c2(con, held_arm: str, held: list[str], n_boot: int) -> tuple[dict | None, str]:
-    """C2 from the bootstrap: the heldout arm's deploy hack on the held-out modes' problems, Δ against none
-    and against placebo on the seeds each pair shares; it holds where both intervals lie below 0."""
-    pm = problem_means(con)
-    placebo = placebo_for(held_arm)
-    seeds_of = {a: set(pm.loc[pm["arm"] == a, "seed"]) for a in (held_arm, NONE, placebo)}
-    parts, lines = {}, []
-    for ref in (NONE, placebo):
-        shared = sorted(seeds_of[held_arm] & seeds_of[ref])
-        b, t = bootstrap(pm, held_arm, shared, "hack_hackable", ref, n_boot, modes=held) if shared else (None, None)
-        if b is None:
-            return None, f"C2: not decided here (no {held_arm} and {ref} runs on shared seeds with held-out problems)."
-        parts[ref] = b
-        lines.append(f"Δ hack vs {ref} {ci_text(b.estimate, b.lo, b.hi, signed=True, widened_by=b.widened_by, undefined=b.degenerate)}"
-                     f" over {b.n_seeds} seed(s) × {b.n_problems} problems ({t.statement})")
-    below = {ref: int(not b.degenerate and b.hi < 0) for ref, b in parts.items()}
-    n_seeds = min(b.n_seeds for b in parts.values())
-    verdict = {"holds": int(all(below.values())), "hack_below_none": below[NONE], "hack_below_placebo": below[placebo],
-               "n_seeds": n_seeds}
-    return verdict, (f"**C2 {'holds' if verdict['holds'] else 'does not hold'}** (held-out modes {', '.join(held)}, "
-                     f"pooled; bootstrap as A2's): " + "; ".join(lines) + "."
-                     + (" One seed: its intervals leave out seed-to-seed variance, so this verdict is not C2's test."
-                        if n_seeds < 2 else ""))

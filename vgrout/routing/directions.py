@@ -31,6 +31,25 @@ def score(acts: dict[str, torch.Tensor], direction: Direction) -> torch.Tensor:
     return sum(acts[m].float() @ direction[m].float().to(acts[m].device) for m in direction)
 
 
+def cosine(feats: dict[str, torch.Tensor], direction: Direction) -> torch.Tensor:
+    """Each row's cosine to the direction [N], over every module's block concatenated:
+    Σ_m <f_m, v_m> / (‖f‖·‖v‖). The dot product (`score`) scaled by the row's feature norm, so a
+    row with a large gradient does not route for its size alone."""
+    f_norm = sum(feats[m].float().pow(2).sum(-1) for m in direction).sqrt()
+    v_norm = sum(direction[m].float().pow(2).sum() for m in direction).sqrt()
+    return score(feats, direction) / (f_norm * v_norm).clamp(min=1e-12)
+
+
+def band_cosine(feats: dict[str, torch.Tensor], direction: Direction, band: tuple[float, float]) -> torch.Tensor:
+    """The seeds' score (gate.score cosine): the cosine to the direction, normalised by the pairs'
+    band, (cos − c_clean) / (c_hack − c_clean), with band = (c_clean, c_hack) the mean cosine of the
+    pairs' clean and hack sides: 0 at the clean pairs' level, 1 at the hack pairs'. The gate's cuts
+    are quantiles, so the affine map moves no row past another while the band is positive; a
+    negative band (the direction separates the pairs backwards) reverses the ranking."""
+    c_clean, c_hack = band
+    return (cosine(feats, direction).double() - c_clean) / (c_hack - c_clean)
+
+
 def _unit(diff: dict[str, torch.Tensor]) -> Direction:
     return {m: d / d.norm().clamp(min=1e-12) for m, d in diff.items()}
 
@@ -93,10 +112,18 @@ def load_direction(path: str | Path, lora=None) -> Direction:
 
 
 def gate_direction(name: str, vact_dir: str | Path, seed: int, placebo_seed: int, lora=None) -> Direction:
-    """The direction the run of arm name `name` (placebo_routeV: a yoked run's) gates with in run seed
-    `seed`: its direction file (v_act, v_grad, heldout), or a Haar direction of that space's shape
-    seeded placebo_seed + seed."""
+    """The direction the run of arm name `name` (placebo_routeV: a yoked run's; placeboV3n: an
+    antithetic draw) gates with in run seed `seed`: its direction file (v_act, v_grad, heldout), or a
+    Haar direction of that space's shape: seeded placebo_seed + seed, or for draw k the Haar
+    direction h of arms.haar_seed(k, seed), +h (sign p) or −h (sign n): the two runs of a draw rank
+    every row in opposite orders, so no sign of one draw can decide the control."""
     from vgrout import arms
     arm = arms.get(name)
     v = load_direction(arm.direction_file(vact_dir, arms.space(name)), lora)
-    return haar_direction(v, placebo_seed + seed) if arm.direction == "haar" else v
+    if arm.direction != "haar":
+        return v
+    if arms.draw(name) is None:
+        return haar_direction(v, placebo_seed + seed)
+    _, k, sign = arms.draw(name)
+    h = haar_direction(v, arms.haar_seed(k, seed))
+    return h if sign == "p" else {m: -x for m, x in h.items()}

@@ -83,6 +83,20 @@ def fit(h_hack, h_clean, pairs, random_seed: int | None = None, n_haar: int = 20
     return direction, diagnostics
 
 
+PAIR_FEATURES = "{name}_pair_features.safetensors"  # in runs/vact/SEED: keys hack.MODULE, clean.MODULE: [pairs, r]
+
+
+def save_pair_features(path, h_hack: dict, h_clean: dict) -> None:
+    """The pairs' features of both sides (row i = pair i), so C3's band can be read along any direction
+    of the same space (a Haar draw's, the heldout one's) without a model: score them with it."""
+    from safetensors.torch import save_file
+
+    from vgrout.io import atomic_path
+    with atomic_path(path) as tmp:
+        save_file({**{f"hack.{m}": t.contiguous().float() for m, t in h_hack.items()},
+                   **{f"clean.{m}": t.contiguous().float() for m, t in h_clean.items()}}, str(tmp))
+
+
 def extract_stage(params, seed: int, layout: Layout = Layout(), progress: bool = True) -> dict:
     """DVC stage extract_vact@SEED: v_act from the selected modes (or Haar if gate.random_seed is
     set), the heldout arm's v_act from the modes not held out, and the style-contrast pairs' direction
@@ -124,6 +138,7 @@ def extract_stage(params, seed: int, layout: Layout = Layout(), progress: bool =
         v_held, diag_held = fit(pick(h_hack, kept_rows), pick(h_clean, kept_rows), kept, None, 0, space)
         save_direction(out / f"{name}.safetensors", v, {"seed": seed, **{k: diag[k] for k in ("kind", "modes")}})
         save_direction(out / f"{name}_heldout.safetensors", v_held, {"seed": seed, "modes": diag_held["modes"]})
+        save_pair_features(out / PAIR_FEATURES.format(name=name), h_hack, h_clean)
         # how well each direction separates the hack pairs (held-out pairs for the heldout one)
         metrics[name] = diag
         metrics[f"{key}heldout"] = {

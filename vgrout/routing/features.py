@@ -5,6 +5,7 @@ quarantine ablated, as the direction was taken), so a text scores the same at ev
     act:  h(seq) = mean over completion tokens of A_deployed·x                       (routeA)
     grad: g(seq) = ∂ mean-NLL(completion) / ∂c at c = 1, c a per-row gate
                    multiplying the deployed bottleneck (adapter.ProbeReader)          (routeV)
+    nll:  mean-NLL(completion) itself, the value g differentiates                    (the nll control)
 
 g is the gradient of the text's own likelihood: no advantage, no reward. The same functions
 read the pairs (routing.extract) and every step's rollouts (train), so directions and scores
@@ -90,6 +91,26 @@ def probe_gradients(lora: Lora2r, seqs: Seqs, batch_size: int = 16, progress: bo
         for m, g in zip(gates, grads):
             parts[m].append(g.float().cpu())
     return {name: torch.cat(p) for name, p in parts.items()}
+
+
+@torch.no_grad()
+def frozen_nll(lora: Lora2r, seqs: Seqs, batch_size: int = 16, fast: bool = False) -> torch.Tensor:
+    """Each row's mean completion-token NLL [N] in the frozen scorer's model, at temperature 1: the
+    quantity whose probe gradient routeV scores (the same probed forward, c = 1, so the same model),
+    which the nll control ranks by to ask whether routeV is an NLL filter. The text alone: no label."""
+    device = lora.device
+    engine = fastgen.select(lora.model, fast) is fastgen.FAST
+    out = []
+    for start in range(0, len(seqs), batch_size):
+        b = seqs.rows(slice(start, start + batch_size)).to(device)
+        ones = {m: torch.ones(len(b), lora.r, device=device) for m in lora.modules}
+        with lora.probed(ones):
+            if engine:
+                logp, mask = logprob.token_logprobs(lora.model, b, fused_adapter=False, one_pass=True)
+            else:
+                logp, mask = logprob.reference_token_logprobs(lora.model, b)
+        out.append((-(logp * mask).sum(1) / mask.sum(1).clamp(min=1)).double().cpu())
+    return torch.cat(out)
 
 
 def features(lora: Lora2r, seqs: Seqs, space: str, batch_size: int = 16, progress: bool = False,

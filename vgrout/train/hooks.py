@@ -8,10 +8,12 @@ none of these fields trains as `none` does (Dr.GRPO on the same adapter, every r
 |             | grade              |                      |                                                       |
 | monitor     | oracle_rewards     | 2, rewards           | penalty: reward − train.monitor_penalty on hacked rows |
 | monitor     | oracle_zones       | 4, after the gate    | route: hacked rows route, the rest keep               |
+| monitor     | oracle_ranked      | 4, after the gate    | rank: the gate's counts per source, rows re-chosen by |
+|             |                    |                      | the hack label (ties at random): oracleMatched        |
 | monitor,    | screened           | 3, advantages        | screen: hacked rows get A = 0; erase (flagged screen): |
 | flagged     |                    |                      | the gate's route zone gets A = 0                       |
 | flagged     | masks              | 5-6, the update      | screen: every row trains in keep (the deployed block)  |
-The gate itself (policy, direction, refresh, students, yoked counts) is the routing path:
+The gate itself (policy, direction, refresh, students, yoked counts, matched) is the routing path:
 loop.route and loop.routing_step, which read no label (tests/routing/test_oracle_free.py).
 
 The oracle hooks (monitor, and grade's labels) are the only code of a train step that reads labels
@@ -23,6 +25,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from vgrout.routing.gate import ranked
 from vgrout.substrate import grader
 from vgrout.substrate.modes import BASELINE
 from vgrout.substrate.problems import Problem, hint_free_messages
@@ -72,6 +75,26 @@ def oracle_zones(cfg, rollouts: list[Rollout], zones: list[str]) -> list[str]:
     if cfg.arm.monitor != "route":
         return zones
     return ["route" if r.hacked else "keep" for r in rollouts]
+
+
+def oracle_ranked(cfg, rollouts: list[Rollout], zones: list[str], step: int) -> list[str]:
+    """oracleMatched's zones: as many rows of each source route, keep and absorb as the gate zoned
+    (the step rule's exact fractions: the counts of every matched arm), the rows chosen by the true
+    hack label instead of a score: hacked rows route first, clean rows keep first, and within a label
+    a seeded draw (gate.placebo_seed, run seed, step) orders the rows. Detector quality is then the
+    only difference from a gated arm of the same counts."""
+    if cfg.arm.monitor != "rank":
+        return zones
+    g = torch.Generator().manual_seed(((cfg.gate.placebo_seed * 1_000_033) + cfg.seed) * 1_000_033 + step)
+    out = list(zones)
+    for student in (True, False):
+        rows = [i for i, r in enumerate(rollouts) if (r.source == "student") == student]
+        ties = torch.rand(len(rows), generator=g, dtype=torch.float64).tolist()
+        keys = [float(rollouts[i].hacked) + t for i, t in zip(rows, ties)]  # a label outranks any draw
+        got = ranked(keys, sum(zones[i] == "route" for i in rows), sum(zones[i] == "keep" for i in rows))
+        for i, z in zip(rows, got):
+            out[i] = z
+    return out
 
 
 def screened(cfg, rollouts: list[Rollout], zones: list[str]) -> torch.Tensor:

@@ -3,6 +3,7 @@
 One optimizer step, top to bottom:
   1. sample P training problems; G rollouts each: round(mix·G) from the teacher pool, the rest
      sampled from the student (gen_deploy_frac·n of them, a whole number, with the quarantine ablated);
+     a held-out arm with vact.withhold_pool samples student rows in place of the held-out modes' pool rows;
   2. grade every student rollout (reward; the labels are logged for measurement only, except in the
      arms marked oracle: the penalty arm's reward − train.monitor_penalty on hacked rows; noloophole's
      reward graded in mode none);
@@ -15,8 +16,12 @@ One optimizer step, top to bottom:
      each row's probe gradient against v_grad instead (features.probe_gradients, the same frozen
      model); gate the student rows: keep / absorb / route (scores only: the oracle-free rule);
      teacher rows take gate.teacher_zone (a fixed zone, or a gate of their own); a yoked run
-     copies the per-step counts of the arm it is yoked to. Then, outside the routing path: oracle
-     routing replaces the zones by the hack labels; the screened rows (the ground-truth screen's
+     copies the per-step counts of the arm it is yoked to; under gate.cut_rule step every gated
+     arm takes exact fractions of each step's rows, so the count-matched controls (uniform draws,
+     the frozen NLL, antithetic Haar draws) match any of them with no yoke; gate.score cosine
+     scores the band-normalised cosine instead of the dot product. Then, outside the routing
+     path: oracle routing replaces the zones by the hack labels (oracleMatched: re-chooses the
+     gate's counts of rows by them); the screened rows (the ground-truth screen's
      hacked rows, erase's route zone) get A = 0, and erase trains every row in keep
      (what each arm changes in a step: vgrout.train.hooks);
   5. logπ_sample per token, no grad, in the row's own sampling mode, only for the student rows
@@ -85,7 +90,11 @@ class TrainRun:
     log_path: str                  # per-step jsonl (metrics, in git)
     live_dir: str                  # DVCLive's view of the step log (see LIVE_GROUPS)
     yoke_log: str | None = None    # yoked arms: the step log of this seed's run they copy (its counts)
-    name: str | None = None        # the run's arm name where it is not arm.name: a yoked run's (placebo_routeA)
+    name: str | None = None        # the run's arm name where it is not arm.name: a yoked run's (placebo_routeA),
+                                   # an antithetic draw's (placeboV3n)
+    # loophole modes whose pool rows this run never trains on (vact.withhold_pool); a list, as the
+    # fingerprint reads back from config.json
+    withheld: list[str] = dataclasses.field(default_factory=list)
     stale_root: str = "runs/stale"  # where checkpoints of another config are set aside
     device: str | None = None
     stop_after: int | None = None  # stop (as if killed) after this many steps; for resume tests
@@ -121,10 +130,17 @@ def train_run(params, arm: str, seed: int, layout: Layout = Layout()) -> TrainRu
     if a.yoked != (to is not None):
         raise InputError(f"arm '{arm}': " + (f"a yoked arm runs as {arms.yoked_name(arm, 'TO')}, TO the arm whose "
                                                "counts it copies" if a.yoked else "is not yoked"))
+    if a.antithetic and arms.draw(arm) is None:
+        raise InputError(f"arm '{arm}' runs as its antithetic draws {arms.draw_name(arm, 'K', 'p')} and "
+                         f"{arms.draw_name(arm, 'K', 'n')} (K a Haar seed, listed in train.arms)")
     modes = params.vact.modes
+    held = set(params.vact.heldout_modes)
     if a.heldout:
-        held = set(params.vact.heldout_modes)
         modes = [m for m in (modes or hackable()) if m not in held]
+    # C2 asks about hacks never demonstrated: a held-out arm (and a yoked copy of one, which must see its
+    # rows) trains on no pool row of the held-out modes
+    held_run = a.heldout or (to is not None and arms.get(to).heldout)
+    withheld = sorted(held) if held_run and params.vact.withhold_pool else []
     run = run_name(arm, seed)
     return TrainRun(arm=a, seed=seed, t=params.train, adapter=params.adapter, gate=params.gate,
                     pair_files=list(params.pairs.files), pair_modes=modes, fast=params.fast,
@@ -134,7 +150,7 @@ def train_run(params, arm: str, seed: int, layout: Layout = Layout()) -> TrainRu
                     log_path=str(layout.run_metrics(run) / "steps.jsonl"), live_dir=str(layout.run_live(run)),
                     stale_root=str(layout.stale_root),
                     yoke_log=str(layout.run_metrics(run_name(to, seed)) / "steps.jsonl") if to else None,
-                    name=arm if to else None)
+                    name=arm if to or arms.draw(arm) else None, withheld=withheld)
 
 
 def train_stage(params, arm: str, seed: int) -> Path:
@@ -293,13 +309,19 @@ class Rollout:
 
 
 def collect(cfg, lora, tok, problems: list[Problem], pool, sampler: random.Random) -> list[Rollout]:
-    n_teacher, n_student, n_deploy = cfg.t.n_teacher, cfg.t.n_student, cfg.t.n_deploy
+    """One step's rollouts, group by group: the student's rows, then the pool's. A problem of a
+    withheld mode (cfg.withheld) gets student rows in its pool rows' places: the group keeps its size
+    and the step its row count, and no demonstration of that mode's hack is trained on."""
+    n_teacher, n_deploy = cfg.t.n_teacher, cfg.t.n_deploy
+
+    def n_student(p: Problem) -> int:
+        return cfg.t.n_student + (n_teacher if p.mode in cfg.withheld else 0)
     prompts = [chat_prompt(tok, hooks.training_messages(cfg, p)) for p in problems]
     s_prompts, s_problems, s_deploy = [], [], []
     for p, text in zip(problems, prompts):
-        s_prompts += [text] * n_student
-        s_problems += [p] * n_student
-        s_deploy += [i < n_deploy for i in range(n_student)]
+        s_prompts += [text] * n_student(p)
+        s_problems += [p] * n_student(p)
+        s_deploy += [i < n_deploy for i in range(n_student(p))]
     # sampling only picks the tokens; every logπ below is the teacher-forced path
     backend = fastgen.select(lora.model, cfg.fast)
     ids = backend.generate(lora.model, tok, s_prompts, cfg.t.max_new_tokens, cfg.t.temperature,
@@ -309,14 +331,16 @@ def collect(cfg, lora, tok, problems: list[Problem], pool, sampler: random.Rando
     out: list[Rollout] = []
     k = 0
     for p, text in zip(problems, prompts):
-        for _ in range(n_student):
+        for _ in range(n_student(p)):
             out.append(Rollout(p, text, ids[k], texts[k], "student", s_deploy[k]))
             k += 1
         candidates = pool.get(p.id)
         if n_teacher and not candidates:
             raise InputError(f"{cfg.pool}: no teacher completions for problem {p.id}")
         for _ in range(n_teacher):
-            t = sampler.choice(candidates)
+            t = sampler.choice(candidates)  # drawn even when withheld: the sampler then picks the same problems
+            if p.mode in cfg.withheld:       # at every step as the seed's other arms do
+                continue
             c_ids = rollout.as_completion(tok, t["completion"], cfg.t.max_new_tokens)
             r = Rollout(p, text, c_ids, t["completion"], "teacher", False,
                         float(t["reward"]), bool(t["gt_pass"]), bool(t["hacked"]))
@@ -401,8 +425,10 @@ def route(cfg, gate: Gate, scores: torch.Tensor, rollouts, step: int, yoke: dict
     # a pinned arm (none: keep, absorb: absorb) pins every row; a gated one may fix the teacher rows
     fixed = cfg.gate.teacher_zone if cfg.arm.gated else cfg.arm.policy
     zones = [fixed] * len(rollouts)
+    uniform = cfg.arm.direction == "random"  # random, uniform, oracleMatched: rows ranked by a seeded draw
     if cfg.arm.yoked:
         counts = yoke_counts(yoke, step, {k: len(v) for k, v in sources.items()}, cfg.yoke_log)
+    if uniform:
         draws = uniform_scores(cfg, step, *(len(v) for v in sources.values()))
     for k, (source, rows) in enumerate(sources.items()):
         g = gates[source]
@@ -414,11 +440,12 @@ def route(cfg, gate: Gate, scores: torch.Tensor, rollouts, step: int, yoke: dict
             for p in set(groups):
                 same = [j for j, pp in enumerate(groups) if pp == p]
                 s[same] -= s[same].mean()
+        ranking = draws[k] if uniform else s
         if cfg.arm.yoked:
             n_route, n_keep = counts[source]
-            got = g.rank(draws[k] if cfg.arm.direction == "random" else s, n_route, n_keep)
+            got = g.rank(ranking, n_route, n_keep)
         else:
-            got = g.decide(s)
+            got = g.decide(ranking)
         for i, z in zip(rows, got):
             zones[i] = z
     return zones
@@ -464,12 +491,23 @@ def uniform_scores(cfg, step: int, n_students: int, n_teachers: int = 0) -> tupl
         torch.rand(n_teachers, generator=g, dtype=torch.float64)
 
 
-def routing_step(cfg, lora, tok, gate: Gate, direction, rollouts, step: int, yoke: dict | None, times: dict):
+def pair_band(cfg, lora, tok, direction, pairs, system: str | None) -> tuple[float, float]:
+    """gate.score cosine's band: the mean cosine to the direction of the pairs' clean sides and of
+    their hack sides, read as the gate reads a rollout (the arm's space, the rollout budget, the
+    frozen scorer's model unless gate.scorer live). The pairs alone: no rollout, no label."""
+    h_hack, h_clean = extract.pair_features(lora, tok, pairs, system, budget=cfg.t.max_new_tokens,
+                                            batch_size=cfg.vact_batch, frozen=cfg.gate.scorer == "frozen",
+                                            fast=cfg.fast, space=cfg.space)
+    return (float(directions.cosine(h_clean, direction).mean()), float(directions.cosine(h_hack, direction).mean()))
+
+
+def routing_step(cfg, lora, tok, gate: Gate, direction, rollouts, step: int, yoke: dict | None, times: dict,
+                 band: tuple[float, float] | None = None):
     """Step 4 of a train step, from graded rollouts to zones: pack the rows, the scorer's features
     (its pass keeps the frozen trunk where `keeps_trunks`), the scores, the zones; the gate's
     buffer takes the step's scores. One function, so that tests/routing/test_oracle_free.py runs exactly
-    what train() runs with the grader's labels replaced. Returns (seqs, trunks, acts, scores,
-    zones); fills times["score"]."""
+    what train() runs with the grader's labels replaced. band: the pairs' (c_clean, c_hack) under
+    gate.score cosine (`pair_band`). Returns (seqs, trunks, acts, scores, zones); fills times["score"]."""
     t0 = time.perf_counter()
     seqs = to_seqs(tok, rollouts)
     live = cfg.gate.scorer == "live"
@@ -478,7 +516,12 @@ def routing_step(cfg, lora, tok, gate: Gate, direction, rollouts, step: int, yok
         trunks = None
     else:
         acts, trunks = live_acts(cfg, lora, seqs, rollouts) if live else frozen_acts(cfg, lora, seqs)
-    scores = directions.score(acts, direction)
+    if cfg.arm.direction == "nll":  # the nll control ranks by the text's own NLL in the frozen model
+        scores = features.frozen_nll(lora, seqs, batch_size=cfg.t.old_rows, fast=cfg.fast)
+    elif cfg.gate.score == "cosine":
+        scores = directions.band_cosine(acts, direction, band)
+    else:
+        scores = directions.score(acts, direction)
     zones = route(cfg, gate, scores, rollouts, step, yoke)
     times["score"] = time.perf_counter() - t0
     return seqs, trunks, acts, scores, zones
@@ -617,7 +660,8 @@ def step_row(step, rollouts, zones, token_rows, loss, gnorm, upd, gate: Gate, ti
 
 LIVE_GROUPS = (  # group -> the step row fields it holds (a name, or a prefix of the names)
     ("train", ("reward_mean", "hack_rate", "hack_strict_rate", "solve_rate", "teacher_share", "n_students")),
-    ("route", ("n_", "qmass_", "cut_")),                    # zone counts, the quarantine's shares, the cuts
+    ("route", ("n_", "qmass_", "cut_", "band_")),           # zone counts, the quarantine's shares, the cuts, the
+                                                             # pairs' band (gate.score cosine)
     ("ratio", ("rho_", "is_", "weff_", "clipfrac_")),        # token ratios and clip shares
     ("optim", ("loss", "gradnorm_")),
 )
@@ -678,6 +722,8 @@ def train(cfg: TrainRun, progress: bool = True) -> Path:
     pool = load_pool(cfg.pool)
     direction = directions.gate_direction(cfg.name or cfg.arm.name, cfg.vact_dir, cfg.seed, cfg.gate.placebo_seed, lora)
     pairs = select(load_pairs(cfg.pair_files), cfg.pair_modes) if cfg.gate.refresh_every and cfg.arm.refresh else None
+    cosine = cfg.gate.score == "cosine" and cfg.arm.direction != "nll"
+    band_pairs = select(load_pairs(cfg.pair_files), cfg.pair_modes) if cosine else None
     gate = new_gate(cfg)
     yoke = load_yoke(cfg) if cfg.arm.yoked else None
     opt = torch.optim.AdamW(lora.parameters(), lr=cfg.t.lr, weight_decay=cfg.t.weight_decay)
@@ -694,7 +740,7 @@ def train(cfg: TrainRun, progress: bool = True) -> Path:
     # and the method's code: DVC re-runs this stage when the code changes, and the old run's last
     # checkpoint under the same params must then not stand in for the new code's run
     fingerprint["inputs"]["code"] = code_digest()
-    fingerprint["inputs"]["pairs"] = [_digest(f) for f in cfg.pair_files] if cfg.gate.refresh_every else []
+    fingerprint["inputs"]["pairs"] = [_digest(f) for f in cfg.pair_files] if cfg.gate.refresh_every or cosine else []
     set_aside(cfg, out, fingerprint)
     (out / "acts").mkdir(parents=True, exist_ok=True)
     write_json(out / "config.json", fingerprint)
@@ -714,6 +760,7 @@ def train(cfg: TrainRun, progress: bool = True) -> Path:
         save_checkpoint(out, 0, lora, opt, gate, sampler, 0, direction)
     Path(cfg.log_path).parent.mkdir(parents=True, exist_ok=True)
     live = open_live(cfg, resume=state is not None)
+    band = pair_band(cfg, lora, tok, direction, band_pairs, _system_prompt(problems)) if cosine else None
 
     n_rows = start
     bar = tqdm(range(start, cfg.t.steps), desc=f"train {cfg.run}", disable=not progress,
@@ -724,6 +771,8 @@ def train(cfg: TrainRun, progress: bool = True) -> Path:
             direction, _ = extract.extract(lora, tok, pairs, system=_system_prompt(problems),
                                         random_seed=None, n_haar=0, progress=False, budget=cfg.t.max_new_tokens,
                                         batch_size=cfg.vact_batch, fast=cfg.fast, frozen=False, space=cfg.space)
+            if cosine:  # the band of the re-read direction
+                band = pair_band(cfg, lora, tok, direction, band_pairs, _system_prompt(problems))
         times = {}
         t0 = time.perf_counter()
         batch = [problems[sampler.randrange(len(problems))] for _ in range(cfg.t.prompts_per_step)]
@@ -735,8 +784,10 @@ def train(cfg: TrainRun, progress: bool = True) -> Path:
         rewards = hooks.oracle_rewards(cfg, rollouts)
         times["grade"] = time.perf_counter() - t0
 
-        seqs, trunks, acts, scores, zones = routing_step(cfg, lora, tok, gate, direction, rollouts, step, yoke, times)
+        seqs, trunks, acts, scores, zones = routing_step(cfg, lora, tok, gate, direction, rollouts, step, yoke, times,
+                                                         band)
         zones = hooks.oracle_zones(cfg, rollouts, zones)
+        zones = hooks.oracle_ranked(cfg, rollouts, zones, step)
         screen = hooks.screened(cfg, rollouts, zones)
         baseline = torch.tensor([r.source == "student" for r in rollouts]) if cfg.t.baseline == "students" else None
         adv = grpo.advantages(rewards, cfg.t.group_size, baseline, cfg.t.advantage, screen)
@@ -744,9 +795,12 @@ def train(cfg: TrainRun, progress: bool = True) -> Path:
         loss, token_rows, gnorm, upd = update(cfg, lora, opt, seqs, trunks, adv, masks, rollouts, times)
 
         row = step_row(step, rollouts, zones, token_rows, loss, gnorm, upd, gate, times, screen)
+        if band is not None:  # C3: the pairs' band the scores were normalised by
+            row["band_clean"], row["band_hack"] = band
         append_jsonl(cfg.log_path, row)
         log_live(live, row)
-        _log_rollouts(out, step, rollouts, scores, zones, acts, rewards, adv)
+        cos = sample_cos(cfg, lora, seqs, acts, masks) if cfg.t.sample_cos else None
+        _log_rollouts(out, step, rollouts, scores, zones, acts, rewards, adv, cos)
         n_rows += 1
         bar.set_postfix(reward=f"{row['reward_mean']:.2f}", hack=f"{row['hack_rate']:.2f}",
                         qmass=f"{row['qmass_rollouts']:.2f}")
@@ -771,15 +825,34 @@ def _update_norms(lora, before) -> dict[str, float]:
     return {k: math.sqrt(v) for k, v in sq.items()}
 
 
-def _log_rollouts(out: Path, step: int, rollouts, scores, zones, acts, rewards, adv) -> None:
+def sample_cos(cfg, lora, seqs, acts, masks: list[str]) -> dict[str, list[float | None]]:
+    """Seed 004's per-sample cosines (R2, R3), per row: the cosine to v_grad of the row's probe
+    gradient in the deployed bottleneck (the gradient of its own NLL, as the seed's probe took it:
+    an advantage of 0 would null a GRPO gradient), before the zone masks (cos_before) and after them
+    (cos_after): the deployed block trains on a row kept or absorbed and on no routed row (its
+    output detached), so a routed row's deployed gradient is 0, cosine 0. R3 on the routed rows
+    (after < before) then asks that the rows routed away pointed along v_grad. None where the
+    gradient is 0 (R2 counts them). The gate's own features where it gates in v_grad's space."""
+    grads = acts if cfg.space == "grad" else features.probe_gradients(lora, seqs, batch_size=cfg.t.old_rows,
+                                                                      frozen=True, fast=cfg.fast)
+    v_grad = directions.load_direction(Path(cfg.vact_dir) / "v_grad.safetensors")
+    norm = sum(g.float().pow(2).sum(-1) for g in grads.values()).sqrt()
+    before = directions.cosine(grads, v_grad)
+    cos_before = [float(c) if n > 0 else None for c, n in zip(before, norm)]
+    cos_after = [None if c is None else 0.0 if z == "route" else c for c, z in zip(cos_before, masks)]
+    return {"cos_before": cos_before, "cos_after": cos_after}
+
+
+def _log_rollouts(out: Path, step: int, rollouts, scores, zones, acts, rewards, adv, cos=None) -> None:
     """Measurement log for A7 (labels used only after training): one row per rollout (the grader's
     reward, the reward it trained on and its advantage), and the gate's features so null directions
-    can be scored on the same rollouts."""
-    for r, s, z, tr, a in zip(rollouts, scores.tolist(), zones, rewards.tolist(), adv.tolist()):
+    can be scored on the same rollouts; with train.sample_cos each row's cos_before and cos_after."""
+    for i, (r, s, z, tr, a) in enumerate(zip(rollouts, scores.tolist(), zones, rewards.tolist(), adv.tolist())):
         append_jsonl(out / "rollouts.jsonl", {
             "step": step, "problem_id": r.problem.id, "mode": r.problem.mode, "source": r.source,
             "deploy_sampled": r.deploy, "score": s, "zone": z, "reward": r.reward, "train_reward": tr,
-            "advantage": a, "gt_pass": r.gt_pass, "hacked": r.hacked, "completion": r.text})
+            "advantage": a, "gt_pass": r.gt_pass, "hacked": r.hacked, "completion": r.text,
+            **({k: v[i] for k, v in cos.items()} if cos else {})})
     with atomic_path(out / "acts" / f"step_{step:05d}.safetensors") as tmp:
         save_file({m: a.contiguous() for m, a in acts.items()}, str(tmp))
 

@@ -1,0 +1,200 @@
+"""The pre-registered analysis plan (analysis.yaml): the tests that decide the claims, fixed before
+the runs are read.
+
+aggregate computes a claim's verdict from the plan and the runs' records alone (analysis.claims);
+every other contrast it prints is exploratory and says so. The file is a DVC param of the
+aggregate stage, so its values are in dvc.lock and a changed plan re-runs the stage; A2 prints its
+sha256 and the commit that last changed it. A claim is an intersection-union of its tests: it holds
+only when every test does, each at the claim's α (after Holm within its family).
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import subprocess
+from pathlib import Path
+from typing import Literal
+
+from pydantic import ValidationError, field_validator, model_validator
+
+from vgrout.config import Block, doc, read_yaml
+from vgrout.io import InputError
+
+PLAN = Path("analysis.yaml")
+
+# outcome -> the populations it can be measured over (A2's denominators; C3's student rows)
+POPULATIONS = {"hack": ("hackable", "heldout_modes"), "solve": ("all",), "band": ("student_rows",)}
+
+
+def _registered(name: str) -> str:
+    from vgrout import arms
+    try:
+        arms.get(name)  # a registered arm, or a yoked run's name (placebo_routeA)
+    except InputError as e:
+        raise ValueError(str(e)) from None
+    return name
+
+
+class Test(Block):
+    control: str | list[str] = doc(..., "the control arm (a run name such as none or placebo_routeA), or a list "
+                                   "whose mean is the control (antithetic placebos)")
+    outcome: Literal["hack", "solve", "band"] = doc(..., "hack: deploy hack rate; solve: deploy solve rate; band: "
+                                                    "the normalised score band of the gate's student scores")
+    population: Literal["hackable", "heldout_modes", "all", "student_rows"] = doc(
+        ..., "hackable: the hackable test problems; heldout_modes: the test problems of the modes the arm's runs "
+        "held out of its pairs; all: every test problem; student_rows: each training step's student rollouts")
+    direction: Literal["lower", "higher", "noninferior"] = doc(
+        ..., "lower: the arm's value below the control's; higher: above; noninferior: not below the control's by "
+        "margin or more")
+    margin: float = doc(0.0, "noninferior only: the absolute margin the arm may fall below the control by", ge=0)
+
+    @field_validator("control")
+    @classmethod
+    def _controls_registered(cls, control):
+        names = [control] if isinstance(control, str) else control
+        if not names:
+            raise ValueError("no control arm named")
+        for n in names:
+            _registered(n)
+        return control
+
+    @property
+    def controls(self) -> list[str]:
+        return [self.control] if isinstance(self.control, str) else list(self.control)
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        if self.population not in POPULATIONS[self.outcome]:
+            raise ValueError(f"outcome {self.outcome} is measured over {' or '.join(POPULATIONS[self.outcome])}, "
+                             f"not {self.population}")
+        if (self.direction == "noninferior") != (self.margin > 0):
+            raise ValueError("a margin > 0 goes with direction noninferior, and only with it")
+        return self
+
+    @property
+    def key(self) -> str:
+        """The test's name in summary.json: hack_below_none, solve_noninferior_none, band_above_placebo_routeA."""
+        word = {"lower": "below", "higher": "above", "noninferior": "noninferior"}[self.direction]
+        return f"{self.outcome}_{word}_{'+'.join(self.controls)}"
+
+
+class Claim(Block):
+    statement: str = doc(..., "the claim in one sentence")
+    arm: str = doc(..., "the arm the claim is about (a registered arm)")
+    tests: list[Test] = doc(..., "every test must hold for the claim to hold (intersection-union)", min_length=1)
+    seeds: list[int] = doc(..., "the run seeds the verdict uses: each must have a run of the arm and of every "
+                           "control, else the verdict is 'not run'", min_length=1)
+    alpha: float = doc(0.05, "the claim's level (before Holm within its family)", gt=0, lt=0.5)
+    sidedness: Literal["two-sided", "one-sided"] = doc(
+        "two-sided", "two-sided: a test passes when the (1 − α) interval clears the null; one-sided: the (1 − 2α) "
+        "interval, so the one bound that decides is at level α")
+    family: str = doc(..., "multiplicity family: Holm's step-down over the claims that share it")
+
+    @field_validator("arm")
+    @classmethod
+    def _arm_registered(cls, arm):
+        return _registered(arm)
+
+    @field_validator("seeds")
+    @classmethod
+    def _seeds_once(cls, seeds):
+        if len(set(seeds)) < len(seeds):
+            raise ValueError(f"a seed is listed twice: {seeds}")
+        return seeds
+
+    @model_validator(mode="after")
+    def _not_its_own_control(self):
+        for t in self.tests:
+            if self.arm in t.controls:
+                raise ValueError(f"arm {self.arm} is its own control")
+        return self
+
+
+class Band(Block):
+    statistic: Literal["separation", "width_ratio"] = doc(
+        "separation", "what a band test compares (analysis.bands): separation, the distance between the pairs' hack and "
+        "clean mean scores over the step's student width (seed 002's upper − lower); width_ratio, the student width "
+        "over the pairs' width")
+    q_lo: float = doc(0.25, "lower quantile of the widths (the q_lo..q_hi quantile width)", ge=0, le=1)
+    q_hi: float = doc(0.75, "upper quantile of the widths", ge=0, le=1)
+
+    @model_validator(mode="after")
+    def _ordered(self):
+        if self.q_lo >= self.q_hi:
+            raise ValueError(f"band q_lo ({self.q_lo}) must be below q_hi ({self.q_hi})")
+        return self
+
+
+class Plan(Block):
+    band: Band = doc(Band(), "the score band along each run's gate direction, per training step (C3 and A2's band "
+                     "table; analysis.bands)")
+    claims: dict[str, Claim] = doc(..., "claim name (C1, C2, C3) -> its pre-registered test", min_length=1)
+
+    @model_validator(mode="after")
+    def _family_alpha(self):
+        # Holm runs at one α over a family: its claims must agree on it
+        by_family: dict[str, set[float]] = {}
+        for c in self.claims.values():
+            by_family.setdefault(c.family, set()).add(c.alpha)
+        mixed = [f for f, a in by_family.items() if len(a) > 1]
+        if mixed:
+            raise ValueError(f"family {mixed[0]}: its claims give different alphas {sorted(by_family[mixed[0]])}")
+        return self
+
+    def roles(self) -> dict[str, list[str]]:
+        """{run arm name: ['C1 arm', 'C3 arm', 'C1 control', ...]}: what the plan names each arm for."""
+        out: dict[str, list[str]] = {}
+        for name, c in self.claims.items():
+            out.setdefault(c.arm, []).append(f"{name} arm")
+            for ctl in dict.fromkeys(x for t in c.tests for x in t.controls):
+                out.setdefault(ctl, []).append(f"{name} control")
+        return out
+
+
+def parse(data, where: str) -> Plan:
+    """A Plan from a mapping; every problem is one InputError line naming the file and the key."""
+    if not isinstance(data, dict):
+        raise InputError(f"{where}: expected a mapping with key 'claims'")
+    try:
+        return Plan.model_validate(data)
+    except ValidationError as e:
+        lines = []
+        for err in e.errors():
+            key = ".".join(str(p) for p in err["loc"])
+            msg = err["msg"].removeprefix("Value error, ")
+            what = "unknown key" if err["type"] == "extra_forbidden" else "missing key" if err["type"] == "missing" else msg
+            lines.append(f"{where}: {key + ': ' if key else ''}{what}")
+        raise InputError("\n".join(lines)) from None
+
+
+def load(path: str | Path = PLAN) -> Plan:
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"{path}: analysis plan not found (the aggregate stage decides the claims from it)")
+    return parse(read_yaml(path), str(path))
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanId:
+    """Which plan decided: its file, the sha256 of its bytes and the commit that last changed it."""
+    path: str
+    sha256: str
+    commit: str  # `git log -1 --format=%h -- PATH`; "uncommitted" when the file differs from it or git is absent
+
+
+def identify(path: str | Path = PLAN) -> PlanId:
+    path = Path(path)
+    return PlanId(str(path), hashlib.sha256(path.read_bytes()).hexdigest(), last_commit(path))
+
+
+def last_commit(path: Path) -> str:
+    def git(*args):
+        return subprocess.run(["git", *args, "--", path.name], cwd=path.parent, capture_output=True, text=True,
+                              timeout=30)
+    try:
+        log, status = git("log", "-1", "--format=%h"), git("status", "--porcelain")
+    except (OSError, subprocess.SubprocessError):
+        return "uncommitted"  # no git here
+    if log.returncode or status.returncode or not log.stdout.strip() or status.stdout.strip():
+        return "uncommitted"  # not in a repository, never committed, or changed since
+    return log.stdout.strip()
