@@ -35,7 +35,7 @@ from vgrout.engine import adapter as ad
 from vgrout.engine import fastgen
 from vgrout.engine.model import chat_prompt, load
 from vgrout.engine.rollout import encode
-from vgrout.io import read_jsonl
+from vgrout.io import atomic_path, read_jsonl, write_json
 from vgrout.routing.directions import SPACES, haar_direction, load_direction, score
 from vgrout.routing.features import features
 from vgrout.substrate import grader, modes
@@ -50,11 +50,9 @@ def _params() -> config.Params:
 
 
 def _write_gz(path: Path, rows: list[dict]) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with gzip.open(tmp, "wt") as f:
+    with atomic_path(path) as tmp, gzip.open(tmp, "wt") as f:
         for r in rows:
             f.write(json.dumps(r) + "\n")
-    tmp.replace(path)
 
 
 def _rate_rows(rows: list[dict], keys: tuple[str, ...]) -> list[dict]:
@@ -123,7 +121,7 @@ def rates(model_dir: str, name: str, out: Path, k: int = typer.Option(8, help="s
               "by_split_difficulty": _rate_rows(rows, ("split", "difficulty")),
               "by_split_mode": _rate_rows(rows, ("split", "mode")),
               "by_split_difficulty_mode": _rate_rows(rows, ("split", "difficulty", "mode"))}
-    (out / f"{name}_rates.json").write_text(json.dumps(report, indent=1) + "\n")
+    write_json(out / f"{name}_rates.json", report)
     for c in report["by_split_difficulty"] + report["by_split_mode"]:
         print({k: c[k] for k in ("split", "difficulty", "mode", "n", "gt_pass_rate", "hacked_rate",
                                  "hacked_strict_rate", "format", "truncated", "tokens_mean") if k in c})
@@ -163,7 +161,8 @@ def gate(model_dir: str, vact_dir: Path, out: Path, pool: Path = typer.Option(..
         sets["recorded_pool_our_labels"] = ([chat_prompt(tok, by_id[r["problem_id"]].messages) for r in rows],
                                             [r["completion"] for r in rows],
                                             np.array([str(r["hacked"]) == "True" for r in rows]))
-    problems = {}
+    # the student's own rows are prompted as their problems were (either split)
+    problems = {q.id: q for split in ("test", "train") for q in read_problems(f"data/substrate/{split}.jsonl")} if own else {}
     for path in own:
         if not path.exists():  # its rates run did not finish
             sets[f"own:{path.name}"] = None
@@ -174,9 +173,6 @@ def gate(model_dir: str, vact_dir: Path, out: Path, pool: Path = typer.Option(..
         if not hacks or not clean:
             sets[f"own:{path.name}"] = None
             continue
-        for split in ("test", "train"):
-            for q in read_problems(f"data/substrate/{split}.jsonl"):
-                problems[q.id] = q
         both = hacks + clean
         sets[f"own:{path.name}"] = ([chat_prompt(tok, problems[r["problem_id"]].messages) for r in both],
                                     [r["completion"] for r in both], np.array([1] * len(hacks) + [0] * len(clean)) > 0)
@@ -198,7 +194,7 @@ def gate(model_dir: str, vact_dir: Path, out: Path, pool: Path = typer.Option(..
         report["sets"][name] = cell
         print(name, cell)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "gate_offline.json").write_text(json.dumps(report, indent=1) + "\n")
+    write_json(out / "gate_offline.json", report)
 
 
 def _messages(raw) -> list[dict]:
