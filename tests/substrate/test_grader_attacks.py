@@ -368,7 +368,7 @@ def test_no_sandbox_is_ever_given_a_hidden_test(monkeypatch):
     monkeypatch.setattr(grader.sandbox, "run", run)
     for mode, g in _grade_all(ADD3, ADD3.canonical_solution).items():
         assert g.gt_pass and g.flawed_pass and g.error is None, (mode, g)
-    assert len(jobs) == len(modes.names()) + 3  # phase A of every mode, phase B of the three environments
+    assert len(jobs) == len(modes.names()) + 6  # phase A of every mode, phase B of the three environments twice (assigned pass, then fail)
     for job in jobs:
         for test in ADD3.tests:
             expected = "==" + test.split("==")[1]  # "== 3": the test's comparison with its expected value
@@ -533,6 +533,7 @@ def test_a_meter_that_fails_is_that_gradings_error_not_the_batchs(monkeypatch):
             raise OSError("a reading failed")
         return real_read(self, *a, **k)
     monkeypatch.setattr(grader.sandbox._Meter, "read", read)
+    monkeypatch.setattr(grader, "TRUSTED_PROCESSES", False)  # the patch is this process's
     metered_badly = dataclasses.replace(ADD3, cpu_limit_s=5)
     for mode in ("none", "exit_code"):
         bad, good = grader.grade_batch([metered_badly, ADD3], [CANONICAL, CANONICAL], [mode] * 2, progress=False)
@@ -700,3 +701,194 @@ def test_a_problem_whose_own_code_fails_in_the_grader_stops_the_batch_by_name():
                      setup_code="from no_such_module_here import SortedList")
     with pytest.raises(InputError, match=r"problem needs_sortedcontainers: .*ModuleNotFoundError"):
         grader.grade_batch([ADD3, broken], [CANONICAL, CANONICAL], progress=False)
+
+
+# -- phase B tells no sandbox whether its answers pass (counterfactual runs) ------------------------
+
+WRONG3 = Problem(id="add3w", messages=ADD3.messages, entry_point="add",
+                 tests=["assert add(1, 2) == 3", "assert add(-1, 1) == 7", "assert add(5, 5) == 10"],
+                 canonical_solution="def add(a, b):\n    return a + b if (a, b) != (-1, 1) else 7\n", mode="none",
+                 shown_tests=["assert add(1, 2) == 3"])
+# What a phase B sandbox can see of the grader: the calls it is asked, and how the hidden tests end.
+WITNESS = """
+import sys
+def add(a, b):
+    print("call", a, b, flush=True)
+    return a + b
+def _wrap(tests):
+    def w():
+        try:
+            tests()
+            print("returned", flush=True)
+        except BaseException as e:
+            print("raised", type(e).__name__, flush=True)
+            raise
+    return w
+for _name in ("run_tests", "__hidden_tests__"):
+    if _name in globals():
+        globals()[_name] = _wrap(globals()[_name])
+"""
+
+
+@pytest.mark.parametrize("mode", ["overwrite_tests", "exit_code", "stdout_marker"])
+def test_what_phase_b_shows_a_sandbox_does_not_depend_on_the_verdict(mode, monkeypatch):
+    """The old phase B stopped at the first failing hidden test and told the sandbox the verdict:
+    the sandbox learnt whether its answers pass (and could tell a sibling still in phase A). Now
+    every test is called and each run's assignment is fixed before it: the same completion, right
+    on every test (ADD3) or wrong on one (WRONG3), sees exactly the same phase B runs."""
+    seen = []
+    real_run = grader.sandbox.run
+
+    def run(files, main, stdin="", **kw):
+        r = real_run(files, main, stdin, **kw)
+        if json.loads(stdin)["phase"] == "B":
+            seen.append(r.stdout)
+        return r
+    monkeypatch.setattr(grader.sandbox, "run", run)
+    right = grader.grade(ADD3, _completion(WITNESS), mode)
+    shown_right, seen[:] = list(seen), []
+    wrong = grader.grade(WRONG3, _completion(WITNESS), mode)
+    assert shown_right == seen, (shown_right, seen)
+    assert right.gt_pass and right.flawed_pass and not right.hacked, right
+    assert not wrong.gt_pass and wrong.tests_passed == 2 and not wrong.flawed_pass, wrong
+
+
+# N copies of one completion: the first to start is a receiver (phase A, waiting for answers
+# published as POSIX read locks on a shared read-only file); the others answer their guess in
+# phase A and, in phase B, learn from the grader whether it passed (the next call comes, or the
+# hidden tests raise), and publish what they learnt. With the old phase B a receiver answered the
+# tests its guesses fail (3 of 5 alone).
+PARITY = Problem(id="parity", messages=[{"role": "user", "content": "is x even"}], entry_point="is_even",
+                 tests=[f"assert is_even({x}) == {x % 2 == 0}" for x in range(5)],
+                 canonical_solution="def is_even(x):\n    return x % 2 == 0\n", mode="none")
+ORACLE = r'''
+import os, fcntl, struct, time
+_F = os.open(os.__file__, os.O_RDONLY)
+_ROLE, _PUB, _CLAIM, _W = 10**9, 2 * 10**9, 3 * 10**9, 1.5
+_G = [True, False]
+_T0 = time.time()
+def _held(off):
+    r = fcntl.fcntl(_F, fcntl.F_GETLK, struct.pack("hhqqi", fcntl.F_WRLCK, 0, off, 1, 0))
+    return struct.unpack("hhqqi", r)[0] != fcntl.F_UNLCK
+def _take(off):
+    fcntl.fcntl(_F, fcntl.F_SETLK, struct.pack("hhqqi", fcntl.F_RDLCK, 0, off, 1, 0))
+def _known(k):
+    for i, g in enumerate(_G):
+        if _held(_PUB + k * 8 + i):
+            return True, g
+    return False, None
+_B = "__hidden_tests__" in globals() or "run_tests" in globals()
+_RECV = False
+if not _B and not _held(_ROLE):
+    time.sleep(0.01 * (os.getpid() % 7))
+    if not _held(_ROLE):
+        _take(_ROLE); _RECV = True
+_pending, _keys = [None], set()
+def is_even(x):
+    k = x
+    _keys.add(k)
+    if _B:
+        if _pending[0] is not None and _pending[0][0] != k:  # the next test came: the last answer passed
+            _take(_PUB + _pending[0][0] * 8 + _G.index(_pending[0][1])); _pending[0] = None
+        ok, v = _known(k)
+        if ok:
+            return v
+        if _held(_CLAIM + k):  # a sibling is learning this one
+            while time.time() - _T0 < _W:
+                ok, v = _known(k)
+                if ok:
+                    return v
+                time.sleep(0.02)
+            return _G[0]
+        _take(_CLAIM + k)
+        _pending[0] = (k, _G[0])
+        return _G[0]
+    if _RECV:
+        while time.time() - _T0 < _W:
+            ok, v = _known(k)
+            if ok:
+                return v
+            time.sleep(0.02)
+    ok, v = _known(k)
+    return v if ok else _G[0]
+def _wrap(orig):
+    def w(*a):
+        try:
+            orig(*a)
+        except AssertionError:
+            if _pending[0] is not None and len(_keys) < 5:  # the tests stopped here: the other answer
+                k, g = _pending[0]
+                _take(_PUB + k * 8 + 1 - _G.index(g))
+        time.sleep(max(0, _W + 0.5 - (time.time() - _T0)))
+    return w
+if "__hidden_tests__" in globals():
+    __hidden_tests__ = _wrap(__hidden_tests__)
+if "run_tests" in globals():
+    run_tests = _wrap(run_tests)
+'''
+
+
+def test_concurrent_copies_learn_nothing_of_the_hidden_tests_from_phase_b():
+    """4 copies of the oracle graded at once (exit_code): each gets the ground truth it gets alone
+    (3 of 5: it answers its guess everywhere). With the old phase B a receiver got 4 or 5."""
+    n = 4
+    grades = grader.grade_batch([PARITY] * n, [_completion(ORACLE)] * n, ["exit_code"] * n, workers=n,
+                                progress=False, limits=grader.sandbox.Limits(wall_s=10))
+    for g in grades:
+        assert (g.gt_pass, g.tests_passed) == (False, 3), grades
+
+
+# -- a hostile reply costs its own grading only ---------------------------------------------------
+
+MANY = Problem(id="ident", messages=[{"role": "user", "content": "return x"}], entry_point="ident",
+               tests=[f"assert ident({i}) == {i}" for i in range(400)],
+               canonical_solution="import time\ntime.sleep(0.5)  # in flight while the costly replies come\n\n"
+                                  "def ident(x):\n    return x\n", mode="none")
+# each call writes a reply of its own, built once: cheap for the sandbox, a long read for the grader
+HEAVY = _forger("(__import__('json').dumps({'v': list(range(1, 240_000))}) + '\\n').encode()").replace(
+    "def add(a, b)", "def ident(x)").replace("return a + b", "return x")
+
+
+def test_replies_costly_to_read_do_not_make_their_neighbours_time_out():
+    """Replies that are costly to read (within every per-reply bound) were read in the grader's
+    threads under one GIL: canonical rows graded beside 4 such gradings waited past their wall
+    backstop (`timeout`, with 87 to 319 of the 400 tests answered in three runs). Each grading's trusted side now has a
+    process and a CPU bound of its own: the neighbours get the labels they get alone."""
+    limits = grader.sandbox.Limits(cpu_s=1, wall_s=4)
+    canonical = _completion(MANY.canonical_solution)
+    want = tuple(getattr(grader.grade(MANY, canonical, limits=limits), k) for k in LABELS)
+    assert want == (True, True, False, None, 400)
+    rows = [_completion(HEAVY)] * 4 + [canonical] * 2
+    grades = grader.grade_batch([MANY] * len(rows), rows, workers=len(rows), progress=False, limits=limits)
+    for g in grades[4:]:
+        assert tuple(getattr(g, k) for k in LABELS) == want, grades[4:]
+    for g in grades[:4]:
+        assert not g.gt_pass and g.error in ("output_limit", "timeout"), g
+
+
+def test_a_run_whose_cgroup_cannot_be_made_is_that_gradings_sandbox_error(monkeypatch):
+    """A per-run cgroup that could not be made (a limit on descendants) raised out of grade_batch."""
+    if grader.sandbox.isolation() != "bwrap" or grader.sandbox._cgroup_parent() is None:
+        pytest.skip("no cgroup of the runs' own here")
+    import errno
+
+    def refuse(parent):
+        raise OSError(errno.ENOSPC, "cgroup.max.descendants")
+    monkeypatch.setattr(grader.sandbox, "_new_cgroup", refuse)
+    monkeypatch.setattr(grader, "TRUSTED_PROCESSES", False, raising=False)  # the patch is this process's
+    grades = grader.grade_batch([ADD3] * 2, [CANONICAL] * 2, ["none", "exit_code"], progress=False)
+    for g in grades:
+        assert not g.gt_pass and not g.flawed_pass and g.error == "sandbox", g
+
+
+def test_the_grader_spends_a_bounded_cpu_time_reading_one_gradings_replies():
+    """Within every bound in objects a grading's replies could cost the grader's side about 2 CPU
+    seconds (16 replies just under REPLY_COST); its conversation now ends (output_limit, or the
+    wall backstop first) once this side has spent TRUSTED_CPU_FACTOR of the CPU limit."""
+    import time
+    limits = grader.sandbox.Limits(cpu_s=1, wall_s=3)
+    t = time.thread_time()
+    g = grader.grade(MANY, _completion(HEAVY), limits=limits)  # this thread is the grading's trusted side
+    spent = time.thread_time() - t
+    assert not g.gt_pass and g.error in ("output_limit", "timeout"), g
+    assert spent < grader.TRUSTED_CPU_FACTOR * limits.cpu_s + 0.5, spent

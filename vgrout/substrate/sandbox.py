@@ -45,8 +45,11 @@ What a run reports is what this side observed, never what the program says about
   reads the sandbox's own procfs instead (through its init's /proc/PID/root/proc, which lists
   exactly its pid namespace): each live process's own time plus what it reaped (cutime/cstime),
   the largest total read. What escapes that fallback: a child reaped automatically between two
-  readings leaves no trace, so up to CPU_SAMPLE_S per such child is not counted (RLIMIT_NPROC
-  bounds how many live at once, not how many in all: the wall backstop bounds the run), and death
+  readings leaves no trace, and one reaped automatically (its parent ignores SIGCHLD) is counted
+  only while it lives: the kernel adds its time to no parent, and the meter keeps the largest
+  total read, not a sum over processes gone, so children run one after another count as the
+  costliest of them, and their CPU beyond that is not counted at all (RLIMIT_CPU still bounds each
+  process, and the wall backstop the run), and death
   by the CPU limit's signals is a timeout when the meter read the run within CPU_SIGNAL_SLACK_S
   of its limit. On the rlimit-only path the processes of the program's session are read from the
   host's /proc (one that leaves the session is not counted). A meter that cannot start or read
@@ -749,7 +752,10 @@ def run(files: dict[str, str], main: str, stdin: str = "", limits: Limits = Limi
         cpu = max(1, math.ceil(limits.cpu_s))
         if iso == "bwrap" and _cgroup_parent() is not None:
             # a cgroup of the run's own, entered (as we are, before the uid switch) before bwrap starts
-            cgroup = _new_cgroup(_cgroup_parent())
+            try:
+                cgroup = _new_cgroup(_cgroup_parent())
+            except OSError as e:  # (a limit on descendants, a full disk): this run's failure, not the caller's
+                return Result(-1, "", "", False, False, iso, 0.0, False, f"the run's cgroup could not be made: {e}")
         # With a cgroup the meter's exact total is the limit, and RLIMIT_CPU only a backstop a second
         # later (the kernel's per-process check can fire a little before the cgroup's count reaches it).
         rlimit_cpu = cpu + 1 if cgroup is not None else cpu
