@@ -88,8 +88,10 @@ class Arm:
 
     @property
     def oracle(self) -> bool:
-        """The arm reads the rollouts' true labels in training (a monitor): an upper bound, not a
-        method that could run where the labels are unknown."""
+        """The arm reads the rollouts' true labels in training (a monitor: oracle, penalty, screen, and
+        oracleMatched's rank): an upper bound, not a method that could run where the labels are unknown.
+        The flag the analysis reads to keep an arm out of the label-free tables (tests/train/test_oracle_flag.py
+        checks that every arm whose hooks read labels carries it)."""
         return self.monitor is not None
 
     @property

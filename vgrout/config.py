@@ -98,9 +98,10 @@ class Pairs(Block):
 class Vact(Block):
     modes: list[str] | None = doc(None, "modes whose pairs build v_act; null: all four hackable modes")
     heldout_modes: list[str] = doc(["exit_code", "stdout_marker"], "the heldout arm builds v_act from the other modes")
-    withhold_pool: bool = doc(False, "the held-out arms (heldout, heldoutV, a yoked copy of one) train on no pool row "
-                              "of vact.heldout_modes: student rows take their places, so C2 asks about hacks never "
-                              "demonstrated; false: the pool's rows of every mode, as before")
+    withhold_pool: bool = doc(False, "every arm of the run set trains on no pool row of vact.heldout_modes (student "
+                              "rows take their places), so C2 asks about hacks never demonstrated and each arm and "
+                              "its controls see the same rows; a property of the comparison, never of one arm; "
+                              "false: the pool's rows of every mode, as before")
     batch_size: int = doc(16, "pairs per forward when pooling activations", ge=1)
     n_haar: int = doc(20, "Haar directions for the separation diagnostic", ge=0)
 
@@ -240,9 +241,10 @@ class Train(Block):
                                   "(0: micro_batch); a multiple of micro_batch: fewer, larger forwards on a GPU", ge=0)
     gen_batch: int = doc(64, "rows per generation batch", ge=1)
     ckpt_every: int = doc(12, "checkpoint every N steps (a killed run resumes from the last one)", ge=1)
-    sample_cos: bool = doc(False, "seed 004's per-sample diagnostics in rollouts.jsonl: each row's cosine to v_grad of "
-                           "its deployed-block probe gradient before (cos_before) and after (cos_after) its zone's "
-                           "mask (one more probe pass for an arm that gates in v_act's space)")
+    sample_cos: bool = doc(False, "seed 004's per-sample diagnostics (R2, R3): each row's cosine to v_grad of its "
+                           "deployed-block probe gradient in the current model before (cos_before: no mask) and after "
+                           "(cos_after: its zone's mask) in rollouts.jsonl, and the step's summed gradients' "
+                           "(cos_before_step, cos_after_step) in the step log; two probe passes a step")
 
     @field_validator("arms", "yoked")
     @classmethod

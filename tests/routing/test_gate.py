@@ -5,6 +5,7 @@ import torch
 from vgrout import arms
 from vgrout.io import InputError
 from vgrout.routing.gate import Gate as _Gate
+from vgrout.routing.gate import tie_keys
 
 
 def Gate(policy="quantile", q_lo=0.25, q_hi=0.75, buffer_size=64, warmup=4, cut_rule="buffer"):
@@ -64,7 +65,7 @@ def test_step_cut_rule_routes_a_fixed_share_of_each_batch():
     g = Gate(cut_rule="step", warmup=0)
     hot, cold = [10.0 + i for i in range(8)], [float(i) for i in range(8)]
     for batch in (cold, hot):  # the same shares whatever the batch's level
-        zones = g.decide(batch)
+        zones = g.decide(batch, list(range(8)))
         assert zones.count("route") == 2 and zones.count("keep") == 2
     b = Gate(cut_rule="buffer", warmup=0, buffer_size=8)
     b.decide(cold)
@@ -74,10 +75,11 @@ def test_step_cut_rule_routes_a_fixed_share_of_each_batch():
 def test_rank_routes_the_top_and_keeps_the_bottom_at_the_given_counts():
     g = Gate(policy="yoked")
     scores = [0.3, -2.0, 5.0, 1.0, 0.0, 4.0]
-    assert g.rank(scores, n_route=2, n_keep=1) == ["absorb", "keep", "route", "absorb", "absorb", "route"]
-    assert g.rank(scores, 0, 0) == ["absorb"] * 6
+    ties = tie_keys(0, 0, [6])[0]
+    assert g.rank(scores, n_route=2, n_keep=1, ties=ties) == ["absorb", "keep", "route", "absorb", "absorb", "route"]
+    assert g.rank(scores, 0, 0, ties) == ["absorb"] * 6
     with pytest.raises(ValueError, match="exceed"):
-        g.rank(scores, 4, 3)
+        g.rank(scores, 4, 3, ties)
     with pytest.raises(ValueError, match="rank"):
         g.decide(scores)
 

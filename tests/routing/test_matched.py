@@ -165,7 +165,7 @@ def test_oracle_matched_is_an_oracle_at_the_gates_counts_and_ranks_by_the_label(
 
 def test_the_cosine_score_is_the_band_normalised_cosine_computed_directly():
     """gate.score cosine: each row's features and the direction concatenated over modules, their
-    cosine, then (cos − c_clean) / (c_hack − c_clean); dot stays Σ_m <f_m, v_m>."""
+    cosine, then (cos − c_clean) / |c_hack − c_clean|; dot stays Σ_m <f_m, v_m>."""
     g = torch.Generator().manual_seed(0)
     mods = [f"m{i}" for i in range(5)]
     v = directions.haar_direction({m: torch.zeros(3) for m in mods}, 2)
@@ -176,6 +176,8 @@ def test_the_cosine_score_is_the_band_normalised_cosine_computed_directly():
     assert torch.allclose(directions.cosine(feats, v).double(), cos, atol=1e-6)
     band = (-0.1, 0.3)
     assert torch.allclose(directions.band_cosine(feats, v, band), (cos - band[0]) / (band[1] - band[0]), atol=1e-5)
+    # a band the wrong way round keeps the direction's orientation: the width is unsigned
+    assert torch.allclose(directions.band_cosine(feats, v, band[::-1]), (cos - band[1]) / (band[1] - band[0]), atol=1e-5)
     assert torch.allclose(directions.score(feats, v).double(), f @ u, atol=1e-5)
     # the norm matters: scaling one row's features changes its dot product, not its cosine
     big = {m: feats[m] * torch.tensor([10.0] + [1.0] * 6)[:, None] for m in mods}

@@ -41,13 +41,24 @@ def cosine(feats: dict[str, torch.Tensor], direction: Direction) -> torch.Tensor
 
 
 def band_cosine(feats: dict[str, torch.Tensor], direction: Direction, band: tuple[float, float]) -> torch.Tensor:
-    """The seeds' score (gate.score cosine): the cosine to the direction, normalised by the pairs'
-    band, (cos − c_clean) / (c_hack − c_clean), with band = (c_clean, c_hack) the mean cosine of the
-    pairs' clean and hack sides: 0 at the clean pairs' level, 1 at the hack pairs'. The gate's cuts
-    are quantiles, so the affine map moves no row past another while the band is positive; a
-    negative band (the direction separates the pairs backwards) reverses the ranking."""
+    """The seeds' score (gate.score cosine): the cosine to the direction, centred at the pairs' clean
+    level and scaled by the band's width, (cos − c_clean) / |c_hack − c_clean|, with band =
+    (c_clean, c_hack) the mean cosine of the pairs' clean and hack sides: 0 at the clean pairs' level,
+    ±1 one band width from it. The width is taken unsigned: the direction alone orients the score
+    (higher = further along it). A signed width would cancel the direction's sign, since −v negates
+    the cosine and both band ends (c_clean and c_hack of −v are −c_clean and −c_hack): +h and −h of an
+    antithetic placebo would then score every row alike and route the same rows, and a Haar direction
+    would be re-oriented by the pairs it was meant to ignore. So −v scores exactly −(v's score)
+    (IEEE negation is exact); the map is affine and increasing, so the rows rank as their cosines
+    do. A zero width counts as 1e-12."""
     c_clean, c_hack = band
-    return (cosine(feats, direction).double() - c_clean) / (c_hack - c_clean)
+    return (cosine(feats, direction).double() - c_clean) / max(abs(c_hack - c_clean), 1e-12)
+
+
+def pair_band(h_hack: dict[str, torch.Tensor], h_clean: dict[str, torch.Tensor], direction: Direction) -> tuple[float, float]:
+    """(c_clean, c_hack): the mean cosine to the direction of the pairs' clean sides and of their hack
+    sides, `band_cosine`'s band. −v gives (−c_clean, −c_hack) exactly."""
+    return float(cosine(h_clean, direction).mean()), float(cosine(h_hack, direction).mean())
 
 
 def _unit(diff: dict[str, torch.Tensor]) -> Direction:

@@ -13,7 +13,13 @@ and keep the same number of rows of each source at every step: a count-matched c
 Haar, NLL ranks) runs beside the arm it controls instead of after it (the yoked mode copies a
 buffer-rule arm's counts from its step log).
 
-Oracle-free rule: `decide` takes scores and nothing else. This module imports nothing
+Ties are broken by `tie_keys`: a seeded random permutation of each source's rows, fixed per (run
+seed, step), so no row wins a tie by its position (the student rows come first, the deploy-sampled
+ones first among them), every arm of a seed breaks the step's ties alike, and an antithetic pair's
+−h run, which reverses the permutation too (`reverse`), ranks every row in exactly the reverse order
+of its +h twin, ties included: at symmetric fractions the rows one routes the other keeps.
+
+Oracle-free rule: `decide` takes scores (and the tie permutation) and nothing else. This module imports nothing
 that grades, rewards or labels rollouts (tests/routing/test_oracle_free.py checks both).
 """
 from __future__ import annotations
@@ -52,12 +58,14 @@ class Gate:
             raise ValueError(f"gate.warmup ({self.warmup}) exceeds gate.buffer_size ({self.buffer_size})")
         self.buffer = deque(self.buffer, maxlen=self.buffer_size)
 
-    def decide(self, scores: torch.Tensor | list[float]) -> list[str]:
-        """Zones for a batch of rollout scores. Cuts come from PAST scores only; then the
-        batch joins the buffer. Pinned policies still record scores (for diagnostics)."""
+    def decide(self, scores: torch.Tensor | list[float], ties: list[float] | None = None) -> list[str]:
+        """Zones for a batch of rollout scores. Cuts come from PAST scores only (buffer), or from
+        the batch's own ranks (step: `ties`, the batch's tie keys from `tie_keys`, order rows of
+        equal score; required there); then the batch joins the buffer. Pinned policies still record
+        scores (for diagnostics)."""
         scores = _floats(scores)
         if self.policy == "yoked":
-            raise ValueError("a yoked gate takes its counts: call rank(scores, n_route, n_keep)")
+            raise ValueError("a yoked gate takes its counts: call rank(scores, n_route, n_keep, ties)")
         if self.policy != "quantile":
             zones = [self.policy] * len(scores)
             self.cuts = None
@@ -73,19 +81,22 @@ class Gate:
             if self.cut_rule == "step":
                 # by rank, not by comparing with the cuts: ties or the quantile's interpolation
                 # would let the counts depend on the scores, and two arms would no longer match
-                zones = ranked(scores, *step_counts(len(scores), self.q_lo, self.q_hi))
+                if ties is None:
+                    raise ValueError("gate.cut_rule step ranks the batch: decide(scores, ties) needs the tie keys "
+                                     "(gate.tie_keys)")
+                zones = ranked(scores, *step_counts(len(scores), self.q_lo, self.q_hi), ties)
             else:
                 zones = ["route" if s > hi else "keep" if s < lo else "absorb" for s in scores]
             self.cuts = (lo, hi)
         self.buffer.extend(scores)
         return zones
 
-    def rank(self, scores: torch.Tensor | list[float], n_route: int, n_keep: int) -> list[str]:
+    def rank(self, scores: torch.Tensor | list[float], n_route: int, n_keep: int, ties: list[float]) -> list[str]:
         """The yoked gate: route the n_route highest-scoring rows, keep the n_keep lowest, absorb
         the rest; the counts come from another arm's step (matched routing mass), the choice of
-        rows from this arm's own scores. Ties are broken by row order (stable sort)."""
+        rows from this arm's own scores. Ties are broken by `ties` (`tie_keys`), never by row order."""
         scores = _floats(scores)
-        zones = ranked(scores, n_route, n_keep)
+        zones = ranked(scores, n_route, n_keep, ties)
         self.cuts = None
         self.buffer.extend(scores)
         return zones
@@ -114,18 +125,38 @@ def step_counts(n: int, q_lo: float, q_hi: float) -> tuple[int, int]:
     return n_route, n_keep
 
 
-def ranked(scores: list[float], n_route: int, n_keep: int) -> list[str]:
-    """Route the n_route highest-scoring rows, keep the n_keep lowest, absorb the rest; ties by
-    row order (a stable sort), so the counts are exactly the ones asked for."""
+def ranked(scores: list[float], n_route: int, n_keep: int, ties: list[float]) -> list[str]:
+    """Route the n_route highest-scoring rows, keep the n_keep lowest, absorb the rest, the rows
+    ordered by (score, tie key): rows of equal score by their keys (`tie_keys`: a seeded
+    permutation, never row order), so the counts are exactly the ones asked for and the order is a
+    total one, which negating both the scores and the keys reverses exactly."""
     if n_route + n_keep > len(scores):
         raise ValueError(f"yoked counts route {n_route} + keep {n_keep} exceed the {len(scores)} rows")
-    order = sorted(range(len(scores)), key=lambda i: scores[i])
+    ties = _floats(ties)
+    if len(ties) != len(scores) or len(set(ties)) < len(ties):
+        raise ValueError(f"tie keys must be {len(scores)} distinct numbers, one per row (gate.tie_keys); got {ties}")
+    order = sorted(range(len(scores)), key=lambda i: (scores[i], ties[i]))
     zones = ["absorb"] * len(scores)
     for i in order[:n_keep]:
         zones[i] = "keep"
     for i in order[len(scores) - n_route:]:
         zones[i] = "route"
     return zones
+
+
+TIE_STREAM = 0x7AE5  # tie_keys' generator: a stream of its own, apart from the uniform arm's draws
+
+
+def tie_keys(seed: int, step: int, sizes: list[int], reverse: bool = False) -> list[list[float]]:
+    """The tie keys of one step's sources (sizes: the rows of each, e.g. [students, teachers]): for
+    each source a random permutation of 0..n−1, from one generator seeded by (run seed, step) alone,
+    so every arm of a seed at a step with the same row counts gets the same keys (and a resumed run
+    the keys of an uninterrupted one). reverse: the keys negated, for the −h run of an antithetic
+    pair, whose scores are +h's negated: the order by (score, key) is then exactly reversed, ties
+    and all. Reads nothing but the seed, the step and the counts."""
+    g = torch.Generator().manual_seed((TIE_STREAM * 1_000_037 + seed) * 1_000_037 + step)
+    sign = -1.0 if reverse else 1.0
+    return [[sign * float(k) for k in torch.randperm(n, generator=g).tolist()] for n in sizes]
 
 
 def _floats(scores: torch.Tensor | list[float]) -> list[float]:

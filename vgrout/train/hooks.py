@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from vgrout.routing.gate import ranked
+from vgrout.routing.gate import ranked, tie_keys
 from vgrout.substrate import grader
 from vgrout.substrate.modes import BASELINE
 from vgrout.substrate.problems import Problem, hint_free_messages
@@ -87,11 +87,12 @@ def oracle_ranked(cfg, rollouts: list[Rollout], zones: list[str], step: int) -> 
         return zones
     g = torch.Generator().manual_seed(((cfg.gate.placebo_seed * 1_000_033) + cfg.seed) * 1_000_033 + step)
     out = list(zones)
-    for student in (True, False):
-        rows = [i for i, r in enumerate(rollouts) if (r.source == "student") == student]
+    sources = [[i for i, r in enumerate(rollouts) if (r.source == "student") == student] for student in (True, False)]
+    perms = tie_keys(cfg.seed, step, [len(rows) for rows in sources])  # the draws tie with probability 0
+    for rows, perm in zip(sources, perms):
         ties = torch.rand(len(rows), generator=g, dtype=torch.float64).tolist()
         keys = [float(rollouts[i].hacked) + t for i, t in zip(rows, ties)]  # a label outranks any draw
-        got = ranked(keys, sum(zones[i] == "route" for i in rows), sum(zones[i] == "keep" for i in rows))
+        got = ranked(keys, sum(zones[i] == "route" for i in rows), sum(zones[i] == "keep" for i in rows), perm)
         for i, z in zip(rows, got):
             out[i] = z
     return out

@@ -3,7 +3,7 @@
 One optimizer step, top to bottom:
   1. sample P training problems; G rollouts each: round(mix·G) from the teacher pool, the rest
      sampled from the student (gen_deploy_frac·n of them, a whole number, with the quarantine ablated);
-     a held-out arm with vact.withhold_pool samples student rows in place of the held-out modes' pool rows;
+     with vact.withhold_pool every arm samples student rows in place of the held-out modes' pool rows;
   2. grade every student rollout (reward; the labels are logged for measurement only, except in the
      arms marked oracle: the penalty arm's reward − train.monitor_penalty on hacked rows; noloophole's
      reward graded in mode none);
@@ -34,6 +34,8 @@ One optimizer step, top to bottom:
      loss = −Σ_t w·min(ρA, clip(ρ, 1−ε, 1+ε)A), floored at c_dual·A where A < 0,
      / (n_rollouts × max_new_tokens) (grpo.bounded_surrogate); every logπ at the sampling
      temperature;
+     With train.sample_cos, before the update: seed 004's cosines of each row's deployed-block NLL
+     gradient to v_grad with no mask and under its zone's mask, and of the step's sums (`sample_cos`);
   7. clip each block's gradient on its own, AdamW step; log (the step row, and DVCLive's view of
      it); checkpoint every N steps (a killed run resumes from the last one).
 """
@@ -52,6 +54,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 
@@ -64,7 +67,7 @@ from vgrout.io import (InputError, append_jsonl, atomic_path, code_files, read_j
 from vgrout.layout import Layout, run_name
 from vgrout.pairs.pairs import load_pairs, select
 from vgrout.routing import directions, extract, features
-from vgrout.routing.gate import Gate
+from vgrout.routing.gate import Gate, tie_keys
 from vgrout.substrate.modes import hackable
 from vgrout.substrate.problems import Problem, load_problems
 from vgrout.train import grpo, hooks
@@ -92,8 +95,8 @@ class TrainRun:
     yoke_log: str | None = None    # yoked arms: the step log of this seed's run they copy (its counts)
     name: str | None = None        # the run's arm name where it is not arm.name: a yoked run's (placebo_routeA),
                                    # an antithetic draw's (placeboV3n)
-    # loophole modes whose pool rows this run never trains on (vact.withhold_pool); a list, as the
-    # fingerprint reads back from config.json
+    # loophole modes whose pool rows this run never trains on (vact.withhold_pool: every arm of the run set
+    # alike, set by train_run); a list, as the fingerprint reads back from config.json
     withheld: list[str] = dataclasses.field(default_factory=list)
     stale_root: str = "runs/stale"  # where checkpoints of another config are set aside
     device: str | None = None
@@ -137,10 +140,10 @@ def train_run(params, arm: str, seed: int, layout: Layout = Layout()) -> TrainRu
     held = set(params.vact.heldout_modes)
     if a.heldout:
         modes = [m for m in (modes or hackable()) if m not in held]
-    # C2 asks about hacks never demonstrated: a held-out arm (and a yoked copy of one, which must see its
-    # rows) trains on no pool row of the held-out modes
-    held_run = a.heldout or (to is not None and arms.get(to).heldout)
-    withheld = sorted(held) if held_run and params.vact.withhold_pool else []
+    # C2 asks about hacks never demonstrated: with vact.withhold_pool no arm of the run set trains on a pool
+    # row of the held-out modes. Every arm alike, so a held-out arm and its controls (none, the count-matched
+    # ones) differ in the direction alone, never in their data
+    withheld = sorted(held) if params.vact.withhold_pool else []
     run = run_name(arm, seed)
     return TrainRun(arm=a, seed=seed, t=params.train, adapter=params.adapter, gate=params.gate,
                     pair_files=list(params.pairs.files), pair_modes=modes, fast=params.fast,
@@ -417,8 +420,10 @@ def sample_forward(cfg, lora, seqs, rollouts, zones, trunks) -> torch.Tensor:
 
 def route(cfg, gate: Gate, scores: torch.Tensor, rollouts, step: int, yoke: dict | None) -> list[str]:
     """Zones for one step's rows. The gate sees student rows; teacher rows take the fixed
-    gate.teacher_zone, or with teacher_zone gate a gate of their own over their own scores. Reads
-    each row's score, source and prompt, and nothing a grader wrote."""
+    gate.teacher_zone, or with teacher_zone gate a gate of their own over their own scores. Rows of
+    equal score are ordered by gate.tie_keys (a permutation of each source's rows fixed per run seed
+    and step, reversed in an antithetic draw's −h run), never by their position. Reads each row's
+    score, source and prompt, and nothing a grader wrote."""
     sources = {"student": [i for i, r in enumerate(rollouts) if r.source == "student"],
                "teacher": [i for i, r in enumerate(rollouts) if r.source != "student"]}
     gates = {"student": gate, "teacher": gate.teacher}
@@ -430,6 +435,9 @@ def route(cfg, gate: Gate, scores: torch.Tensor, rollouts, step: int, yoke: dict
         counts = yoke_counts(yoke, step, {k: len(v) for k, v in sources.items()}, cfg.yoke_log)
     if uniform:
         draws = uniform_scores(cfg, step, *(len(v) for v in sources.values()))
+    # ties by a permutation fixed per (run seed, step), reversed in an antithetic pair's −h run
+    draw = arms.draw(getattr(cfg, "name", None) or cfg.arm.name)
+    ties = tie_keys(cfg.seed, step, [len(v) for v in sources.values()], reverse=bool(draw) and draw[2] == "n")
     for k, (source, rows) in enumerate(sources.items()):
         g = gates[source]
         if g is None:
@@ -443,9 +451,9 @@ def route(cfg, gate: Gate, scores: torch.Tensor, rollouts, step: int, yoke: dict
         ranking = draws[k] if uniform else s
         if cfg.arm.yoked:
             n_route, n_keep = counts[source]
-            got = g.rank(ranking, n_route, n_keep)
+            got = g.rank(ranking, n_route, n_keep, ties[k])
         else:
-            got = g.decide(ranking)
+            got = g.decide(ranking, ties[k])
         for i, z in zip(rows, got):
             zones[i] = z
     return zones
@@ -498,7 +506,7 @@ def pair_band(cfg, lora, tok, direction, pairs, system: str | None) -> tuple[flo
     h_hack, h_clean = extract.pair_features(lora, tok, pairs, system, budget=cfg.t.max_new_tokens,
                                             batch_size=cfg.vact_batch, frozen=cfg.gate.scorer == "frozen",
                                             fast=cfg.fast, space=cfg.space)
-    return (float(directions.cosine(h_clean, direction).mean()), float(directions.cosine(h_hack, direction).mean()))
+    return directions.pair_band(h_hack, h_clean, direction)
 
 
 def routing_step(cfg, lora, tok, gate: Gate, direction, rollouts, step: int, yoke: dict | None, times: dict,
@@ -664,6 +672,7 @@ LIVE_GROUPS = (  # group -> the step row fields it holds (a name, or a prefix of
                                                              # pairs' band (gate.score cosine)
     ("ratio", ("rho_", "is_", "weff_", "clipfrac_")),        # token ratios and clip shares
     ("optim", ("loss", "gradnorm_")),
+    ("cos", ("cos_",)),                                      # seed 004's R3 per step (train.sample_cos)
 )
 
 
@@ -792,14 +801,16 @@ def train(cfg: TrainRun, progress: bool = True) -> Path:
         baseline = torch.tensor([r.source == "student" for r in rollouts]) if cfg.t.baseline == "students" else None
         adv = grpo.advantages(rewards, cfg.t.group_size, baseline, cfg.t.advantage, screen)
         masks = hooks.masks(cfg, zones)  # how each zone trains (erase: every row keep)
+        # seed 004's cosines: in the model this step updates, so before the update
+        cos, cos_step = sample_cos(cfg, lora, seqs, masks) if cfg.t.sample_cos else (None, {})
         loss, token_rows, gnorm, upd = update(cfg, lora, opt, seqs, trunks, adv, masks, rollouts, times)
 
         row = step_row(step, rollouts, zones, token_rows, loss, gnorm, upd, gate, times, screen)
         if band is not None:  # C3: the pairs' band the scores were normalised by
             row["band_clean"], row["band_hack"] = band
+        row.update(cos_step)  # R3: the step's summed deployed-block gradient's cosines (train.sample_cos)
         append_jsonl(cfg.log_path, row)
         log_live(live, row)
-        cos = sample_cos(cfg, lora, seqs, acts, masks) if cfg.t.sample_cos else None
         _log_rollouts(out, step, rollouts, scores, zones, acts, rewards, adv, cos)
         n_rows += 1
         bar.set_postfix(reward=f"{row['reward_mean']:.2f}", hack=f"{row['hack_rate']:.2f}",
@@ -825,28 +836,93 @@ def _update_norms(lora, before) -> dict[str, float]:
     return {k: math.sqrt(v) for k, v in sq.items()}
 
 
-def sample_cos(cfg, lora, seqs, acts, masks: list[str]) -> dict[str, list[float | None]]:
-    """Seed 004's per-sample cosines (R2, R3), per row: the cosine to v_grad of the row's probe
-    gradient in the deployed bottleneck (the gradient of its own NLL, as the seed's probe took it:
-    an advantage of 0 would null a GRPO gradient), before the zone masks (cos_before) and after them
-    (cos_after): the deployed block trains on a row kept or absorbed and on no routed row (its
-    output detached), so a routed row's deployed gradient is 0, cosine 0. R3 on the routed rows
-    (after < before) then asks that the rows routed away pointed along v_grad. None where the
-    gradient is 0 (R2 counts them). The gate's own features where it gates in v_grad's space."""
-    grads = acts if cfg.space == "grad" else features.probe_gradients(lora, seqs, batch_size=cfg.t.old_rows,
-                                                                      frozen=True, fast=cfg.fast)
+class MaskedProbe(ad.ProbeReader):
+    """sample_cos's probe: the current model (the adapter as trained so far, A and B detached) under
+    the routing masks of `RoutingState` (m, d: `Lora2r.masked`'s, None = no mask), with ProbeReader's
+    per-row gate c (at 1) on the deployed bottleneck:
+        y = W·x + [detach if d](B_d·(c ⊙ A_d·x) − B0_d·A0_d·x) + m·(B_q·A_q·x − B0_q·A0_q·x)
+    At c = 1 this is the function the train forward computes under the same masks (ExactDelta's), so
+    ∂NLL_row/∂c_row is the gradient the row sends into the deployed bottleneck under its mask: exactly
+    0 for a routed row (its deployed output detached), the deploy model's (ProbeReader live) for a kept
+    row. A ProbeReader, so the fast engine's layers run it as they run the probe (logprob._layer_forward)."""
+
+    @staticmethod
+    def forward(mod, x: torch.Tensor) -> torch.Tensor:
+        s, r = mod.state, mod.r
+        rows = (-1, *[1] * (x.dim() - 1))
+        c = s.probe[mod.name].view(-1, *[1] * (x.dim() - 2), r)
+        xf = x.to(mod.A0.dtype)
+        A, B = mod.A.detach(), mod.B.detach()
+        h, h0 = F.linear(xf, A), F.linear(xf, mod.A0)
+        delta_d = F.linear(h[..., :r] * c, B[:, :r]) - F.linear(h0[..., :r], mod.B0[:, :r])
+        delta_q = F.linear(h[..., r:], B[:, r:]) - F.linear(h0[..., r:], mod.B0[:, r:])
+        if s.d is not None:
+            delta_d = torch.where(s.d.view(rows), delta_d.detach(), delta_d)
+        if s.m is not None:
+            delta_q = delta_q * s.m.view(rows).to(delta_q.dtype)
+        return mod.base(x) + (delta_d + delta_q).to(x.dtype)
+
+
+def masked_probe_gradients(lora, seqs, zones: list[str] | None, batch_size: int, fast: bool) -> dict[str, torch.Tensor]:
+    """Each row's gradient of its own mean completion NLL (temperature 1, as features.probe_gradients)
+    with respect to its deployed-bottleneck gate c, in the current model under the row's zone mask
+    (zones None: no mask, both blocks in the forward and nothing detached): {module: [N, r]}."""
+    device = lora.device
+    engine = fastgen.select(lora.model, fast) is fastgen.FAST
+    parts: dict[str, list[torch.Tensor]] = {name: [] for name in lora.modules}
+    for start in range(0, len(seqs), batch_size):
+        b = seqs.rows(slice(start, start + batch_size)).to(device)
+        z = zones[start:start + len(b)] if zones is not None else None
+        m = torch.tensor([ad.ZONE_MASKS[zz][0] for zz in z], device=device) if z else None
+        d = torch.tensor([ad.ZONE_MASKS[zz][1] for zz in z], device=device) if z else None
+        gates = {name: torch.ones(len(b), lora.r, device=device, requires_grad=True) for name in lora.modules}
+        with torch.enable_grad(), lora.state.scope(variant=MaskedProbe, probe=gates, probe_live=True, m=m, d=d):
+            if engine:
+                logp, mask = logprob.token_logprobs(lora.model, b, fused_adapter=False, one_pass=True)
+            else:
+                logp, mask = logprob.reference_token_logprobs(lora.model, b)
+            nll = -(logp * mask).sum(1) / mask.sum(1).clamp(min=1)
+            grads = torch.autograd.grad(nll.sum(), list(gates.values()), allow_unused=True)
+        for (name, gate), g in zip(gates.items(), grads):
+            parts[name].append((torch.zeros_like(gate) if g is None else g).detach().float().cpu())
+    return {name: torch.cat(p) for name, p in parts.items()}
+
+
+def sample_cos(cfg, lora, seqs, masks: list[str]) -> tuple[dict[str, list[float | None]], dict[str, float | None]]:
+    """Seed 004's per-sample cosines (R2, R3), read before the step's update, in the model it updates.
+    A row's deployed-block gradient is the gradient of its own mean completion NLL (as the seed's probe
+    took it: an advantage of 0 would null a GRPO gradient) with respect to its gate on the deployed
+    bottleneck (`masked_probe_gradients`), the space v_grad lives in:
+      cos_before: its cosine to v_grad with no mask (both blocks in the forward, nothing detached);
+      cos_after:  with the row's training mask (hooks.masks: keep, absorb or route), the gradient the
+                  row actually sends into the deployed block. A routed row sends none (its deployed
+                  output is detached): its gradient is exactly 0 and its cos_after None, like any
+                  zero gradient's (R2 counts the rows with a value).
+    R3 ("cos_out < cos_in", seed 004) is a statement about the step's gradient, which its projection
+    edited: here the sum over the step's rows (student and teacher) of those gradients, whose cosine
+    to v_grad before (cos_before_step) and after (cos_after_step) the masks is the step's. Routing
+    removes the routed rows' terms, so R3 holds on a step where the rows routed away pointed along
+    v_grad more than the rest; a mask that leaves a routed row's gradient in (or a gate that routes
+    rows pointing away from v_grad) makes it fail. Cosines over the modules concatenated
+    (directions.cosine); v_grad the seed's full direction (v_grad.safetensors) in every arm.
+    Returns (per row: cos_before, cos_after; the step: cos_before_step, cos_after_step)."""
     v_grad = directions.load_direction(Path(cfg.vact_dir) / "v_grad.safetensors")
-    norm = sum(g.float().pow(2).sum(-1) for g in grads.values()).sqrt()
-    before = directions.cosine(grads, v_grad)
-    cos_before = [float(c) if n > 0 else None for c, n in zip(before, norm)]
-    cos_after = [None if c is None else 0.0 if z == "route" else c for c, z in zip(cos_before, masks)]
-    return {"cos_before": cos_before, "cos_after": cos_after}
+    out, step = {}, {}
+    for key, zones in (("before", None), ("after", list(masks))):
+        g = masked_probe_gradients(lora, seqs, zones, cfg.t.old_rows, cfg.fast)
+        norm = sum(t.pow(2).sum(-1) for t in g.values()).sqrt()
+        out[f"cos_{key}"] = [float(c) if n > 0 else None for c, n in zip(directions.cosine(g, v_grad), norm)]
+        total = {name: t.double().sum(0, keepdim=True) for name, t in g.items()}
+        nonzero = any(bool(t.abs().sum() > 0) for t in total.values())
+        step[f"cos_{key}_step"] = float(directions.cosine(total, v_grad)[0]) if nonzero else None
+    return out, step
 
 
 def _log_rollouts(out: Path, step: int, rollouts, scores, zones, acts, rewards, adv, cos=None) -> None:
     """Measurement log for A7 (labels used only after training): one row per rollout (the grader's
     reward, the reward it trained on and its advantage), and the gate's features so null directions
-    can be scored on the same rollouts; with train.sample_cos each row's cos_before and cos_after."""
+    can be scored on the same rollouts; with train.sample_cos each row's cos_before and cos_after
+    (`sample_cos`)."""
     for i, (r, s, z, tr, a) in enumerate(zip(rollouts, scores.tolist(), zones, rewards.tolist(), adv.tolist())):
         append_jsonl(out / "rollouts.jsonl", {
             "step": step, "problem_id": r.problem.id, "mode": r.problem.mode, "source": r.source,
