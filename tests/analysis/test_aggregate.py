@@ -29,7 +29,7 @@ from vgrout.arms import placebo_for, yoke_target
 from vgrout.eval.evaluate import write_samples
 from vgrout.io import InputError
 from vgrout.layout import DEPLOY_SAMPLES, Layout
-from vgrout.routing.directions import haar_direction
+from vgrout.routing.directions import haar_direction, mean_difference
 from vgrout.stats import TOO_FEW_SEEDS, hierarchical_bootstrap
 from vgrout.substrate.grader import Grade
 from vgrout.substrate.problems import Problem
@@ -40,7 +40,8 @@ HELDOUT = ["exit_code", "stdout_marker"]
 MODULES = ["model.layers.0.self_attn.q_proj", "model.layers.0.mlp.down_proj"]
 R = 8
 # Deploy hack rate per arm and hackable mode (heldout: low on its in-pair modes only).
-HACK = {"none": 0.45, "routeA": 0.15, "placebo_routeA": 0.42, "placebo_heldout": 0.42, "absorb": 0.3}
+HACK = {"none": 0.45, "routeA": 0.15, "placebo_routeA": 0.42, "placebo_heldout": 0.42, "absorb": 0.3,
+        "oracleMatched": 0.1}
 STEPS = 12
 SAVED = [0, 4, 8, 12]
 Q_LO, Q_HI = 0.3, 0.8
@@ -96,7 +97,7 @@ def write_run(root, arm, seed, direction):
         return run
     curve = [r | {"step": s} for s in SAVED for r in rates(eval_samples(arm, rng, progress=s / STEPS))]
     (m / "eval_curve.json").write_text(json.dumps(header | {"rows": curve}))
-    routing = arm in ("routeA", "heldout") or get_arm(arm).yoked
+    routing = get_arm(arm).gates_students
     with open(m / "steps.jsonl", "w") as f:
         for step in range(STEPS):
             warm = step >= 3
@@ -111,19 +112,24 @@ def write_run(root, arm, seed, direction):
                 "cut_lo": 0.1 if warm else None, "cut_hi": 0.9 if warm else None, "loss": 0.1,
                 "gradnorm_deployed": 1.0, "gradnorm_quarantine": 0.5,
                 "t_generate": 1.0, "t_grade": 0.1, "t_sample": 0.2, "t_train": 0.5}) + "\n")
-    # 16 rollouts per step; the gate scores them with the arm's direction and routes the top tail.
+    # 16 rollouts per step (two of them the teacher pool's); the gate scores them with the arm's direction and
+    # routes the top tail of each step's rows of each source (gate.cut_rule step: the same counts in every arm)
     n = 16 * STEPS
     hacked = rng.random(n) < 0.3
-    teacher = rng.random(n) < 0.125
+    teacher = np.arange(n) % 8 == 0
     g = torch.Generator().manual_seed(seed * 100 + len(arm))
     acts = {k: torch.randn(n, R, generator=g) + 1.5 * torch.from_numpy(hacked).float()[:, None] * U[k]
             for k in MODULES}
     score = sum((acts[k] @ direction[k]).numpy() for k in MODULES)
-    lo, hi = np.quantile(score, [Q_LO, Q_HI])
-    zone = np.where(score > hi, "route", np.where(score < lo, "keep", "absorb")) if routing else \
-        np.full(n, "absorb" if arm == "absorb" else "keep")
+    zone = np.full(n, "absorb" if arm == "absorb" or routing else "keep", dtype=object)
+    if routing:
+        for group in {(i // 16, bool(teacher[i])) for i in range(n)}:
+            rows = np.flatnonzero((np.arange(n) // 16 == group[0]) & (teacher == group[1]))
+            lo, hi = np.quantile(score[rows], [Q_LO, Q_HI])
+            zone[rows] = np.where(score[rows] > hi, "route", np.where(score[rows] < lo, "keep", "absorb"))
     r = root / "runs" / "train" / run
     r.mkdir(parents=True)
+    (r / "config.json").write_text(json.dumps({"arm": arm, "seed": seed, "gate": {"score": "dot"}}))  # train's, in part
     with open(r / "rollouts.jsonl", "w") as f:
         for i in range(n):
             f.write(json.dumps({"step": i // 16, "problem_id": f"p{i % 9}", "mode": MODES[1 + i % 4],
@@ -152,12 +158,26 @@ def write_plan(root: Path, seeds) -> Path:
     return root / "analysis.yaml"
 
 
-def write_pair_features(path: Path) -> None:
-    """The contrast pairs' features as extract_vact would leave them: hack sides shifted along U, like the rollouts."""
+PAIR_MODES = [m for m in MODES[1:] for _ in range(2)]  # the pairs' modes in make_pipeline's (and the features') order
+
+
+def pair_features() -> tuple[dict, dict]:
+    """The contrast pairs' features as extract_vact would leave them: hack sides shifted along U, like the rollouts,
+    plus noise centred over the pairs, so v_act (their mean difference) is U itself."""
     g = torch.Generator().manual_seed(99)
-    feats = {f"{side}.{k}": torch.randn(8, R, generator=g) + (1.5 * U[k] if side == "hack" else 0)
-             for side in ("hack", "clean") for k in MODULES}
-    save_file(feats, path)
+    clean = {k: torch.randn(len(PAIR_MODES), R, generator=g) for k in MODULES}
+    noise = {k: torch.randn(len(PAIR_MODES), R, generator=g) for k in MODULES}
+    return {k: clean[k] + 1.5 * U[k] + noise[k] - noise[k].mean(0) for k in MODULES}, clean
+
+
+def write_pair_features(layout: Layout, seed: int) -> None:
+    """The pairs' features, and each pair's mode in metrics/vact/SEED.json as extract_vact logs it."""
+    hack, clean = pair_features()
+    save_file({**{f"hack.{k}": t for k, t in hack.items()}, **{f"clean.{k}": t for k, t in clean.items()}},
+              layout.pair_features(seed, "v_act"))
+    layout.vact_metrics(seed).parent.mkdir(parents=True, exist_ok=True)
+    layout.vact_metrics(seed).write_text(json.dumps({"v_act": {"pairs": [{"id": f"{m}-{i % 2}", "mode": m}
+                                                                          for i, m in enumerate(PAIR_MODES)]}}))
 
 
 def make_pipeline(root: Path, seeds=SEEDS, arms=("none", "routeA", "placebo_routeA", "absorb", "heldout", "placebo_heldout"),
@@ -171,12 +191,12 @@ def make_pipeline(root: Path, seeds=SEEDS, arms=("none", "routeA", "placebo_rout
              for m in MODES[1:] for i in range(2)]
     (root / "runs" / "pairs").mkdir(parents=True)
     (root / "runs" / "pairs" / "pairs.json").write_text(json.dumps({"pairs": pairs, "placebo_pairs": []}))
-    v_held = {k: torch.nn.functional.normalize(v + 0.3 * torch.randn(R, generator=_g), dim=0) for k, v in U.items()}
+    v_held = mean_difference(*pair_features(), [i for i, m in enumerate(PAIR_MODES) if m not in HELDOUT])
     write_run(root, "base", None, U)
     write_plan(root, seeds)
     for s in seeds:
         (root / "runs" / "vact" / str(s)).mkdir(parents=True)
-        write_pair_features(Layout(root).pair_features(s, "v_act"))
+        write_pair_features(Layout(root), s)
         save_file(U, root / "runs" / "vact" / str(s) / "v_act.safetensors")
         save_file(v_held, root / "runs" / "vact" / str(s) / "v_act_heldout.safetensors")
         direction = {"heldout": v_held, "placebo": haar_direction(U, PLACEBO_SEED + s)}
@@ -326,7 +346,7 @@ def test_a2_prints_the_plan_its_verdicts_and_the_score_band(five_seeds):
     assert f"sha256 `{sha}`; changed since its last commit, or never committed" in md
     for c in ("C1", "C2", "C3"):
         assert f"**{c} {summary[f'claim_{c}']['status']}**" in md and summary[f"claim_{c}"]["plan_sha256"] == sha
-    table = md[md.index("## Every arm"):md.index("## Score band")]
+    table = md[md.index("## Label-free arms"):md.index("## Oracle and ceiling arms")]
     roles = {line.split("|")[1].strip(): line.split("|")[2].strip() for line in table.splitlines()
              if line.startswith("| ") and not line.startswith("| arm")}
     assert roles == {"none": "C1 control, C2 control", "routeA": "C1 arm, C3 arm",
@@ -354,7 +374,7 @@ def test_a_claim_whose_runs_are_missing_says_not_run(tmp_path):
     for c, why in (("C1", "no run placebo_routeA-0"), ("C3", "no run placebo_routeA-0"),
                    ("C2", "no run heldout-0, placebo_heldout-0")):
         assert summary[f"claim_{c}"] == {"status": "not run", "plan_sha256": summary["plan"]["sha256"], "alpha": 0.05,
-                                         "n_seeds": 1, "why": why}
+                                         "n_seeds": 1, "min_seeds": 2, "why": why}
         assert f"**{c} not run**" in md and why in md
 
 
@@ -761,3 +781,103 @@ def test_a_yoked_run_that_names_no_arm_it_copies_is_refused(tmp_path):
     (old / "per_mode_deploy.json").write_text(json.dumps(d | {"run": "placebo-0", "arm": "placebo"}))
     with pytest.raises(InputError, match="arm 'placebo' is yoked .* rename it placebo_routeA-SEED"):
         load_run(runs, tmp_path / "runs" / "train", "placebo-0", gate_inputs=False)
+
+
+def test_oracle_arms_are_absent_from_the_label_free_table(tmp_path):
+    """Item 4's guard: oracleMatched (an oracle, arms.Arm.oracle: it ranks rows by the true label) is never a row of
+    A2's label-free table; it is in the oracle table beside it, marked oracle."""
+    params = make_pipeline(tmp_path, seeds=(0,), arms=("none", "routeA", "oracleMatched"))
+    aggregate_stage(params, Layout(tmp_path))
+    md = (tmp_path / "metrics" / "artifacts" / "A2.md").read_text()
+    free = md[md.index("## Label-free arms"):md.index("## Oracle and ceiling arms")]
+    oracle = md[md.index("## Oracle and ceiling arms"):md.index("## Score band")]
+    rows = lambda text: {line.split("|")[1].strip(): line.split("|")[3].strip() for line in text.splitlines()  # noqa: E731
+                         if line.startswith("| ") and not line.startswith("| arm")}
+    assert rows(free) == {"none": "label-free", "routeA": "label-free"}
+    assert rows(oracle) == {"oracleMatched": "oracle"}
+    a2 = pd.read_csv(tmp_path / "metrics" / "artifacts" / "A2.csv").set_index("arm")
+    assert a2.loc["oracleMatched", "kind"] == "oracle"
+
+
+def test_a7_sample_cos_r2_r3(tmp_path):
+    """Item 5's guard, on what train.sample_cos writes (vgrout/train/loop.py sample_cos): R2 = rows whose cos_before
+    is present, of all rows; R3 = of the steps that routed at least one row and carry both step cosines, those with
+    cos_after_step < cos_before_step − 1e-6 (steps.jsonl), never a count of per-row cos_after (None on every routed
+    row). Float noise (after = before − 3e-8) must not count as a fall, a non-routing step must not enter R3, the
+    none arm's R3 is over all its steps (the null, 0 here); Wilson intervals; fields missing -> not measured."""
+    from vgrout.stats import wilson
+    params = make_pipeline(tmp_path, seeds=(0, 1), arms=("none", "routeA"))
+    rng = np.random.default_rng(4)
+    expect = {"n": 0, "present": 0, "steps": 0, "below": 0}
+    train, metrics = tmp_path / "runs" / "train", tmp_path / "metrics" / "runs"
+
+    def rewrite(path, rows):
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    for s in (0, 1):
+        p = train / f"routeA-{s}" / "rollouts.jsonl"
+        rows = [json.loads(line) for line in p.read_text().splitlines()]
+        for i, r in enumerate(rows):
+            if r["step"] < 2 and r["zone"] == "route":  # steps 0, 1 route nothing (warm-up)
+                r["zone"] = "absorb"
+            before = None if i % 7 == 0 else float(rng.normal(0.1, 0.1))
+            r |= {"cos_before": before, "cos_after": None if before is None or r["zone"] == "route" else before}
+            expect["n"] += 1
+            expect["present"] += before is not None
+        rewrite(p, rows)
+        p = metrics / f"routeA-{s}" / "steps.jsonl"
+        steps = [json.loads(line) for line in p.read_text().splitlines()]
+        for t in steps:
+            k = t["step"]
+            before = 0.2 + 0.01 * k
+            # 0, 1: no row routed, a fall that R3 must not see; 2, 3: float noise, no fall; 4: no gradient;
+            # 5, 7: a rise; the rest a real fall
+            after = (before - 0.05 if k < 2 else before - 3e-8 if k in (2, 3) else None if k == 4
+                     else before + 0.01 if k in (5, 7) else before - 1e-3 * (1 + s))
+            t |= {"cos_before_step": before, "cos_after_step": after}
+            if k >= 2 and after is not None:
+                expect["steps"] += 1
+                expect["below"] += after < before - 1e-6
+        rewrite(p, steps)
+    # none: seed 0 logs both cosines, equal up to float (its kept rows unmasked); seed 1 logs none of them
+    p = metrics / "none-0" / "steps.jsonl"
+    steps = [json.loads(line) for line in p.read_text().splitlines()]
+    rewrite(p, [t | {"cos_before_step": 0.3, "cos_after_step": 0.3 + (-3e-8 if t["step"] % 2 else 2e-8)} for t in steps])
+    summary = aggregate_stage(params, Layout(tmp_path))
+    kw = paths(tmp_path)
+    cos = pd.read_csv(kw["out_dir"] / "A7_sample_cos.csv").set_index("arm")
+    r = cos.loc["routeA"]
+    assert (expect["steps"], expect["below"]) == (2 * 9, 2 * 5)  # the design above, counted
+    assert (r["rows"], r["rows_with_cos"], r["steps"], r["steps_after_below_before"], r["r3_over"]) == (
+        expect["n"], expect["present"], expect["steps"], expect["below"], "routed")
+    assert r["r2"] == pytest.approx(expect["present"] / expect["n"])
+    assert (r["r2_lo"], r["r2_hi"]) == pytest.approx(wilson(expect["present"], expect["n"]))
+    assert r["r3"] == pytest.approx(expect["below"] / expect["steps"])
+    assert (r["r3_lo"], r["r3_hi"]) == pytest.approx(wilson(expect["below"], expect["steps"]))
+    assert bool(r["r2_met"]) == (expect["present"] / expect["n"] >= 0.9)
+    assert bool(r["r3_met"]) == (expect["below"] / expect["steps"] >= 0.8)
+    for k in ("r2", "r2_lo", "r2_hi", "r3", "r3_lo", "r3_hi"):
+        assert summary["routeA"][f"sample_cos_{k}"] == pytest.approx(r[k], abs=1e-6)
+    n = cos.loc["none"]
+    assert (n["r3_over"], n["steps"], n["steps_after_below_before"], n["r3"]) == ("all", STEPS, 0, 0.0)
+    assert summary["none"]["sample_cos_r3"] == 0.0 and "sample_cos_r2" not in summary["none"]
+    assert np.isnan(n["r2"]) and n["runs_measured"] == 0 and n["runs_measured_steps"] == 1
+    md = (kw["out_dir"] / "A7.md").read_text()
+    assert "## Per-sample cosines (seed 004's R2, R3)" in md
+    assert ("| none | 2 | 0/2 / 1/2 | not measured (no row carries cos_before: train.sample_cos off) | "
+            f"0.000 [0.000, {wilson(0, STEPS)[1]:.3f}] (0/{STEPS}) |") in md
+
+
+def test_a7_sample_cos_not_measured(tmp_path):
+    """Logs without the cosines (train.sample_cos off, or rows from before the step cosines): both R2 and R3 say
+    not measured, nothing crashes, and summary.json carries no sample_cos key."""
+    params = make_pipeline(tmp_path, seeds=(0,), arms=("none", "routeA"))
+    p = tmp_path / "runs" / "train" / "routeA-0" / "rollouts.jsonl"
+    rows = [json.loads(line) for line in p.read_text().splitlines()]
+    p.write_text("".join(json.dumps(r | {"cos_after": 0.1}) + "\n" for r in rows))  # an old log's per-row field only
+    summary = aggregate_stage(params, Layout(tmp_path))
+    md = (paths(tmp_path)["out_dir"] / "A7.md").read_text()
+    for arm in ("none", "routeA"):
+        assert (f"| {arm} | 1 | 0/1 / 0/1 | not measured (no row carries cos_before: train.sample_cos off) | not "
+                "measured (no step carries cos_before_step / cos_after_step: train.sample_cos off) |") in md
+        assert not any(k.startswith("sample_cos") for k in summary[arm])

@@ -294,3 +294,32 @@ def test_the_teacher_rows_zones_are_scored_on_the_teacher_rows():
     assert t["route_precision"] == 1.0 and t["route_recall"] == pytest.approx((n_hacks - 1) / n_hacks)
     assert t["keep_precision"] == 0.0  # the one kept teacher row is a hack
     assert res["realised"]["route_precision"] is None  # no student row was routed
+
+
+def test_sample_cos_counts_reads_the_step_cosines():
+    """R2 counts rows with cos_before (a routed row's cos_after is None by design and is not asked for); R3 counts,
+    over the steps that routed a row, cos_after_step < cos_before_step − R3_TOL: a 3e-8 float difference is no
+    fall, a non-routing step is counted apart, a step without a number is left out, a resumed log's repeated
+    step counts once (its last row); a log without the fields is unmeasured, not an error."""
+    from vgrout.analysis.diagnostics import R3_TOL, sample_cos_counts
+    assert R3_TOL == 1e-6
+    rollouts = [{"step": 0, "zone": "keep", "cos_before": 0.1, "cos_after": 0.1},
+                {"step": 1, "zone": "route", "cos_before": 0.3, "cos_after": None},
+                {"step": 1, "zone": "keep", "cos_before": None, "cos_after": None},
+                {"step": 2, "zone": "route", "cos_before": 0.2, "cos_after": None},
+                {"step": 3, "zone": "route", "cos_before": 0.2, "cos_after": None},
+                {"step": 4, "zone": "route", "cos_before": float("nan"), "cos_after": None}]
+    steps = [{"step": 0, "cos_before_step": 0.5, "cos_after_step": 0.4},          # no row routed: a fall, not R3's
+             {"step": 1, "cos_before_step": 0.5, "cos_after_step": 0.1},          # (overwritten below)
+             {"step": 2, "cos_before_step": 0.5, "cos_after_step": 0.5 - 3e-8},  # float noise: no fall
+             {"step": 3, "cos_before_step": 0.5, "cos_after_step": 0.6},          # a rise
+             {"step": 4, "cos_before_step": 0.5, "cos_after_step": None},         # no gradient: left out
+             {"step": 1, "cos_before_step": 0.5, "cos_after_step": 0.4}]          # step 1 again (a resumed log)
+    c = sample_cos_counts(rollouts, steps)
+    assert c == {"measured_rows": True, "n": 6, "n_present": 4, "measured_steps": True, "n_steps": 4,
+                 "n_steps_below": 2, "n_routed_steps": 3, "n_routed_below": 1}
+    off = sample_cos_counts([{k: v for k, v in r.items() if not k.startswith("cos")} for r in rollouts],
+                            [{"step": t["step"]} for t in steps])
+    assert off == {"measured_rows": False, "n": 6, "n_present": 0, "measured_steps": False, "n_steps": 0,
+                   "n_steps_below": 0, "n_routed_steps": 0, "n_routed_below": 0}
+    assert sample_cos_counts(rollouts)["measured_steps"] is False  # no step log given

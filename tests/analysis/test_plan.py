@@ -56,8 +56,9 @@ BOUNDARY = claims.ClaimData(cells_frame({"none": (0, 0), "routeA": (-0.2, -0.01)
 
 
 def repo_plan(**changes) -> dict:
-    """The repository's plan as a mapping, its claims on SEEDS; changes: {"C1.alpha": 0.2, ...}."""
+    """The repository's plan as a mapping, its claims on SEEDS, 400 resamples; changes: {"C1.alpha": 0.2, ...}."""
     d = yaml.safe_load((REPO / "analysis.yaml").read_text())
+    d["bootstrap"]["resamples"] = 400
     for c in d["claims"].values():
         c["seeds"] = list(SEEDS)
     for key, value in changes.items():
@@ -71,7 +72,7 @@ def repo_plan(**changes) -> dict:
 
 def decide(d: dict, data=DATA) -> dict:
     return claims.verdicts(plan_file.parse(d, "test.yaml"), plan_file.PlanId("test.yaml", "h" * 64, "uncommitted"),
-                           data, n_boot=400)
+                           data)
 
 
 # ---------------------------------------------------------------------------- the plan file
@@ -203,8 +204,9 @@ def test_sidedness_sets_the_interval_level():
 def test_holm_within_a_family_steps_down():
     """C1 and C3 in one family at α 0.3: first each at α/2 = 0.15, then the one left at 0.3. At the boundary C1
     holds at 0.3 but not at 0.15: it holds once C3 has (a band routeA has and its placebo lacks), and not when
-    C3 fails (a band both share); in its own family it holds at 0.3 directly."""
-    family = {"claims.C1.alpha": 0.3, "claims.C3.alpha": 0.3, "claims.C3.family": "C1"}
+    C3 fails (a band both share); in its own family it holds at 0.3 directly. C3 here is its band test alone."""
+    band_only = yaml.safe_load((REPO / "analysis.yaml").read_text())["claims"]["C3"]["tests"][:1]
+    family = {"claims.C1.alpha": 0.3, "claims.C3.alpha": 0.3, "claims.C3.family": "C1", "claims.C3.tests": band_only}
     stepped = decide(repo_plan(**family), BOUNDARY)
     assert stepped["C3"]["status"] == "holds" and stepped["C3"]["alpha_holm"] == 0.15
     assert stepped["C1"]["status"] == "holds" and stepped["C1"]["alpha_holm"] == 0.3
@@ -213,7 +215,7 @@ def test_holm_within_a_family_steps_down():
     blocked = decide(repo_plan(**family), flat)
     assert blocked["C3"]["status"] == blocked["C1"]["status"] == "does not hold"
     assert blocked["C1"]["alpha_holm"] == 0.15
-    alone = decide(repo_plan(**{"claims.C1.alpha": 0.3, "claims.C3.alpha": 0.3}), flat)
+    alone = decide(repo_plan(**{"claims.C1.alpha": 0.3, "claims.C3.alpha": 0.3, "claims.C3.tests": band_only}), flat)
     assert alone["C1"]["status"] == "holds" and alone["C1"]["alpha_holm"] == 0.3
 
 
@@ -251,27 +253,216 @@ def test_step_bands_separation_width_ratio_and_routed_share(tmp_path):
         pw = np.quantile(pairs.ravel(), 0.75) - np.quantile(pairs.ravel(), 0.25)
         assert r["width_ratio"] == pytest.approx((q[1] - q[0]) / pw)
         assert r["routed_share"] == 0.25  # 2 of 8 student rows; teacher rows left out
-    flipped = step_bands(path, -pairs, 0.25, 0.75)  # −h of an antithetic draw: the same width
-    assert flipped["separation"].tolist() == pytest.approx(b["separation"].tolist())
+    flipped = step_bands(path, -pairs, 0.25, 0.75)  # −h of an antithetic draw: the band signed, so opposite
+    assert flipped["separation"].tolist() == pytest.approx((-b["separation"]).tolist())
+    assert (b["separation"] > 0).all()
     missing = step_bands(path, "not logged", 0.25, 0.75)
     assert missing["separation"].isna().all() and missing["student_width"].notna().all()
 
 
-def test_pair_scores_from_the_logged_ones_or_the_features(tmp_path):
-    """routeA's own direction: the scores extract_vact logs; a Haar placebo: only from the pairs' features,
-    else the reason names the file that is missing."""
+
+
+def pair_layout(tmp_path, shift: float, n=8, r=6, modes=("hardcode", "exit_code")):
+    """A layout with the pairs' features (hack = clean + shift along a fixed u + noise), each pair's mode in
+    metrics/vact/0.json as extract_vact logs it, and the fitted v_act (the mean difference) and its heldout one."""
     import json
     import torch
     from safetensors.torch import save_file
     from vgrout.layout import Layout
+    from vgrout.routing.directions import mean_difference
     layout = Layout(tmp_path)
-    layout.vact_metrics(0).parent.mkdir(parents=True)
     layout.vact(0).mkdir(parents=True)
-    layout.vact_metrics(0).write_text(json.dumps({"v_act": {"pairs": [{"hack_score": 2.0, "clean_score": 1.0}]}}))
-    assert pair_scores("routeA", layout, 0, {}).tolist() == [[2.0], [1.0]]
-    why = pair_scores("placebo_routeA", layout, 0, {})
-    assert isinstance(why, str) and "v_act_pair_features.safetensors" in why
-    h = {"m": torch.tensor([1.0, 0.0])}
-    save_file({"hack.m": torch.tensor([[3.0, 9.0]]), "clean.m": torch.tensor([[1.0, 9.0]])},
+    layout.vact_metrics(0).parent.mkdir(parents=True)
+    g = torch.Generator().manual_seed(5)
+    u = {m: torch.nn.functional.normalize(torch.randn(r, generator=g), dim=0) for m in ("a", "b")}
+    clean = {m: torch.randn(n, r, generator=g) for m in u}
+    hack = {m: clean[m] + shift * u[m] + torch.randn(n, r, generator=g) for m in u}
+    save_file({**{f"hack.{m}": t for m, t in hack.items()}, **{f"clean.{m}": t for m, t in clean.items()}},
               layout.pair_features(0, "v_act"))
-    assert pair_scores("placebo_routeA", layout, 0, h).tolist() == [[3.0], [1.0]]
+    row_modes = [modes[i % len(modes)] for i in range(n)]
+    layout.vact_metrics(0).write_text(json.dumps({"v_act": {"pairs": [
+        {"id": f"p{i}", "mode": m, "hack_score": 9.0, "clean_score": -9.0} for i, m in enumerate(row_modes)]}}))
+    kept = [i for i, m in enumerate(row_modes) if m != "exit_code"]
+    return layout, hack, clean, mean_difference(hack, clean), mean_difference(hack, clean, kept), row_modes
+
+
+def test_pair_scores_are_held_out_of_the_fit(tmp_path):
+    """C3's guard: a direction fitted to the pairs scores each pair refitted without it (leave-one-out), so pure
+    noise pairs, which separate along their own mean difference by construction, do not separate held out; a
+    heldout direction scores its held-out modes' pairs with itself; a Haar direction, fitted to none, scores all."""
+    from vgrout.routing.directions import haar_direction, mean_difference, score
+    layout, hack, clean, v, v_held, modes = pair_layout(tmp_path, shift=0.0)
+    n = len(modes)
+    one = lambda h, i: {m: t[i:i + 1] for m, t in h.items()}  # noqa: E731
+    got = pair_scores("routeA", layout, 0, v, ["exit_code", "stdout_marker"])
+    for i in range(n):  # each pair along the direction fitted to the others
+        loo = mean_difference(hack, clean, [j for j in range(n) if j != i])
+        assert got[0, i] == pytest.approx(float(score(one(hack, i), loo)[0]), rel=1e-5)
+        assert got[1, i] == pytest.approx(float(score(one(clean, i), loo)[0]), rel=1e-5)
+    in_sample = float((score(hack, v) - score(clean, v)).mean())
+    held_out = float(got[0].mean() - got[1].mean())
+    assert in_sample > 0.5 and held_out < in_sample / 2  # noise: fitted, it separates; held out, it does not
+    # the heldout arm: its direction from the modes not held out; the held-out modes' pairs along it as it is
+    got = pair_scores("heldout", layout, 0, v_held, ["exit_code", "stdout_marker"])
+    kept = [i for i, m in enumerate(modes) if m != "exit_code"]
+    for i in range(n):
+        along = v_held if i not in kept else mean_difference(hack, clean, [j for j in kept if j != i])
+        assert got[0, i] == pytest.approx(float(score(one(hack, i), along)[0]), rel=1e-5)
+    # a Haar draw: every pair along it
+    h = haar_direction(v, 7)
+    assert np.allclose(pair_scores("placeboA0p", layout, 0, h, ["exit_code"]), [score(hack, h), score(clean, h)])
+    # a direction the features do not refit (another seed's, a live refresh): said, not guessed
+    why = pair_scores("routeA", layout, 0, h, ["exit_code"])
+    assert isinstance(why, str) and "is not the mean difference" in why
+    # no features: the logged (in-sample) scores of metrics/vact are never used
+    layout.pair_features(0, "v_act").unlink()
+    why = pair_scores("routeA", layout, 0, v, ["exit_code"])
+    assert isinstance(why, str) and "v_act_pair_features.safetensors" in why and "in-sample: not used" in why
+
+
+def test_cosine_pair_scores_are_band_normalised(tmp_path):
+    """Under gate.score cosine the pairs are scored as the gate scores rows: (cos − c_clean) / (c_hack − c_clean)
+    with the run's band, the held-out cosine of each pair."""
+    from vgrout.routing.directions import cosine, mean_difference
+    layout, hack, clean, v, _, modes = pair_layout(tmp_path, shift=2.0)
+    got = pair_scores("routeA", layout, 0, v, ["exit_code"], "cosine")
+    c_clean, c_hack = float(cosine(clean, v).mean()), float(cosine(hack, v).mean())
+    loo = mean_difference(hack, clean, list(range(1, len(modes))))
+    assert c_hack > c_clean
+    assert got[0, 0] == pytest.approx((float(cosine({m: t[:1] for m, t in hack.items()}, loo)[0]) - c_clean)
+                                      / (c_hack - c_clean), rel=1e-5)
+
+
+# ---------------------------------------------------------------------------- controls, seeds, bootstrap
+
+CONFIRMATORY = {
+    "bootstrap": {"resamples": 400, "seed": 3, "interval": "percentile_seed_widened"},
+    "heldout_modes": ["exit_code", "stdout_marker"],
+    "claims": {
+        "C1": {"statement": "s", "arm": "routeV", "seeds": SEEDS, "family": "C1", "tests": [
+            {"control": "none", "outcome": "hack", "population": "hackable", "direction": "lower"},
+            {"control": "uniform", "outcome": "hack", "population": "hackable", "direction": "lower"},
+            {"control": "nll", "outcome": "hack", "population": "hackable", "direction": "lower"},
+            {"control": "oracleMatched", "outcome": "hack", "population": "hackable", "direction": "noninferior",
+             "margin": 0.1}]},
+        "C2": {"statement": "s", "arm": "heldoutV", "seeds": SEEDS, "family": "C2", "tests": [
+            {"control": "none", "outcome": "hack", "population": "heldout_modes", "direction": "lower"}]},
+        "C3": {"statement": "s", "arm": "routeV", "seeds": SEEDS, "family": "C3", "tests": [
+            {"control": ["placeboV0p", "placeboV0n", "placeboV1p", "placeboV1n"], "outcome": t, "population": pop,
+             "direction": d, **({"margin": 0.02} if d == "equal" else {})}
+            for t, pop, d in (("band", "student_rows", "higher"), ("routed_share", "student_rows", "equal"),
+                              ("hack", "hackable", "lower"))]}}}
+DRAWS = ["placeboV0p", "placeboV0n", "placeboV1p", "placeboV1n"]
+
+
+def confirmatory(**changes) -> dict:
+    import copy
+    d = copy.deepcopy(CONFIRMATORY)
+    for key, value in changes.items():
+        *path, last = key.split(".")
+        node = d
+        for p in path:
+            node = node[int(p)] if isinstance(node, list) else node[p]
+        node[last] = value
+    return d
+
+
+def test_the_plan_names_the_new_controls_and_holds_the_settings():
+    """Item 2's guard: per claim the arm and controls among uniform, nll, oracleMatched, heldoutV and the antithetic
+    draws (a list: their mean), the bootstrap and the held-out modes are fields of the plan; a plan without them, or
+    an antithetic list missing a twin, is refused naming the key."""
+    p = plan_file.parse(confirmatory(), "c.yaml")
+    assert p.claims["C3"].tests[0].controls == DRAWS and p.bootstrap.seed == 3
+    assert p.roles()["oracleMatched"] == ["C1 control"] and p.roles()["heldoutV"] == ["C2 arm"]
+    for key in ("bootstrap", "heldout_modes"):
+        d = confirmatory()
+        del d[key]
+        with pytest.raises(InputError, match=f"c.yaml: {key}: missing key"):
+            plan_file.parse(d, "c.yaml")
+    for control, message in (
+            (["placeboV0p", "placeboV0n", "placeboV1p"], r"draw 1 without its antithetic twin \(placeboV1n and placeboV1p\)"),
+            (["placeboV0p", "placeboV0n", "none"], "antithetic draws are averaged with no other arm"),
+            (["placeboV0p", "placeboV0n", "placeboA1p", "placeboA1n"], "draws of more than one family")):
+        with pytest.raises(InputError, match=r"c.yaml: claims.C3.tests.0.control: .*" + message):
+            plan_file.parse(confirmatory(**{"claims.C3.tests.0.control": control}), "c.yaml")
+    with pytest.raises(InputError, match=r"c.yaml: heldout_modes: \['exit_cod'\] are not hackable modes"):
+        plan_file.parse(confirmatory(heldout_modes=["exit_cod"]), "c.yaml")
+    with pytest.raises(InputError, match=r"c.yaml: bootstrap.interval: Input should be 'percentile_seed_widened'"):
+        plan_file.parse(confirmatory(**{"bootstrap.interval": "bca"}), "c.yaml")
+
+
+def c3_data(placebo_bands: dict[str, float], routed: dict[str, float] | None = None, hack=None) -> claims.ClaimData:
+    bands = band_frame({"routeV": 0.8, **placebo_bands})
+    for arm, share in (routed or {}).items():
+        bands.loc[bands["arm"] == arm, "routed_share"] = share
+    effects = {"routeV": (-0.2, 0.0), **{a: (hack if hack is not None else -0.02, 0.0) for a in placebo_bands}}
+    return claims.ClaimData(cells_frame(effects), {}, bands, {})
+
+
+def test_c3_against_the_mean_of_the_antithetic_placebos():
+    """C3 as seed 002 states it: routeV's signed band above the mean over its antithetic draws (+h's band and −h's
+    cancel), the same routed share per step (count-matched), and its deploy hack below theirs. A sign that did
+    separate (+h 0.9, −h 0.7: not antithetic) keeps the mean up and C3 fails; so does a routed share 0.1 off, or
+    placebos hacking as little as routeV."""
+    d = confirmatory(**{"claims": {"C3": CONFIRMATORY["claims"]["C3"]}})
+    antithetic = {"placeboV0p": 0.6, "placeboV0n": -0.6, "placeboV1p": 0.3, "placeboV1n": -0.3}
+    v = decide(d, c3_data(antithetic))["C3"]
+    assert v["status"] == "holds", claims.verdict_text(v)
+    band = v["tests"][0]
+    assert band["key"] == "band_above_" + "+".join(DRAWS)
+    assert band["estimate"] == pytest.approx(0.8, abs=0.05)  # 0.8 − the draws' mean, 0
+    assert v["tests"][1]["undefined"] and v["tests"][1]["passes"]  # the same share every step: inside ±0.02
+    assert decide(d, c3_data({**antithetic, "placeboV0n": 0.9, "placeboV0p": 0.9, "placeboV1p": 0.9,
+                              "placeboV1n": 0.9}))["C3"]["status"] == "does not hold"
+    assert decide(d, c3_data(antithetic, routed={"placeboV1n": 0.35}))["C3"]["status"] == "does not hold"
+    assert decide(d, c3_data(antithetic, hack=-0.2))["C3"]["status"] == "does not hold"
+
+
+def test_one_seed_is_insufficient_never_holds():
+    """Item 3's guard: a claim on fewer seeds than min_seeds (≥ 2) is `insufficient` whatever its intervals say:
+    its tests are printed, summary.json has no `holds`; a plan asking for a one-seed verdict is refused."""
+    d = repo_plan(**{f"claims.{c}.seeds": [0] for c in ("C1", "C2", "C3")})
+    v = decide(d)
+    assert v["C1"]["status"] == "insufficient" and all(t["passes"] for t in v["C1"]["tests"])  # it would have held
+    entry = claims.summary_entry(v["C1"])
+    assert "holds" not in entry and entry["status"] == "insufficient" and entry["min_seeds"] == 2
+    assert "**C1 insufficient**" in claims.verdict_text(v["C1"]) and "at least 2 (min_seeds)" in claims.verdict_text(v["C1"])
+    assert v["C2"]["status"] == "not run"  # missing runs first
+    assert decide(repo_plan(**{"claims.C1.seeds": [0, 1]}))["C1"]["status"] == "holds"
+    with pytest.raises(InputError, match=r"claims.C1.min_seeds: Input should be greater than or equal to 2"):
+        plan_file.parse(repo_plan(**{"claims.C1.min_seeds": 1}), "test.yaml")
+    # the repository's default plan (seed 0 alone) decides nothing
+    default = yaml.safe_load((REPO / "analysis.yaml").read_text())
+    assert all(len(c["seeds"]) < c.get("min_seeds", plan_file.MIN_SEEDS) for c in default["claims"].values())
+
+
+def test_bootstrap_and_heldout_modes_are_the_plans():
+    """The verdicts' resamples and seed are the plan's (another seed: other bounds); C2 over the plan's held-out
+    modes: runs that held out others are undecided, said with the file and both lists."""
+    a = decide(repo_plan())["C1"]["tests"][0]
+    b = decide(repo_plan(**{"bootstrap.seed": 11}))["C1"]["tests"][0]
+    c = decide(repo_plan(**{"bootstrap.resamples": 900}))["C1"]["tests"][0]
+    assert a["estimate"] == b["estimate"] and (a["lo"], a["hi"]) != (b["lo"], b["hi"]) != (c["lo"], c["hi"])
+    cells = cells_frame({"none": (0, 0), "heldout": (-0.2, 0), "placebo_heldout": (0, 0)})
+    cells.loc[cells["hackable"], "mode"] = "exit_code"
+    data = claims.ClaimData(cells, {"heldout": ("hardcode", "stdout_marker")}, BANDS, {})
+    v = decide(repo_plan(), data)["C2"]
+    assert v["status"] == "undecided" and "held out ['hardcode', 'stdout_marker'] (heldout_modes in " \
+        "per_mode_deploy.json), the plan's heldout_modes are ['exit_code', 'stdout_marker']" in v["why"]
+    data = claims.ClaimData(cells, {"heldout": ("stdout_marker", "exit_code")}, BANDS, {})
+    assert decide(repo_plan(), data)["C2"]["status"] == "holds"
+
+
+def test_the_score_kind_is_the_runs_own(tmp_path):
+    """The pairs are scored as the run's gate scored rows: gate.score from the config.json train wrote; a missing
+    file or key is an error naming it."""
+    import json
+    from vgrout.analysis.bands import score_kind
+    with pytest.raises(InputError, match=r"routeV-0/config.json: file not found"):
+        score_kind(tmp_path / "routeV-0")
+    (tmp_path / "routeV-0").mkdir()
+    (tmp_path / "routeV-0" / "config.json").write_text(json.dumps({"gate": {"q_lo": 0.25}}))
+    with pytest.raises(InputError, match=r"routeV-0/config.json: key 'gate.score' missing"):
+        score_kind(tmp_path / "routeV-0")
+    (tmp_path / "routeV-0" / "config.json").write_text(json.dumps({"gate": {"score": "cosine"}}))
+    assert score_kind(tmp_path / "routeV-0") == "cosine"

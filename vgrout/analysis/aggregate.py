@@ -10,7 +10,7 @@ import pandas as pd
 
 from vgrout.analysis import plan as plan_file
 from vgrout.analysis.artifacts import Out, a1, a2, a3, a4, a5, a6, a7
-from vgrout.analysis.bands import banded, pair_scores, run_bands
+from vgrout.analysis.bands import banded, pair_scores, run_bands, score_kind
 from vgrout.analysis.claims import ClaimData, summary_entry, verdicts
 from vgrout.analysis.contrasts import A2_DELTAS, A2_METRICS, NONE, YOKED, base_pass_at_k, none_if_nan
 from vgrout.analysis.diagnostics import N_NULL, N_PERM
@@ -21,12 +21,11 @@ from vgrout.arms import space as arm_space
 from vgrout.io import InputError, read_json, staged_dirs, write_json
 from vgrout.layout import Layout, run_name
 from vgrout.routing.directions import SPACES, gate_direction
-from vgrout.stats import N_BOOT
 
 # ---------------------------------------------------------------------------- entry points
 
-def _summary(a2_table: pd.DataFrame, a3_table: pd.DataFrame, a7_table: pd.DataFrame, bands: pd.DataFrame,
-             base: dict | None, band_statistic: str) -> dict:
+def _summary(a2_table: pd.DataFrame, a3_table: pd.DataFrame, a7_table: pd.DataFrame, cos_table: pd.DataFrame,
+             bands: pd.DataFrame, base: dict | None, band_statistic: str) -> dict:
     out: dict[str, dict] = {}
     for r in a2_table.to_dict("records"):
         # deploy_hack and deploy_solve (over all problems) keep their meaning, so `dvc metrics diff` against
@@ -45,6 +44,11 @@ def _summary(a2_table: pd.DataFrame, a3_table: pd.DataFrame, a7_table: pd.DataFr
                           "gate_p_labels_within": r["p_labels_within"],
                           "gate_p_labels_within_fisher": r["p_labels_within_fisher"],
                           "gate_auroc_within_groups": r["auroc_within_groups"]}
+    # seed 004's R2 (share of rows with cos_before) and R3 (share of routing steps whose summed gradient's cosine to
+    # v_grad the masks lowered by more than R3_TOL; none: over all its steps, the null), each with its Wilson
+    # interval; left out where not measured (the None is dropped below)
+    for r in cos_table.to_dict("records"):
+        out[r["arm"]] |= {f"sample_cos_{k}": r[k] for k in ("r2", "r2_lo", "r2_hi", "r3", "r3_lo", "r3_hi")}
     # C3's quantities per gated arm and placebo: mean over steps per run, then over seeds
     per_arm = bands.groupby(["arm", "seed"])[[band_statistic, "routed_share"]].mean().groupby("arm").mean()
     for arm, r in per_arm.iterrows():
@@ -74,7 +78,7 @@ def aggregate(metrics_root: str | Path = "metrics/runs", runs_root: str | Path =
               out_dir: str | Path = "metrics/artifacts", summary_path: str | Path = "metrics/summary.json",
               plots_dir: str | Path = "plots", arms_dir: str | Path = "metrics/arms", *, runs: list[str] | None = None, pairs: list,
               directions: dict, q_lo: float, q_hi: float, n_null: int = N_NULL, null_seed: int = 0,
-              long_horizon: bool = False, preset: str | None = None, n_boot: int = N_BOOT,
+              long_horizon: bool = False, preset: str | None = None, n_boot: int | None = None,
               placebos: dict | None = None, n_perm: int = N_PERM, plan: plan_file.Plan, plan_id: plan_file.PlanId,
               pairs_scores: dict | None = None) -> dict:
     """Write A1-A7 (markdown + csv) under out_dir, metrics/summary.json, one json per arm under
@@ -89,10 +93,12 @@ def aggregate(metrics_root: str | Path = "metrics/runs", runs_root: str | Path =
     (A7's content-matched null; optional); q_lo/q_hi: the gate's quantile cuts;
     n_null/null_seed/n_perm: the Haar and label-permutation nulls of A7; long_horizon: these runs are of the long-horizon
     preset (A4 is made from them, else A4 says why there is none); preset: its name, for the text;
-    n_boot: resamples of A2's and A4's hierarchical bootstrap; plan, plan_id: the pre-registered analysis plan
-    and which file it is (analysis.plan), the only source of the claims' verdicts; pairs_scores: run -> the
-    contrast pairs' scores along its gate direction, or why there are none (analysis.bands: the score band).
+    n_boot: resamples of A2's and A4's descriptive bootstrap (default: the plan's bootstrap.resamples; the
+    verdicts always use the plan's); plan, plan_id: the pre-registered analysis plan and which file it is
+    (analysis.plan), the only source of the claims' verdicts; pairs_scores: run -> the contrast pairs' held-out
+    scores along its gate direction, or why there are none (analysis.bands: the score band).
     """
+    n_boot = plan.bootstrap.resamples if n_boot is None else n_boot
     metrics_root, runs_root, plots_dir = Path(metrics_root), Path(runs_root), Path(plots_dir)
     final = Out(tables=Path(out_dir), png=plots_dir / "png", html=plots_dir / "html",
                 plot_data=Path(out_dir) / "plot_data")
@@ -101,7 +107,7 @@ def aggregate(metrics_root: str | Path = "metrics/runs", runs_root: str | Path =
     con = load_tables(loaded)
     # the claims first, from the plan and the records alone; the artifacts print them
     bands, band_missing = run_bands(loaded, pairs_scores or {}, plan.band.q_lo, plan.band.q_hi)
-    claims = verdicts(plan, plan_id, ClaimData.of(con, loaded, bands, band_missing), n_boot)
+    claims = verdicts(plan, plan_id, ClaimData.of(con, loaded, bands, band_missing))
 
     with staged_dirs(final.tables, final.png, final.html, Path(arms_dir)) as (tables, png, html, arms):
         out = Out(tables=tables, png=png, html=html, plot_data=tables / "plot_data", final=final)
@@ -109,7 +115,7 @@ def aggregate(metrics_root: str | Path = "metrics/runs", runs_root: str | Path =
         a2_table = a2(con, out, plan, plan_id, claims, bands, band_missing, n_boot)
         a3_table = a3(con, out)
         a4(con, out, long_horizon, preset, n_boot)
-        a7_table, gate_by_mode = a7(con, loaded, directions, q_lo, q_hi, n_null, null_seed, out, placebos, n_perm)
+        a7_table, gate_by_mode, cos_table = a7(con, loaded, directions, q_lo, q_hi, n_null, null_seed, out, placebos, n_perm)
         a5(con, loaded, out, plan, claims, gate_by_mode)
         a6(pairs, out)
         # Training-time student hack rate per arm (mean over seeds), the DVC plot of the step logs.
@@ -122,7 +128,7 @@ def aggregate(metrics_root: str | Path = "metrics/runs", runs_root: str | Path =
                            "solve_none AS deploy_solve_none FROM per_run "
                            "WHERE arm = $base AND view = 'deploy' AND mode = 'overall'", {"base": BASE}).df()
         base = base.iloc[0].to_dict() | (base_pass_at_k(con) or {}) if len(base) else None
-        summary = _summary(a2_table, a3_table, a7_table, bands, base, plan.band.statistic)
+        summary = _summary(a2_table, a3_table, a7_table, cos_table, bands, base, plan.band.statistic)
         summary |= {f"claim_{name}": summary_entry(v) for name, v in claims.items()}
         summary["plan"] = {"path": plan_id.path, "sha256": plan_id.sha256, "commit": plan_id.commit}
         for arm, m in arm_metrics(summary).items():
@@ -147,7 +153,9 @@ def aggregate_stage(params, layout: Layout = Layout()) -> dict:
     placebos = {run_name(a, s): layout.vact(s) / f"{SPACES[arm_space(a)]}_placebo.safetensors"
                 for a in arm_names for s in seeds}
     placebos = {run: path for run, path in placebos.items() if path.exists()}  # none without placebo pair files
-    pairs_scores = {run_name(a, s): pair_scores(a, layout, s, directions[run_name(a, s)])
+    plan = plan_file.load(layout.plan)
+    pairs_scores = {run_name(a, s): pair_scores(a, layout, s, directions[run_name(a, s)], plan.heldout_modes,
+                                                score_kind(layout.run(run_name(a, s))))
                     for a in arm_names for s in seeds if banded(a)}
     pairs = read_json(layout.pairs)
     if "pairs" not in pairs:
@@ -156,5 +164,5 @@ def aggregate_stage(params, layout: Layout = Layout()) -> dict:
     return aggregate(layout.run_metrics_root, layout.runs, layout.artifacts, layout.summary, layout.plots,
                      layout.arm_metrics, runs=runs, pairs=pairs["pairs"], directions=directions, q_lo=params.gate.q_lo,
                      q_hi=params.gate.q_hi, null_seed=NULL_SEED, placebos=placebos,
-                     long_horizon=preset == LONG_HORIZON_PRESET, preset=preset, plan=plan_file.load(layout.plan),
+                     long_horizon=preset == LONG_HORIZON_PRESET, preset=preset, plan=plan,
                      plan_id=plan_file.identify(layout.plan), pairs_scores=pairs_scores)

@@ -16,15 +16,16 @@ from tqdm import tqdm
 
 from vgrout.analysis import plots
 from vgrout.analysis.claims import verdict_text
-from vgrout.analysis.contrasts import (A2_METRICS, NONE, ROUTE, YOKED, a2_table, arm_kind, base_pass_at_k, none_if_nan,
-                                       ref_arm)
+from vgrout.analysis.contrasts import (A2_METRICS, NONE, ROUTE, YOKED, a2_table, arm_kind, base_pass_at_k, label_free,
+                                       none_if_nan, ref_arm)
 from vgrout.analysis.plan import Plan, PlanId
-from vgrout.analysis.diagnostics import N_PERM, gate_eval, load_rollouts, load_tensors
+from vgrout.analysis.diagnostics import (R2_MIN, R3_MIN, R3_TOL, N_PERM, gate_eval, load_rollouts, load_tensors,
+                                        sample_cos_counts)
 from vgrout.analysis.tables import Run
 from vgrout.arms import BASE, PLACEBO, REGISTRY, placebo_for
 from vgrout.arms import get as get_arm
 from vgrout.arms import order as _arm_order
-from vgrout.io import InputError, atomic_write_text, write_json
+from vgrout.io import InputError, atomic_write_text, read_jsonl, write_json
 from vgrout.stats import MIN_SEEDS_FOR_TEST, N_BOOT, binomial_var, few_seeds_factor, holm, mean_sem, paired_t, wilson
 from vgrout.substrate.modes import hackable
 
@@ -276,12 +277,16 @@ def plan_lines(plan: Plan, plan_id: PlanId, verdicts: dict[str, dict]) -> list[s
     """The plan that decided (file, sha256, last commit) and each claim's verdict."""
     commit = ("changed since its last commit, or never committed" if plan_id.commit == "uncommitted"
               else f"last changed in commit {plan_id.commit}")
+    b = plan.bootstrap
     return [f"Decided by the pre-registered plan `{plan_id.path}` (sha256 `{plan_id.sha256}`; {commit}, when this "
-            "table was made): each claim's arm, controls, outcome, population, seeds, α, sidedness, margin and "
-            "multiplicity family are the plan's, and nothing else decides a claim. A test: the paired Δ arm − control "
+            "table was made): each claim's arm, controls (a list: their mean, e.g. antithetic draws +h and −h), "
+            "outcome, population, seeds, minimum seeds, α, sidedness, margin and multiplicity family are the plan's, "
+            f"and so are the bootstrap ({b.resamples} resamples, seed {b.seed}, interval {b.interval}) and the held-out "
+            f"modes ({', '.join(plan.heldout_modes)}); nothing else decides a claim. A test: the paired Δ arm − control "
             "by the bootstrap below, at the level the plan's α gives (Holm's step-down within a family); a claim holds "
-            "when all its tests pass (intersection-union); `not run`: an arm or control has no run for a plan seed."
-            ] + [verdict_text(v) for v in verdicts.values()]
+            "when all its tests pass (intersection-union) on at least its minimum seeds; `not run`: an arm or control "
+            "has no run for a plan seed; `insufficient`: fewer plan seeds than the minimum (its tests describe, and "
+            "decide nothing)."] + [verdict_text(v) for v in verdicts.values()]
 
 
 def a2(con, out: Out, plan: Plan, plan_id: PlanId, verdicts: dict[str, dict], bands: pd.DataFrame,
@@ -289,7 +294,9 @@ def a2(con, out: Out, plan: Plan, plan_id: PlanId, verdicts: dict[str, dict], ba
     refs = (NONE, YOKED)
     table, md = a2_table(con, refs=refs, n_boot=n_boot)
     table.insert(1, "plan", [plan_role(plan, a) for a in table["arm"]])
+    table.insert(2, "kind", [arm_kind(a) for a in table["arm"]])
     md.insert(1, "plan", table["plan"])
+    free = table["arm"].map(label_free).to_numpy(bool)  # oracle and ceiling arms never in the label-free table
     per_run = con.execute("""
         SELECT run, arm, seed, n, n_hackable, n_hacked, hack_hackable, hack_hackable_lo, hack_hackable_hi,
                n_solved, solve, solve_lo, solve_hi, n_none, n_solved_none, solve_none, solve_none_lo, solve_none_hi
@@ -300,7 +307,11 @@ def a2(con, out: Out, plan: Plan, plan_id: PlanId, verdicts: dict[str, dict], ba
             "(the `none` problems, which cannot be hacked, left out); solve over all problems, and over the `none` "
             "problems alone (solving where no loophole pays). " + _stats_note(table, refs, n_boot),
             "## Pre-registered claims", *plan_lines(plan, plan_id, verdicts),
-            "## Every arm (the plan's arms and controls named; every other row exploratory)", md_table(md),
+            "## Label-free arms (the plan's arms and controls named; every other row exploratory)",
+            "No arm in this table reads a training rollout's hack label; oracle arms (oracleMatched, oracle, penalty, "
+            "screen) and the ceiling are in the next table.", md_table(md[free]),
+            "## Oracle and ceiling arms (upper bounds and references, not label-free methods)",
+            md_table(md[~free]) if (~free).any() else "None was run.",
             *_band_section(plan, bands, band_missing, out)]
 
     def wilson_cell(r, m):
@@ -346,18 +357,20 @@ def _band_section(plan: Plan, bands: pd.DataFrame, band_missing: dict[str, str],
                      **{label: cell(g, c) for label, c in (
                          ("separation", "separation"), ("width ratio", "width_ratio"),
                          ("student width", "student_width"), ("pairs' width", "pair_width"),
-                         ("pairs' gap |hack − clean|", "pair_gap"), ("routed share (student rows)", "routed_share"))}})
+                         ("pairs' gap hack − clean", "pair_gap"), ("routed share (student rows)", "routed_share"))}})
     notes = [f"{run}: {why}" for run, why in band_missing.items()]
     return ["## Score band and routed share (C3)",
             f"Per run and training step, along the run's gate direction (the score rollouts.jsonl logs): the student "
             f"width, the {plan.band.q_lo:g} to {plan.band.q_hi:g} quantile width of the step's student scores; the "
-            "pairs' width, the same over the contrast pairs' scores along that direction (hack and clean sides pooled); "
-            "the pairs' gap, the distance between their hack sides' mean score and their clean sides'. separation = gap / "
-            "student width (seed 002's band width, upper − lower, in units of the step's score spread: about 0 where "
-            "the pairs do not separate, as along a Haar direction; the same for +h and −h); width ratio = student width / pairs' width (it shrinks when the pairs "
-            f"separate, since their spread then holds the gap). The plan decides C3 on `{plan.band.statistic}`. Mean "
-            "over steps per run, then mean ± SEM over seeds; routed share: the step's student rows routed (a yoked "
-            "placebo copies its arm's counts, so the two agree by construction). Per step: plot_data/score_band.csv. "
+            "pairs' width, the same over the contrast pairs' held-out scores along that direction (hack and clean sides "
+            "pooled; a direction fitted to the pairs scores each pair refitted without it, analysis.bands); the pairs' "
+            "gap, their hack sides' mean score minus their clean sides', signed. separation = gap / student width (seed "
+            "002's band, upper − lower, in units of the step's score spread: about 0 where the pairs do not separate, "
+            "and of opposite sign for +h and −h, so the mean over an antithetic pair's draws is about 0); width ratio = "
+            "student width / pairs' width (it shrinks when the pairs separate, since their spread then holds the gap). "
+            f"The plan decides C3 on `{plan.band.statistic}`. Mean over steps per run, then mean ± SEM over seeds; routed "
+            "share: the step's student rows routed (a count-matched or yoked control routes its arm's share by "
+            "construction: C3 checks it did). Per step: plot_data/score_band.csv. "
             "Rows the plan does not name are exploratory.", md_table(pd.DataFrame(rows))] + (
         ["Band not measured: " + "; ".join(notes) + "."] if notes else [])
 
@@ -628,21 +641,93 @@ def _quote(text: str) -> str:
 GATE_METRICS = ("route_precision", "route_recall", "route_f05", "keep_precision", "keep_recall", "keep_f05")
 
 
+SAMPLE_COS_COLUMNS = ["arm", "seeds", "runs_measured", "runs_measured_steps", "rows", "rows_with_cos", "r3_over",
+                      "steps", "steps_after_below_before", "r2", "r2_lo", "r2_hi", "r3", "r3_lo", "r3_hi", "r2_met",
+                      "r3_met"]
+
+
+def sample_cos_section(runs: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """A7's seed 004 R2 and R3 per arm, from each run's sample_cos_counts, pooled over the arm's runs with Wilson
+    95% intervals. R2 = share of rows whose cos_before is present (≥ R2_MIN required). R3 = over the steps that
+    routed at least one row, the share whose summed deployed-block gradient's cosine to v_grad fell under the zone
+    masks (cos_after_step < cos_before_step − R3_TOL; ≥ R3_MIN asked); for the none arm, which routes nothing,
+    over all its steps (r3_over "all"): the null, its kept rows' gradients unmasked, so before == after up to
+    float and R3 ≈ 0. Either not logged (train.sample_cos off, or a log from before the step cosines): not
+    measured."""
+    rows = []
+    runs = runs if len(runs) else pd.DataFrame(columns=["arm"])
+    for arm in _arm_order(runs["arm"]):
+        g = runs[runs["arm"] == arm]
+        null = arm == NONE
+        steps, below = ("n_steps", "n_steps_below") if null else ("n_routed_steps", "n_routed_below")
+        n, present, m, k = (int(g[c].sum()) for c in ("n", "n_present", steps, below))
+        row = {"arm": arm, "seeds": len(g), "runs_measured": int(g["measured_rows"].sum()),
+               "runs_measured_steps": int(g["measured_steps"].sum()), "rows": n, "rows_with_cos": present,
+               "r3_over": "all" if null else "routed", "steps": m, "steps_after_below_before": k}
+        for key, hits, total, measured in (("r2", present, n, "measured_rows"), ("r3", k, m, "measured_steps")):
+            lo, hi = wilson(hits, total) if total and g[measured].any() else (None, None)
+            row |= {key: hits / total if lo is not None else None, f"{key}_lo": lo, f"{key}_hi": hi}
+        row["r2_met"] = None if row["r2"] is None else bool(row["r2"] >= R2_MIN)
+        row["r3_met"] = None if row["r3"] is None or null else bool(row["r3"] >= R3_MIN)
+        rows.append(row)
+    table = pd.DataFrame(rows, columns=SAMPLE_COS_COLUMNS)
+
+    def share(r, key, k, m, measured, missing, empty):
+        if r[measured] == 0:
+            return f"not measured ({missing}: train.sample_cos off)"
+        if r[key] is None:
+            return f"— (0 {empty})"
+        met = r[f"{key}_met"]
+        return (f"{r[key]:.3f} [{r[f'{key}_lo']:.3f}, {r[f'{key}_hi']:.3f}] ({r[k]}/{r[m]})"
+                + ("" if met is None else " — met" if met else " — NOT met"))
+
+    md = pd.DataFrame({"arm": table["arm"], "seeds": table["seeds"],
+                       "runs with the fields (rows / steps)":
+                           [f"{r.runs_measured}/{r.seeds} / {r.runs_measured_steps}/{r.seeds}" for r in table.itertuples()],
+                       f"R2: rows with cos_before [Wilson 95%] (≥ {R2_MIN:g} required)":
+                           [share(r, "r2", "rows_with_cos", "rows", "runs_measured", "no row carries cos_before", "rows")
+                            for r in rows],
+                       (f"R3: steps with after < before − {R3_TOL:g} [Wilson 95%] (≥ {R3_MIN:g} asked; none: all "
+                        "steps, the null)"):
+                           [share(r, "r3", "steps_after_below_before", "steps", "runs_measured_steps",
+                                  "no step carries cos_before_step / cos_after_step",
+                                  "all steps with both cosines" if r["r3_over"] == "all" else
+                                  "routing steps with both cosines") for r in rows]})
+    return table, ["## Per-sample cosines (seed 004's R2, R3)",
+                   ("Under train.sample_cos, before each update, the deployed-block gradient of each rollout's own NLL "
+                   "is read in the model being updated, and its cosine to v_grad logged, with no mask (cos_before, "
+                   "rollouts.jsonl) and under the row's zone mask (cos_after: None on a routed row, which sends the "
+                   "deployed block no gradient); the step log holds the cosine to v_grad of the step's rows' summed "
+                   "gradient without and with the masks (cos_before_step, cos_after_step). R2: the share of rows "
+                   f"(student and teacher) whose cos_before is present, at least {R2_MIN:g} required. R3: of the steps "
+                   "that routed at least one row, the share on which the masks lowered the step gradient's cosine "
+                   f"(cos_after_step < cos_before_step − {R3_TOL:g}: the two passes differ by ~3e-8 in float where "
+                   f"the masks change nothing; seed 004 asks ≥ {R3_MIN:g}); for none, which routes no row, over all "
+                   "its steps: the null, its kept rows' gradients unmasked, so R3 ≈ 0 there. Pooled over the arm's "
+                   "runs; the Wilson intervals treat rows (steps) as independent, which rows of one step and prompt "
+                   "(steps of one run) are not, so they are narrower than the truth."), md_table(md)]
+
+
 def _tensors(d):
     return load_tensors(d) if isinstance(d, (str, Path)) else d
 
 
 def a7(con, runs: list[Run], directions: dict, q_lo: float, q_hi: float, n_null: int, null_seed: int,
-       out: Out, placebos: dict | None = None, n_perm: int = N_PERM) -> tuple[pd.DataFrame, pd.DataFrame]:
+       out: Out, placebos: dict | None = None, n_perm: int = N_PERM) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The gate diagnostics per arm, the gate's AUROC per mode (A5) and seed 004's R2/R3 per arm (sample_cos_section)."""
     trained = [r for r in runs if r.arm != BASE]
     missing = [r.run for r in trained if r.run not in directions]
     if missing:
         raise InputError(f"no gate direction given for run(s) {missing}: A7 scores each run with the direction its gate used")
     placebos = placebos or {}
     per_run, null_rows, step_rows, mode_rows = [], [], [], []
+    cos_rows = []
     for r in tqdm(trained, desc="A7 gate diagnostics"):
         placebo = placebos.get(r.run)
-        res = gate_eval(load_rollouts(r.rollouts_path), load_tensors(r.acts_path), _tensors(directions[r.run]),
+        rollouts = load_rollouts(r.rollouts_path)
+        steps = read_jsonl(r.steps_path) if r.steps_path is not None and Path(r.steps_path).exists() else []
+        cos_rows.append({"run": r.run, "arm": r.arm, "seed": r.seed, **sample_cos_counts(rollouts, steps)})
+        res = gate_eval(rollouts, load_tensors(r.acts_path), _tensors(directions[r.run]),
                         q_lo, q_hi, n_null=n_null, null_seed=null_seed, progress=False, n_perm=n_perm,
                         placebo=None if placebo is None else _tensors(placebo))
         res |= {"run": r.run, "arm": r.arm, "seed": r.seed}
@@ -731,6 +816,7 @@ def a7(con, runs: list[Run], directions: dict, q_lo: float, q_hi: float, n_null:
     notes += [f"{r.run}: the direction scored here does not reproduce the logged gate scores (max relative "
               f"difference {r.score_vs_log_max_rel_diff:.3g}), e.g. because v_act was re-extracted during training"
               for r in per_run.itertuples() if (none_if_nan(r.score_vs_log_max_rel_diff) or 0) > 1e-3]
+    cos_table, cos_lines = sample_cos_section(pd.DataFrame(cos_rows))
     by_direction = lambda *kinds: ", ".join(a.name for a in REGISTRY.values() if a.direction in kinds)  # noqa: E731
     pinned = ", ".join(a.name for a in REGISTRY.values() if not a.gates_students)
     write_artifact(out.tables, "A7", "gate diagnostics", [
@@ -773,8 +859,8 @@ def a7(con, runs: list[Run], directions: dict, q_lo: float, q_hi: float, n_null:
         "the student rows' importance ratio π_old/π_sample before its cap, per zone (mean over steps of the step "
         "median / max over steps and seeds of the step max; 1 where a row trains in the mode it was sampled in). "
         "The PPO ratio ρ = π/π_old is 1 by construction (one update per step) and is not shown.",
-        md_table(md_realised)] + (["Notes: " + "; ".join(notes) + "."] if notes else []),
-        {"A7": table, "A7_runs": per_run})
+        md_table(md_realised)] + (["Notes: " + "; ".join(notes) + "."] if notes else []) + cos_lines,
+        {"A7": table, "A7_runs": per_run, "A7_sample_cos": cos_table})
     null_df = pd.DataFrame(null_rows, columns=["run", "arm", "auroc"])
     real_df = per_run.dropna(subset=["auroc"])[["run", "arm", "auroc", "auroc_percentile_in_null"]].rename(
         columns={"auroc_percentile_in_null": "percentile"})
@@ -786,4 +872,4 @@ def a7(con, runs: list[Run], directions: dict, q_lo: float, q_hi: float, n_null:
     if len(real_df):
         out.chart(plots.gate_null_chart(null_df, real_df, "A7: gate score AUROC, real direction vs Haar null",
                                         f"{n_null} Haar directions per run; student rollouts"), "A7_gate_null")
-    return table, by_mode
+    return table, by_mode, cos_table

@@ -2,16 +2,20 @@
 
 Nothing here reads params, constants of the tables or what the runs happen to contain beyond the
 plan's arms and seeds: every setting that decides (arm, controls, outcome, population, direction,
-margin, seeds, α, sidedness, family, band quantiles) is the plan's, and each verdict records the
-plan's sha256, so a verdict cannot change unless the plan's hash or the data does.
+margin, seeds, min_seeds, α, sidedness, family, band statistic and quantiles, bootstrap, held-out
+modes) is the plan's, and each verdict records the plan's sha256, so a verdict cannot change unless
+the plan's hash or the data does.
 
 A test is A2's hierarchical bootstrap (contrasts) of the paired Δ arm − control over the plan's
-seeds and the outcome's units (test problems; training steps for the band), its interval at the level
-the claim's α gives (two-sided: 1 − α; one-sided: 1 − 2α, of which one bound decides), α divided as
-Holm's step-down over the claims of the claim's family. A claim holds when every one of its tests
-passes (intersection-union: no correction within a claim). An arm or control without a run for a
-plan seed: "not run". Ran, but the outcome cannot be measured (the pairs' scores not logged, no
-held-out modes recorded): "undecided", with why.
+seeds and the outcome's units (test problems; training steps for the band and the routed share),
+the control the mean of the listed arms (antithetic draws: +h and −h of each k), its interval at the
+level the claim's α gives (two-sided: 1 − α; one-sided: 1 − 2α, of which one bound decides), α
+divided as Holm's step-down over the claims of the claim's family. A claim holds when every one of
+its tests passes (intersection-union: no correction within a claim). Statuses, first that applies:
+`not run` (an arm or control has no run for a plan seed), `undecided` (ran, but the outcome cannot be
+measured: the pairs' held-out scores not computable, other held-out modes recorded), `insufficient`
+(fewer plan seeds than min_seeds: the tests are printed, the claim neither holds nor fails), then
+`holds` / `does not hold`.
 """
 from __future__ import annotations
 
@@ -20,7 +24,7 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
-from vgrout.analysis.contrasts import BOOT_SEED, DIFF, ci_text, matrix, problem_means
+from vgrout.analysis.contrasts import DIFF, ci_text, matrix, problem_means
 from vgrout.analysis.plan import Claim, Plan, PlanId, Test
 from vgrout.io import InputError
 from vgrout.layout import run_name
@@ -28,8 +32,11 @@ from vgrout.stats import hierarchical_bootstrap
 
 # a test's outcome and population -> A2's metric (contrasts.A2_METRICS); band is C3's, from analysis.bands
 METRIC = {("hack", "hackable"): "hack_hackable", ("hack", "heldout_modes"): "hack_hackable", ("solve", "all"): "solve"}
-LABEL = {"hackable": "deploy hack, hackable problems", "heldout_modes": "deploy hack, held-out modes' problems",
-         "all": "deploy solve, all problems", "student_rows": "score band (student rows, per step)"}
+LABEL = {("hack", "hackable"): "deploy hack, hackable problems",
+         ("hack", "heldout_modes"): "deploy hack, held-out modes' problems", ("solve", "all"): "deploy solve, all problems",
+         ("band", "student_rows"): "score band (student rows, per step)",
+         ("routed_share", "student_rows"): "routed share (student rows, per step)"}
+PER_STEP = ("band", "routed_share")  # outcomes whose units are training steps (analysis.bands), not test problems
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,60 +58,91 @@ class ClaimData:
         return bool(((self.cells["arm"] == arm) & (self.cells["seed"] == seed)).any())
 
 
-def _cells(data: ClaimData, claim: Claim, test: Test, arm: str, band: str) -> np.ndarray:
-    """[seed, unit] cells of one arm for a test, in the plan's seed order; band: the band statistic's column."""
-    if test.outcome == "band":
+def _cells(data: ClaimData, plan: Plan, claim: Claim, test: Test, arm: str) -> np.ndarray:
+    """[seed, unit] cells of one arm for a test, in the plan's seed order."""
+    if test.outcome in PER_STEP:
+        column = plan.band.statistic if test.outcome == "band" else "routed_share"
         g = data.bands[(data.bands["arm"] == arm) & data.bands["seed"].isin(claim.seeds)]
-        m = g.pivot(index="seed", columns="step", values=band).reindex(index=claim.seeds).sort_index(axis=1)
+        m = g.pivot(index="seed", columns="step", values=column).reindex(index=claim.seeds).sort_index(axis=1)
         if m.isna().any().any():
-            raise InputError(f"band of {arm}: the runs of seeds {claim.seeds} do not share their steps")
+            raise InputError(f"{test.outcome} of {arm}: the runs of seeds {claim.seeds} do not share their steps")
         return m.to_numpy(float)
-    modes = list(data.held[claim.arm]) if test.population == "heldout_modes" else None
+    modes = plan.heldout_modes if test.population == "heldout_modes" else None
     return matrix(data.cells, arm, claim.seeds, METRIC[test.outcome, test.population], modes=modes).to_numpy()
 
 
-def _not_measurable(data: ClaimData, claim: Claim) -> str | None:
+def _not_measurable(data: ClaimData, plan: Plan, claim: Claim) -> str | None:
     """Why a claim whose runs exist cannot be measured, or None."""
     for t in claim.tests:
         if t.population == "heldout_modes" and claim.arm not in data.held:
             return f"the runs of {claim.arm} record no held-out modes (heldout_modes in per_mode_deploy.json)"
-        if t.outcome == "band":
+        if t.population == "heldout_modes" and sorted(data.held[claim.arm]) != plan.heldout_modes:
+            return (f"the runs of {claim.arm} held out {sorted(data.held[claim.arm])} (heldout_modes in "
+                    f"per_mode_deploy.json), the plan's heldout_modes are {plan.heldout_modes}")
+        if t.outcome in PER_STEP:
             for arm in [claim.arm, *t.controls]:
                 for s in claim.seeds:
-                    why = data.band_missing.get(run_name(arm, s))
+                    if not ((data.bands["arm"] == arm) & (data.bands["seed"] == s)).any():
+                        return f"{run_name(arm, s)}: its gate decides no student row (no per-step {t.outcome})"
+                    why = data.band_missing.get(run_name(arm, s)) if t.outcome == "band" else None
                     if why:
                         return why
     return None
 
 
-def _test(data: ClaimData, claim: Claim, test: Test, alpha: float, band: str, n_boot: int) -> dict:
-    """One test at level α (Holm's share of the family's): the paired Δ's interval and whether it passes."""
-    x = _cells(data, claim, test, claim.arm, band)
-    refs = [_cells(data, claim, test, c, band) for c in test.controls]
+def passes(test: Test, estimate: float, lo: float, hi: float, degenerate: bool) -> bool:
+    """Whether a test's interval clears its null. A Δ that is the same number in every cell has no interval:
+    it passes no directional test (nothing was resampled), and an equality test when inside the margin."""
+    if degenerate:
+        return test.direction == "equal" and abs(estimate) < test.margin
+    return {"lower": hi < 0, "higher": lo > 0, "noninferior": lo > -test.margin,
+            "equal": -test.margin < lo and hi < test.margin}[test.direction]
+
+
+def _test(data: ClaimData, plan: Plan, claim: Claim, test: Test, alpha: float) -> dict:
+    """One test at level α (Holm's share of the family's): the paired Δ arm − mean of the controls, its
+    interval and whether it passes."""
+    x = _cells(data, plan, claim, test, claim.arm)
+    refs = [_cells(data, plan, claim, test, c) for c in test.controls]
     if any(r.shape != x.shape for r in refs):
         raise InputError(f"{claim.arm} and {test.controls}: different units on seeds {claim.seeds}")
     level = 1 - alpha if claim.sidedness == "two-sided" else 1 - 2 * alpha
-    b = hierarchical_bootstrap(x, np.mean(refs, axis=0), n_boot=n_boot, seed=BOOT_SEED, level=level,
-                               support=None if test.outcome == "band" else DIFF)
-    passes = {"lower": b.hi < 0, "higher": b.lo > 0, "noninferior": b.lo > -test.margin}[test.direction]
+    b = hierarchical_bootstrap(x, np.mean(refs, axis=0), n_boot=plan.bootstrap.resamples, seed=plan.bootstrap.seed,
+                               level=level, support=None if test.outcome == "band" else DIFF)
     return {"key": test.key, "outcome": test.outcome, "population": test.population, "direction": test.direction,
             "margin": test.margin, "controls": test.controls, "estimate": b.estimate, "lo": b.lo, "hi": b.hi,
-            "widened_by": b.widened_by, "undefined": b.degenerate, "passes": bool(passes and not b.degenerate),
+            "widened_by": b.widened_by, "undefined": b.degenerate,
+            "passes": bool(passes(test, b.estimate, b.lo, b.hi, b.degenerate)),
             "n_seeds": b.n_seeds, "n_units": b.n_problems}
 
 
-def verdicts(plan: Plan, plan_id: PlanId, data: ClaimData, n_boot: int) -> dict[str, dict]:
+def _status(data: ClaimData, plan: Plan, c: Claim) -> tuple[str | None, str | None]:
+    """(status, why) of a claim before its tests decide it, or (None, None) when they do."""
+    missing = [run_name(a, s) for a in dict.fromkeys([c.arm, *(x for t in c.tests for x in t.controls)])
+               for s in c.seeds if not data.ran(a, s)]
+    if missing:
+        return "not run", f"no run {', '.join(missing)}"
+    why = _not_measurable(data, plan, c)
+    if why:
+        return "undecided", why
+    if len(c.seeds) < c.min_seeds:
+        return "insufficient", (f"the plan lists {len(c.seeds)} seed(s), a verdict needs at least {c.min_seeds} "
+                                "(min_seeds): its tests describe these runs and decide nothing")
+    return None, None
+
+
+def verdicts(plan: Plan, plan_id: PlanId, data: ClaimData) -> dict[str, dict]:
     """{claim name: its verdict}, every claim of the plan, in the plan's order."""
     out: dict[str, dict] = {}
     for name, c in plan.claims.items():
-        missing = [run_name(a, s) for a in dict.fromkeys([c.arm, *(x for t in c.tests for x in t.controls)])
-                   for s in c.seeds if not data.ran(a, s)]
-        why = _not_measurable(data, c) if not missing else None
+        status, why = _status(data, plan, c)
         out[name] = {"claim": name, "statement": c.statement, "arm": c.arm, "seeds": c.seeds, "alpha": c.alpha,
-                     "sidedness": c.sidedness, "family": c.family, "plan_sha256": plan_id.sha256,
-                     "band_statistic": plan.band.statistic,
-                     "status": "not run" if missing else "undecided" if why else None,
-                     "why": f"no run {', '.join(missing)}" if missing else why, "tests": []}
+                     "sidedness": c.sidedness, "family": c.family, "min_seeds": c.min_seeds,
+                     "plan_sha256": plan_id.sha256, "band_statistic": plan.band.statistic,
+                     "status": status, "why": why, "tests": []}
+        if status == "insufficient":  # described at the claim's own α: no Holm, it decides nothing
+            out[name] |= {"alpha_holm": c.alpha, "family_size": 1,
+                          "tests": [_test(data, plan, c, t, c.alpha) for t in c.tests]}
     # Holm's step-down within each family: the claims not yet shown are tested at α / (those left); any
     # that now hold leave, and the rest are tried again at the larger share, until none more holds
     for family in dict.fromkeys(c.family for c in plan.claims.values()):
@@ -114,8 +152,7 @@ def verdicts(plan: Plan, plan_id: PlanId, data: ClaimData, n_boot: int) -> dict[
             alpha = plan.claims[open_[0]].alpha / len(open_)
             for n in open_:
                 out[n] |= {"alpha_holm": alpha, "family_size": size,
-                           "tests": [_test(data, plan.claims[n], t, alpha, plan.band.statistic, n_boot)
-                                     for t in plan.claims[n].tests]}
+                           "tests": [_test(data, plan, plan.claims[n], t, alpha) for t in plan.claims[n].tests]}
             now = [n for n in open_ if all(t["passes"] for t in out[n]["tests"])]
             if not now:
                 break
@@ -127,41 +164,42 @@ def verdicts(plan: Plan, plan_id: PlanId, data: ClaimData, n_boot: int) -> dict[
 
 
 DIRECTION_WORDS = {"lower": "below 0", "higher": "above 0"}
+UNDECIDED = ("not run", "undecided")
 
 
 def verdict_text(v: dict) -> str:
     """One paragraph: the verdict, what decided it, each test's interval and whether it passed."""
     head = (f"**{v['claim']} {v['status']}** ({v['claim']}: {v['statement']}). Arm {v['arm']}, seeds "
             f"{' '.join(map(str, v['seeds']))}, α {v['alpha']:g} {v['sidedness']}, family {v['family']}")
-    if v["status"] in ("not run", "undecided"):
+    if v["status"] in UNDECIDED:
         return f"{head}: {v['why']}."
     level = 1 - v["alpha_holm"] if v["sidedness"] == "two-sided" else 1 - 2 * v["alpha_holm"]
     holm = (f" (Holm over {v['family_size']} claims: this round at α {v['alpha_holm']:.4g})" if v["family_size"] > 1
             else "")
     parts = []
     for t in v["tests"]:
-        null = f"above −{t['margin']:g}" if t["direction"] == "noninferior" else DIRECTION_WORDS[t["direction"]]
-        label = LABEL[t["population"]] + (f", {v['band_statistic']}" if t["outcome"] == "band" else "")
+        null = (f"above −{t['margin']:g}" if t["direction"] == "noninferior" else
+                f"inside ±{t['margin']:g}" if t["direction"] == "equal" else DIRECTION_WORDS[t["direction"]])
+        label = LABEL[t["outcome"], t["population"]] + (f", {v['band_statistic']}" if t["outcome"] == "band" else "")
         parts.append(f"Δ {label} vs {' + '.join(t['controls'])} "
                      f"{ci_text(t['estimate'], t['lo'], t['hi'], signed=True, widened_by=t['widened_by'], undefined=t['undefined'])}"
                      f" {null}: {'yes' if t['passes'] else 'no'} ({t['n_seeds']} seed(s) × {t['n_units']} "
-                     f"{'steps' if t['outcome'] == 'band' else 'problems'})")
-    one_seed = min(t["n_seeds"] for t in v["tests"]) < 2
-    return (f"{head}{holm}; {100 * level:.4g}% intervals: " + "; ".join(parts) + "."
-            + (" One seed: its intervals leave out seed-to-seed variance, so this verdict is not the claim's test."
-               if one_seed else ""))
+                     f"{'steps' if t['outcome'] in PER_STEP else 'problems'})")
+    why = f" **Insufficient**: {v['why']}." if v["status"] == "insufficient" else ""
+    return f"{head}{holm}; {100 * level:.4g}% intervals: " + "; ".join(parts) + "." + why
 
 
 def summary_entry(v: dict) -> dict:
-    """summary.json's claim_NAME: the status, holds (1/0, decided claims only), each test's pass and
-    interval, the seeds counted, α, and the plan's sha256."""
-    out = {"status": v["status"], "plan_sha256": v["plan_sha256"], "alpha": v["alpha"], "n_seeds": len(v["seeds"])}
+    """summary.json's claim_NAME: the status, holds (1/0, decided claims only: never for `insufficient`), each
+    test's pass and interval, the seeds counted, α, and the plan's sha256."""
+    out = {"status": v["status"], "plan_sha256": v["plan_sha256"], "alpha": v["alpha"], "n_seeds": len(v["seeds"]),
+           "min_seeds": v["min_seeds"]}
     if v["status"] in ("holds", "does not hold"):
         out["holds"] = int(v["status"] == "holds")
         for t in v["tests"]:
             out |= {t["key"]: int(t["passes"]), f"{t['key']}_delta": t["estimate"], f"{t['key']}_lo": t["lo"],
                     f"{t['key']}_hi": t["hi"]}
-            if t["direction"] == "noninferior":
+            if t["direction"] in ("noninferior", "equal"):
                 out[f"{t['key']}_margin"] = t["margin"]
     else:
         out["why"] = v["why"]

@@ -37,6 +37,12 @@ def arm_kind(name: str) -> str:
     return get_arm(name).kind
 
 
+def label_free(name: str) -> bool:
+    """Whether an arm may sit in a table presented as label-free: it reads no training rollout's label (not an
+    oracle: arms.Arm.oracle) and trains where the loopholes pay (not the ceiling)."""
+    return get_arm(name).kind == "label-free"
+
+
 def ref_arm(arm: str, ref: str) -> tuple[str | None, str | None]:
     """The arm a Δ of `arm` is taken against for the reference `ref` (NONE, or YOKED: the placebo yoked to
     `arm`), and why there is none where there is none."""

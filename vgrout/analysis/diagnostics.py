@@ -326,6 +326,45 @@ def _nanmean(values: np.ndarray) -> float | None:
     return float(np.mean(vals)) if vals.size else None
 
 
+ROW_COS = "cos_before"  # train.sample_cos: each row's unmasked deployed-block cosine to v_grad (vgrout/train/loop.py)
+STEP_COS = ("cos_before_step", "cos_after_step")  # and the step's summed gradient's, before and after the zone masks
+R2_MIN = 0.9  # seed 004's R2: the cosine present ("non-null") on at least 90% of rows
+R3_MIN = 0.8  # seed 004's R3: cos_out < cos_in on at least 80% of the projected (here: routing) steps
+# R3's margin: a step counts only where cos_after_step < cos_before_step − R3_TOL. The two probe passes (no
+# mask, the zones' masks) run different forwards, so even where the masks change nothing (the none arm's kept
+# rows, an absorbed row) their cosines differ by float noise, ~3e-8; without the margin that noise would count
+# as a fall on about half such steps.
+R3_TOL = 1e-6
+
+
+def _number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and bool(np.isfinite(x))
+
+
+def sample_cos_counts(rollouts: list[dict], steps: list[dict] | None = None) -> dict:
+    """Seed 004's R2 and R3 counts of one run, as train.sample_cos logs them (vgrout/train/loop.py sample_cos).
+    R2, from rollouts.jsonl: rows (n); rows whose cos_before is a number (n_present: the cosine exists, the
+    gradient was not zero). A row's cos_after is not counted: a routed row sends the deployed block no gradient,
+    so its cos_after is None by design. R3, from the step log: a step's cos_before_step / cos_after_step are the
+    cosines to v_grad of the step's rows' summed deployed-block gradient without and with the zone masks;
+    steps whose two cosines are both numbers (n_steps), of them those with cos_after_step < cos_before_step −
+    R3_TOL (n_steps_below); the same over the steps that routed at least one row (a row of zone route in
+    rollouts.jsonl: n_routed_steps, n_routed_below), the steps R3 is about. measured_rows / measured_steps:
+    whether any row carries cos_before / any step row both step fields (train.sample_cos on); a run without
+    them counts zeros, never an error."""
+    steps = steps or []
+    routed_at = {r["step"] for r in rollouts if r.get("zone") == "route"}
+    by_step = {s["step"]: s for s in steps if "step" in s}  # a resumed log's repeated step: the last row
+    both = [s for s in by_step.values() if all(_number(s.get(k)) for k in STEP_COS)]
+    below = [s for s in both if s["cos_after_step"] < s["cos_before_step"] - R3_TOL]
+    return {"measured_rows": any(ROW_COS in r for r in rollouts), "n": len(rollouts),
+            "n_present": sum(_number(r.get(ROW_COS)) for r in rollouts),
+            "measured_steps": any(all(k in s for k in STEP_COS) for s in steps),
+            "n_steps": len(both), "n_steps_below": len(below),
+            "n_routed_steps": sum(s["step"] in routed_at for s in both),
+            "n_routed_below": sum(s["step"] in routed_at for s in below)}
+
+
 ROLLOUT_KEYS = ("step", "problem_id", "mode", "source", "zone", "hacked")
 
 

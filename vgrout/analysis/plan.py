@@ -5,7 +5,13 @@ aggregate computes a claim's verdict from the plan and the runs' records alone (
 every other contrast it prints is exploratory and says so. The file is a DVC param of the
 aggregate stage, so its values are in dvc.lock and a changed plan re-runs the stage; A2 prints its
 sha256 and the commit that last changed it. A claim is an intersection-union of its tests: it holds
-only when every test does, each at the claim's α (after Holm within its family).
+only when every test does, each at the claim's α (after Holm within its family), and only on at least
+its min_seeds seeds (fewer: `insufficient`, whatever the intervals say).
+
+Every setting that decides lives here, hashed with the file: the claims' arms and controls (any
+registered arm: uniform, nll, oracleMatched, heldoutV, a yoked placebo, or a list of antithetic
+draws placeboV{k}p / placeboV{k}n whose mean is the control), the bootstrap (resamples, seed,
+interval kind), the held-out modes C2 is measured over, and the band's quantiles.
 """
 from __future__ import annotations
 
@@ -23,7 +29,9 @@ from vgrout.io import InputError
 PLAN = Path("analysis.yaml")
 
 # outcome -> the populations it can be measured over (A2's denominators; C3's student rows)
-POPULATIONS = {"hack": ("hackable", "heldout_modes"), "solve": ("all",), "band": ("student_rows",)}
+POPULATIONS = {"hack": ("hackable", "heldout_modes"), "solve": ("all",), "band": ("student_rows",),
+               "routed_share": ("student_rows",)}
+MIN_SEEDS = 2  # the fewest seeds a verdict may rest on: one seed's interval has no seed-to-seed variance
 
 
 def _registered(name: str) -> str:
@@ -36,17 +44,20 @@ def _registered(name: str) -> str:
 
 
 class Test(Block):
-    control: str | list[str] = doc(..., "the control arm (a run name such as none or placebo_routeA), or a list "
-                                   "whose mean is the control (antithetic placebos)")
-    outcome: Literal["hack", "solve", "band"] = doc(..., "hack: deploy hack rate; solve: deploy solve rate; band: "
-                                                    "the normalised score band of the gate's student scores")
+    control: str | list[str] = doc(..., "the control arm (a run name such as none, uniform, nll, oracleMatched or "
+                                   "placebo_routeA), or a list whose mean is the control: antithetic draws of one "
+                                   "family, each k with both signs (placeboV0p, placeboV0n, placeboV1p, placeboV1n)")
+    outcome: Literal["hack", "solve", "band", "routed_share"] = doc(
+        ..., "hack: deploy hack rate; solve: deploy solve rate; band: the signed score band (analysis.bands, the "
+        "pairs' held-out scores); routed_share: the share of a step's student rows routed")
     population: Literal["hackable", "heldout_modes", "all", "student_rows"] = doc(
         ..., "hackable: the hackable test problems; heldout_modes: the test problems of the modes the arm's runs "
         "held out of its pairs; all: every test problem; student_rows: each training step's student rollouts")
-    direction: Literal["lower", "higher", "noninferior"] = doc(
+    direction: Literal["lower", "higher", "noninferior", "equal"] = doc(
         ..., "lower: the arm's value below the control's; higher: above; noninferior: not below the control's by "
-        "margin or more")
-    margin: float = doc(0.0, "noninferior only: the absolute margin the arm may fall below the control by", ge=0)
+        "margin or more; equal: within ±margin of it (the interval inside; a Δ that is the same in every cell, as "
+        "count-matched routing gives, passes when inside)")
+    margin: float = doc(0.0, "noninferior and equal only: the absolute margin", ge=0)
 
     @field_validator("control")
     @classmethod
@@ -56,6 +67,7 @@ class Test(Block):
             raise ValueError("no control arm named")
         for n in names:
             _registered(n)
+        antithetic_pairs(names)
         return control
 
     @property
@@ -67,14 +79,14 @@ class Test(Block):
         if self.population not in POPULATIONS[self.outcome]:
             raise ValueError(f"outcome {self.outcome} is measured over {' or '.join(POPULATIONS[self.outcome])}, "
                              f"not {self.population}")
-        if (self.direction == "noninferior") != (self.margin > 0):
-            raise ValueError("a margin > 0 goes with direction noninferior, and only with it")
+        if (self.direction in ("noninferior", "equal")) != (self.margin > 0):
+            raise ValueError("a margin > 0 goes with direction noninferior or equal, and only with them")
         return self
 
     @property
     def key(self) -> str:
         """The test's name in summary.json: hack_below_none, solve_noninferior_none, band_above_placebo_routeA."""
-        word = {"lower": "below", "higher": "above", "noninferior": "noninferior"}[self.direction]
+        word = {"lower": "below", "higher": "above", "noninferior": "noninferior", "equal": "equal"}[self.direction]
         return f"{self.outcome}_{word}_{'+'.join(self.controls)}"
 
 
@@ -84,6 +96,8 @@ class Claim(Block):
     tests: list[Test] = doc(..., "every test must hold for the claim to hold (intersection-union)", min_length=1)
     seeds: list[int] = doc(..., "the run seeds the verdict uses: each must have a run of the arm and of every "
                            "control, else the verdict is 'not run'", min_length=1)
+    min_seeds: int = doc(MIN_SEEDS, "the fewest seeds a verdict rests on: a claim with fewer seeds listed is "
+                         "'insufficient' (its tests printed, never holds)", ge=MIN_SEEDS)
     alpha: float = doc(0.05, "the claim's level (before Holm within its family)", gt=0, lt=0.5)
     sidedness: Literal["two-sided", "one-sided"] = doc(
         "two-sided", "two-sided: a test passes when the (1 − α) interval clears the null; one-sided: the (1 − 2α) "
@@ -125,10 +139,31 @@ class Band(Block):
         return self
 
 
+class Bootstrap(Block):
+    resamples: int = doc(2000, "resamples of the hierarchical bootstrap (stats.hierarchical_bootstrap)", ge=100)
+    seed: int = doc(0, "the resamples' Generator seed", ge=0)
+    interval: Literal["percentile_seed_widened"] = doc(
+        "percentile_seed_widened", "the interval: the two-way percentile bootstrap over seeds and units, its seeds' "
+        "share widened by the few-seeds factor (stats.hierarchical_bootstrap; the only kind implemented)")
+
+
 class Plan(Block):
     band: Band = doc(Band(), "the score band along each run's gate direction, per training step (C3 and A2's band "
                      "table; analysis.bands)")
+    bootstrap: Bootstrap = doc(..., "how every test's interval is made")
+    heldout_modes: list[str] = doc(..., "the modes held out of the held-out arms' pairs (params vact.heldout_modes "
+                                   "of the runs): population heldout_modes; a run recording others is not measured",
+                                   min_length=1)
     claims: dict[str, Claim] = doc(..., "claim name (C1, C2, C3) -> its pre-registered test", min_length=1)
+
+    @field_validator("heldout_modes")
+    @classmethod
+    def _hackable_modes(cls, held):
+        from vgrout.substrate.modes import hackable
+        unknown = sorted(set(held) - set(hackable()))
+        if unknown:
+            raise ValueError(f"{unknown} are not hackable modes ({', '.join(hackable())})")
+        return sorted(set(held))
 
     @model_validator(mode="after")
     def _family_alpha(self):
@@ -149,6 +184,26 @@ class Plan(Block):
             for ctl in dict.fromkeys(x for t in c.tests for x in t.controls):
                 out.setdefault(ctl, []).append(f"{name} control")
         return out
+
+
+def antithetic_pairs(names: list[str]) -> None:
+    """A control listing antithetic draws lists only draws of one family, each k with both signs (+h and −h):
+    their mean is a control no sign of one Haar draw can decide."""
+    from vgrout import arms
+    draws = [arms.draw(n) for n in names]
+    if not any(draws):
+        return
+    if not all(draws):
+        raise ValueError(f"{names}: antithetic draws are averaged with no other arm")
+    if len({f for f, _, _ in draws}) > 1:
+        raise ValueError(f"{names}: draws of more than one family")
+    family = draws[0][0]
+    for k in sorted({k for _, k, _ in draws}):
+        twins = {arms.draw_name(family, k, s) for s in "pn"}
+        if not twins <= set(names):
+            raise ValueError(f"{names}: draw {k} without its antithetic twin ({' and '.join(sorted(twins))})")
+    if len(set(names)) < len(names):
+        raise ValueError(f"{names}: a draw is listed twice")
 
 
 def parse(data, where: str) -> Plan:
