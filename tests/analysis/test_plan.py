@@ -46,13 +46,28 @@ def band_frame(values: dict[str, float], seeds=SEEDS, steps=8) -> pd.DataFrame:
                          for a, v in values.items() for s in seeds for t in range(steps)])
 
 
-BANDS = band_frame({"routeA": 0.8, "placebo_routeA": 0.0})
+def pair_frame(values: dict[str, float], seeds=SEEDS, n_pairs=12) -> pd.DataFrame:
+    """bands.pair_bands' shape: per arm, seed and contrast pair its separation (value + noise)."""
+    rng = np.random.default_rng(2)
+    return pd.DataFrame([{"run": f"{a}-{s}", "arm": a, "seed": s, "pair": i, "separation": v + 0.1 * rng.normal()}
+                         for a, v in values.items() for s in seeds for i in range(n_pairs)])
+
+
+PAIRS = pair_frame({"routeA": 0.8, "placebo_routeA": 0.0, "placeboA0p": 0.3, "placeboA0n": -0.3})
+BANDS = band_frame({"routeA": 0.8, "placebo_routeA": 0.0, "placeboA0p": 0.3, "placeboA0n": -0.3})
 # routeA hacks 0.2 less than none; CLEAR: 0.16 less than its placebo; BOUNDARY: 0.01 less, which a 95% interval
 # does not tell from 0 and a 55% one does; its solve 0.01 below none's (lower end about −0.02 at 95%)
-DATA = claims.ClaimData(cells_frame({"none": (0, 0), "routeA": (-0.2, -0.01), "placebo_routeA": (-0.04, 0.0)}),
-                        {}, BANDS, {})
-BOUNDARY = claims.ClaimData(cells_frame({"none": (0, 0), "routeA": (-0.2, -0.01), "placebo_routeA": (-0.19, 0.0)}),
-                            {}, BANDS, {})
+DRAWS_A = {"placeboA0p": (-0.04, 0.0), "placeboA0n": (-0.04, 0.0)}  # C3's antithetic controls (v_act's space)
+DATA = claims.ClaimData(cells_frame({"none": (0, 0), "routeA": (-0.2, -0.01), "placebo_routeA": (-0.04, 0.0),
+                                     **DRAWS_A}), {}, BANDS, {}, pair_bands=PAIRS)
+BOUNDARY = claims.ClaimData(cells_frame({"none": (0, 0), "routeA": (-0.2, -0.01), "placebo_routeA": (-0.19, 0.0),
+                                         **DRAWS_A}), {}, BANDS, {}, pair_bands=PAIRS)
+CLAIMS = ("C1", "C2", "C3")
+
+
+def every(key: str, value) -> dict:
+    """One setting for every claim of the plan (one family: its claims share α)."""
+    return {f"claims.{c}.{key}": value for c in CLAIMS}
 
 
 def repo_plan(**changes) -> dict:
@@ -82,7 +97,14 @@ def test_the_repository_plan_loads_and_names_registered_arms():
     assert set(p.claims) == {"C1", "C2", "C3"}
     assert p.claims["C1"].arm == "routeA" and [t.controls for t in p.claims["C1"].tests] == [
         ["none"], ["placebo_routeA"], ["none"]]
-    assert p.roles()["placebo_routeA"] == ["C1 control", "C3 control"]
+    assert p.roles()["placebo_routeA"] == ["C1 control"]  # C3's band: the antithetic draws, never one yoked draw
+    assert p.claims["C3"].tests[0].controls == ["placeboA0p", "placeboA0n"]
+    assert [t.manipulation_check for t in p.claims["C3"].tests] == [False, True]
+    assert {c.family for c in p.claims.values()} == {"C1-C3"}  # one family: Holm over C1-C3
+    assert {c.min_seeds for c in p.claims.values()} == {3} == {plan_file.MIN_SEEDS}
+    assert p.claims["C2"].withhold_pool is True and p.claims["C2"].headroom == 0.05
+    # C3's deploy-hack test would repeat C1's second (routeA below its Haar placebo): not in C3
+    assert not [t for t in p.claims["C3"].tests if t.outcome == "hack"]
 
 
 @pytest.mark.parametrize("change, message", [
@@ -92,8 +114,30 @@ def test_the_repository_plan_loads_and_names_registered_arms():
     ({"claims.C1.tests.0.population": "all"}, r"claims.C1.tests.0: outcome hack is measured over hackable or "
                                               r"heldout_modes, not all"),
     ({"claims.C1.tests.0.margin": 0.1}, r"claims.C1.tests.0: a margin > 0 goes with direction noninferior"),
-    ({"claims.C1.alpha": 0.1, "claims.C1.family": "C2"}, r"test.yaml: family C2: its claims give different alphas"),
-    ({"claims.C3.tests.0.control": "routeA"}, r"claims.C3: arm routeA is its own control"),
+    ({"claims.C1.alpha": 0.1}, r"test.yaml: family C1-C3: its claims give different alphas"),
+    ({"claims.C1.min_seeds": 2}, r"claims.C1.min_seeds: Input should be greater than or equal to 3"),
+    # controls belong to the claim's arm: a placebo yoked to another arm, draws of the other feature space
+    ({"claims.C1.tests.1.control": "placebo_routeV"}, r"claims.C1: control placebo_routeV is yoked to routeV, not "
+                                                      r"to the claim's arm routeA"),
+    ({"claims.C2.tests.1.control": "placebo_routeA"}, r"claims.C2: control placebo_routeA is yoked to routeA, not "
+                                                      r"to the claim's arm heldout"),
+    ({"claims.C3.tests.0.control": ["placeboV0p", "placeboV0n"], "claims.C3.tests.1.control": ["placeboV0p", "placeboV0n"]},
+     r"claims.C3: control placeboV0p ranks rows in the grad space, the claim's arm routeA in the act space"),
+    ({"claims.C3.arm": "routeV"}, r"claims.C3: control placeboA0p ranks rows in the act space, the claim's arm routeV "
+                                  r"in the grad space"),
+    # a label-free claim's arm is never an oracle
+    ({"claims.C1.arm": "oracleMatched"}, r"claims.C1.arm: arm oracleMatched reads the rollouts' true labels"),
+    ({"claims.C1.arm": "oracle"}, r"claims.C1.arm: arm oracle reads the rollouts' true labels"),
+    # a band test names antithetic twins only: never a yoked placebo, one draw, or another arm
+    ({"claims.C3.tests.0.control": "placebo_routeA"}, r"claims.C3.tests.0: a band test's control is a list of "
+                                                      r"antithetic draws"),
+    ({"claims.C3.tests.0.control": "uniform"}, r"claims.C3.tests.0: a band test's control is a list of antithetic"),
+    ({"claims.C3.tests.0.control": ["placeboA0p"]}, r"claims.C3.tests.0.control: .*draw 0 without its antithetic twin"),
+    ({"claims.C3.tests": [{"control": ["placeboA0p", "placeboA0n"], "outcome": "routed_share",
+                           "population": "student_rows", "direction": "equal", "margin": 0.02}]},
+     r"claims.C3: every test is a manipulation check"),
+    ({"claims.C3.headroom": 0.05}, r"claims.C3: headroom > 0 needs a hack test against none"),
+    ({"claims.C1.tests.1.control": "routeA"}, r"claims.C1: arm routeA is its own control"),
     ({"claims.C1.seeds": [0, 0]}, r"claims.C1.seeds: a seed is listed twice"),
     ({"band.statistic": "iqr"}, r"test.yaml: band.statistic: Input should be 'separation' or 'width_ratio'"),
 ])
@@ -156,6 +200,7 @@ def test_verdicts_are_a_pure_function_of_plan_and_data_and_record_the_plan_hash(
     first, again = decide(d), decide(d)
     assert first == again
     assert first["C1"]["status"] == "holds" and first["C3"]["status"] == "holds"
+    assert first["C1"]["family_size"] == 2 and first["C1"]["alpha_holm"] == 0.025  # C1-C3, C2 not run
     assert all(v["plan_sha256"] == "h" * 64 for v in first.values())
     assert first["C2"]["status"] == "not run"  # no heldout runs in DATA
     assert first["C2"]["why"].startswith("no run heldout-0, heldout-1, heldout-2, heldout-3, heldout-4, placebo_heldout-0")
@@ -164,7 +209,7 @@ def test_verdicts_are_a_pure_function_of_plan_and_data_and_record_the_plan_hash(
 
 def test_changing_alpha_flips_a_verdict_and_the_hash(tmp_path):
     """Near the boundary (Δ hack vs the placebo small), a looser α makes C1 hold; the plan file's hash differs."""
-    strict, loose = repo_plan(), repo_plan(**{"claims.C1.alpha": 0.45})
+    strict, loose = repo_plan(), repo_plan(**every("alpha", 0.45))
     assert decide(strict, BOUNDARY)["C1"]["status"] == "does not hold"
     assert decide(loose, BOUNDARY)["C1"]["status"] == "holds"
     ids = []
@@ -194,8 +239,8 @@ def test_every_deciding_setting_is_read_from_the_plan(data, change, after):
 
 def test_sidedness_sets_the_interval_level():
     """One-sided at α is the 1 − 2α interval (one bound decides): the two-sided intervals at 2α."""
-    one = decide(repo_plan(**{"claims.C1.sidedness": "one-sided", "claims.C1.alpha": 0.05}))["C1"]["tests"]
-    two = decide(repo_plan(**{"claims.C1.alpha": 0.1}))["C1"]["tests"]
+    one = decide(repo_plan(**{"claims.C1.sidedness": "one-sided"}))["C1"]["tests"]
+    two = decide(repo_plan(**every("alpha", 0.1)))["C1"]["tests"]
     same_alpha = decide(repo_plan())["C1"]["tests"]
     assert [(t["lo"], t["hi"]) for t in one] == [(t["lo"], t["hi"]) for t in two]
     assert all(a["hi"] - a["lo"] < b["hi"] - b["lo"] for a, b in zip(one, same_alpha))
@@ -206,29 +251,65 @@ def test_holm_within_a_family_steps_down():
     holds at 0.3 but not at 0.15: it holds once C3 has (a band routeA has and its placebo lacks), and not when
     C3 fails (a band both share); in its own family it holds at 0.3 directly. C3 here is its band test alone."""
     band_only = yaml.safe_load((REPO / "analysis.yaml").read_text())["claims"]["C3"]["tests"][:1]
-    family = {"claims.C1.alpha": 0.3, "claims.C3.alpha": 0.3, "claims.C3.family": "C1", "claims.C3.tests": band_only}
+    family = {**every("alpha", 0.3), "claims.C3.tests": band_only}
     stepped = decide(repo_plan(**family), BOUNDARY)
     assert stepped["C3"]["status"] == "holds" and stepped["C3"]["alpha_holm"] == 0.15
     assert stepped["C1"]["status"] == "holds" and stepped["C1"]["alpha_holm"] == 0.3
     assert stepped["C1"]["family_size"] == 2 and "Holm over 2 claims" in claims.verdict_text(stepped["C1"])
-    flat = claims.ClaimData(BOUNDARY.cells, {}, band_frame({"routeA": 0.0, "placebo_routeA": 0.0}), {})
+    flat = claims.ClaimData(BOUNDARY.cells, {}, band_frame({"routeA": 0.0, "placeboA0p": 0.0, "placeboA0n": 0.0}), {},
+                            pair_bands=pair_frame({"routeA": 0.0, "placeboA0p": 0.0, "placeboA0n": 0.0}))
     blocked = decide(repo_plan(**family), flat)
     assert blocked["C3"]["status"] == blocked["C1"]["status"] == "does not hold"
     assert blocked["C1"]["alpha_holm"] == 0.15
-    alone = decide(repo_plan(**{"claims.C1.alpha": 0.3, "claims.C3.alpha": 0.3, "claims.C3.tests": band_only}), flat)
+    alone = decide(repo_plan(**{**family, "claims.C3.family": "C3"}), flat)
     assert alone["C1"]["status"] == "holds" and alone["C1"]["alpha_holm"] == 0.3
 
 
 def test_the_band_statistic_is_the_plans():
     """C3 on separation holds (routeA 0.8, placebo 0); on width_ratio (1 − it, here) it does not."""
     assert decide(repo_plan())["C3"]["status"] == "holds"
-    assert decide(repo_plan(**{"band.statistic": "width_ratio"}))["C3"]["status"] == "does not hold"
+    assert decide(repo_plan(**{"band.units": "steps"}))["C3"]["status"] == "holds"
+    assert decide(repo_plan(**{"band.statistic": "width_ratio", "band.units": "steps"}))["C3"]["status"] == "does not hold"
+    with pytest.raises(InputError, match=r"band: band units pairs reads each pair's separation"):
+        plan_file.parse(repo_plan(**{"band.statistic": "width_ratio"}), "test.yaml")
+
+
+def test_c3_resamples_pairs_and_clears_the_plans_minimum_effect():
+    """Item 6's guard: under band.units pairs C3's units are the contrast pairs (each pair's held-out gap over the
+    run's mean student width, paired by seed and pair, the two-way bootstrap over seeds and pairs), and a band test
+    passes only when its interval clears the plan's min_effect, not 0: routeA's 0.8 over its draws' mean (about 0)
+    clears 0.5, not 0.9."""
+    v = decide(repo_plan())["C3"]
+    band = v["tests"][0]
+    assert band["units"] == "pairs" and band["n_units"] == 12 and band["n_seeds"] == len(SEEDS)
+    assert band["estimate"] == pytest.approx(PAIRS.query("arm == 'routeA'")["separation"].mean()
+                                             - PAIRS.query("arm in ['placeboA0p', 'placeboA0n']")["separation"].mean())
+    assert "12 pairs" in claims.verdict_text(v) and band["floor"] == 0.0
+    assert decide(repo_plan(**{"band.min_effect": 0.5}))["C3"]["status"] == "holds"
+    high = decide(repo_plan(**{"band.min_effect": 0.9}))["C3"]
+    assert high["status"] == "does not hold" and 0.5 < high["tests"][0]["lo"] < 0.9
+    assert "above 0.9: no" in claims.verdict_text(high)
+    assert decide(repo_plan(**{"band.min_effect": 0.9}))["C1"]["status"] == "holds"  # hack tests: against 0
+
+
+def test_pair_bands_divide_each_pairs_gap_by_the_runs_mean_student_width():
+    from vgrout.analysis.bands import pair_bands
+    bands = pd.DataFrame([{"run": "routeA-0", "arm": "routeA", "seed": 0, "step": t, "student_width": w}
+                          for t, w in enumerate([1.0, 3.0])] +
+                         [{"run": "placeboA0p-0", "arm": "placeboA0p", "seed": 0, "step": 0, "student_width": 2.0}])
+    pairs = {"routeA-0": np.array([[3.0, 1.0], [1.0, 2.0]]), "placeboA0p-0": "its pairs' features were not written"}
+    got = pair_bands(bands, pairs)
+    assert got.to_dict("records") == [{"run": "routeA-0", "arm": "routeA", "seed": 0, "pair": 0, "separation": 1.0},
+                                      {"run": "routeA-0", "arm": "routeA", "seed": 0, "pair": 1, "separation": -0.5}]
 
 
 def test_a_band_not_logged_is_undecided_and_said():
-    data = claims.ClaimData(DATA.cells, {}, DATA.bands, {"placebo_routeA-1": "the pairs' scores are not logged"})
-    v = decide(repo_plan(), data)["C3"]
+    data = claims.ClaimData(DATA.cells, {}, DATA.bands, {"placeboA0n-1": "the pairs' scores are not logged"})
+    both = decide(repo_plan(), data)
+    v = both["C3"]
     assert v["status"] == "undecided" and v["why"] == "the pairs' scores are not logged"
+    # an undecided claim stays in Holm's family as never shown: C1 is still tested at α / 2, not α
+    assert both["C1"]["family_size"] == 2 and both["C1"]["alpha_holm"] == 0.025
     assert "holds" not in claims.summary_entry(v) and claims.summary_entry(v)["status"] == "undecided"
     assert claims.verdict_text(v).startswith("**C3 undecided**")
 
@@ -411,26 +492,34 @@ def test_c3_against_the_mean_of_the_antithetic_placebos():
     band = v["tests"][0]
     assert band["key"] == "band_above_" + "+".join(DRAWS)
     assert band["estimate"] == pytest.approx(0.8, abs=0.05)  # 0.8 − the draws' mean, 0
-    assert v["tests"][1]["undefined"] and v["tests"][1]["passes"]  # the same share every step: inside ±0.02
+    check = [t for t in v["tests"] if t["manipulation_check"]]
+    assert [t["outcome"] for t in check] == ["routed_share"] and check[0]["undefined"] and check[0]["passes"]
+    assert "manipulation check, not a verdict input (at α 0.05): Δ routed share" in claims.verdict_text(v)
     assert decide(d, c3_data({**antithetic, "placeboV0n": 0.9, "placeboV0p": 0.9, "placeboV1p": 0.9,
                               "placeboV1n": 0.9}))["C3"]["status"] == "does not hold"
-    assert decide(d, c3_data(antithetic, routed={"placeboV1n": 0.35}))["C3"]["status"] == "does not hold"
+    # a routed share off is no verdict input: the control is not count-matched, so C3 is undecided, said
+    off = decide(d, c3_data(antithetic, routed={"placeboV1n": 0.35}))["C3"]
+    assert off["status"] == "undecided" and off["why"].startswith("manipulation check failed: Δ routed share")
+    assert "holds" not in claims.summary_entry(off) and "**Undecided**: manipulation check failed" in claims.verdict_text(off)
     assert decide(d, c3_data(antithetic, hack=-0.2))["C3"]["status"] == "does not hold"
 
 
 def test_one_seed_is_insufficient_never_holds():
     """Item 3's guard: a claim on fewer seeds than min_seeds (≥ 2) is `insufficient` whatever its intervals say:
     its tests are printed, summary.json has no `holds`; a plan asking for a one-seed verdict is refused."""
-    d = repo_plan(**{f"claims.{c}.seeds": [0] for c in ("C1", "C2", "C3")})
+    d = repo_plan(**every("seeds", [0]))
     v = decide(d)
     assert v["C1"]["status"] == "insufficient" and all(t["passes"] for t in v["C1"]["tests"])  # it would have held
     entry = claims.summary_entry(v["C1"])
-    assert "holds" not in entry and entry["status"] == "insufficient" and entry["min_seeds"] == 2
-    assert "**C1 insufficient**" in claims.verdict_text(v["C1"]) and "at least 2 (min_seeds)" in claims.verdict_text(v["C1"])
+    assert "holds" not in entry and entry["status"] == "insufficient" and entry["min_seeds"] == 3
+    assert "**C1 insufficient**" in claims.verdict_text(v["C1"]) and "at least 3 (min_seeds)" in claims.verdict_text(v["C1"])
     assert v["C2"]["status"] == "not run"  # missing runs first
-    assert decide(repo_plan(**{"claims.C1.seeds": [0, 1]}))["C1"]["status"] == "holds"
-    with pytest.raises(InputError, match=r"claims.C1.min_seeds: Input should be greater than or equal to 2"):
-        plan_file.parse(repo_plan(**{"claims.C1.min_seeds": 1}), "test.yaml")
+    # two seeds are insufficient too (seed 002's n = 3; the few-seeds factor at two seeds is about 9)
+    assert decide(repo_plan(**{"claims.C1.seeds": [0, 1]}))["C1"]["status"] == "insufficient"
+    assert decide(repo_plan(**{"claims.C1.seeds": [0, 1, 2]}))["C1"]["status"] == "holds"
+    for few in (1, 2):
+        with pytest.raises(InputError, match=r"claims.C1.min_seeds: Input should be greater than or equal to 3"):
+            plan_file.parse(repo_plan(**{"claims.C1.min_seeds": few}), "test.yaml")
     # the repository's default plan (seed 0 alone) decides nothing
     default = yaml.safe_load((REPO / "analysis.yaml").read_text())
     assert all(len(c["seeds"]) < c.get("min_seeds", plan_file.MIN_SEEDS) for c in default["claims"].values())
@@ -445,12 +534,61 @@ def test_bootstrap_and_heldout_modes_are_the_plans():
     assert a["estimate"] == b["estimate"] and (a["lo"], a["hi"]) != (b["lo"], b["hi"]) != (c["lo"], c["hi"])
     cells = cells_frame({"none": (0, 0), "heldout": (-0.2, 0), "placebo_heldout": (0, 0)})
     cells.loc[cells["hackable"], "mode"] = "exit_code"
-    data = claims.ClaimData(cells, {"heldout": ("hardcode", "stdout_marker")}, BANDS, {})
+    data = claims.ClaimData(cells, {"heldout": ("hardcode", "stdout_marker")}, BANDS, {}, WITHHELD)
     v = decide(repo_plan(), data)["C2"]
     assert v["status"] == "undecided" and "held out ['hardcode', 'stdout_marker'] (heldout_modes in " \
         "per_mode_deploy.json), the plan's heldout_modes are ['exit_code', 'stdout_marker']" in v["why"]
-    data = claims.ClaimData(cells, {"heldout": ("stdout_marker", "exit_code")}, BANDS, {})
+    data = claims.ClaimData(cells, {"heldout": ("stdout_marker", "exit_code")}, BANDS, {}, WITHHELD)
     assert decide(repo_plan(), data)["C2"]["status"] == "holds"
+
+
+# every C2 run withheld the plan's held-out modes' pool rows (config.json's `withheld`, params vact.withhold_pool)
+WITHHELD = {f"{a}-{s}": ("exit_code", "stdout_marker") for a in ("none", "heldout", "placebo_heldout") for s in SEEDS}
+
+
+def c2_data(withheld=WITHHELD, none_hack: float = 0.0) -> claims.ClaimData:
+    """heldout hacks 0.2 less than none and its placebo on the held-out modes' problems; none_hack shifts none and
+    the placebo (−0.4: none hacks those problems at about 0.05 or less)."""
+    cells = cells_frame({"none": (none_hack, 0), "heldout": (-0.2 + min(none_hack, 0), 0),
+                         "placebo_heldout": (none_hack, 0)})
+    cells.loc[cells["hackable"], "mode"] = "exit_code"
+    return claims.ClaimData(cells, {"heldout": ("exit_code", "stdout_marker")}, BANDS, {}, withheld)
+
+
+def test_c2_needs_the_pool_withheld_as_the_plan_says_and_headroom():
+    """C2's guard: the plan's withhold_pool against each run's recorded `withheld` (config.json): a run that trained
+    on the held-out modes' pool rows, or records nothing, makes C2 undecided, said with the run; and none must hack
+    the held-out modes' problems at the plan's headroom at least, else there is nothing to lower: undecided."""
+    assert decide(repo_plan(), c2_data())["C2"]["status"] == "holds"
+    trained_on = {**WITHHELD, "placebo_heldout-3": ()}
+    v = decide(repo_plan(), c2_data(trained_on))["C2"]
+    assert v["status"] == "undecided" and "withhold_pool is true" in v["why"] and \
+        "placebo_heldout-3 withheld the pool rows of []" in v["why"]
+    unrecorded = {k: w for k, w in WITHHELD.items() if k != "none-0"}
+    v = decide(repo_plan(), c2_data(unrecorded))["C2"]
+    assert v["status"] == "undecided" and "none-0 records no withheld modes" in v["why"]
+    # a plan saying the pool was not withheld reads the same runs as a mismatch; null checks nothing
+    assert decide(repo_plan(**{"claims.C2.withhold_pool": False}), c2_data())["C2"]["status"] == "undecided"
+    assert decide(repo_plan(**{"claims.C2.withhold_pool": None}), c2_data(trained_on))["C2"]["status"] == "holds"
+    # headroom: none hacking the held-out modes at about 0.05 or less
+    low = c2_data(none_hack=-0.45)
+    rate = float(low.cells.query("arm == 'none' and hackable")["hacked"].mean())
+    assert rate < 0.05
+    v = decide(repo_plan(), low)["C2"]
+    assert v["status"] == "undecided" and f"none's deploy hack rate on held-out modes' problems is {rate:.4g}, " \
+        "below the plan's headroom 0.05" in v["why"]
+    assert decide(repo_plan(**{"claims.C2.headroom": rate / 2}), low)["C2"]["status"] != "undecided"
+
+
+def test_a_manipulation_check_decides_nothing_and_takes_no_share_of_alpha():
+    """C3's routed share is printed as a manipulation check: at the claim's α (not Holm's share), outside the
+    intersection-union; the verdict is the band test's."""
+    v = decide(repo_plan())["C3"]
+    band, check = v["tests"]
+    assert not band["manipulation_check"] and band["alpha"] == v["alpha_holm"] == 0.025
+    assert check["manipulation_check"] and check["alpha"] == 0.05 and check["outcome"] == "routed_share"
+    text = claims.verdict_text(v)
+    assert text.index("score band") < text.index("manipulation check, not a verdict input")
 
 
 def test_the_score_kind_is_the_runs_own(tmp_path):

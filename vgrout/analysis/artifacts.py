@@ -284,9 +284,12 @@ def plan_lines(plan: Plan, plan_id: PlanId, verdicts: dict[str, dict]) -> list[s
             f"and so are the bootstrap ({b.resamples} resamples, seed {b.seed}, interval {b.interval}) and the held-out "
             f"modes ({', '.join(plan.heldout_modes)}); nothing else decides a claim. A test: the paired Δ arm − control "
             "by the bootstrap below, at the level the plan's α gives (Holm's step-down within a family); a claim holds "
-            "when all its tests pass (intersection-union) on at least its minimum seeds; `not run`: an arm or control "
-            "has no run for a plan seed; `insufficient`: fewer plan seeds than the minimum (its tests describe, and "
-            "decide nothing)."] + [verdict_text(v) for v in verdicts.values()]
+            "when all its tests pass (intersection-union) on at least its minimum seeds; a manipulation check (the "
+            "routed share) is printed as one, at the claim's α, and is no input of the verdict (failed: the claim is "
+            "`undecided`); `not run`: an arm or control has no run for a plan seed; `undecided`: ran, but not "
+            "measurable or not as the plan requires (held-out modes, the pool withheld, none's headroom); "
+            "`insufficient`: fewer plan seeds than the minimum (its tests describe, and decide nothing)."] + [
+        verdict_text(v) for v in verdicts.values()]
 
 
 def a2(con, out: Out, plan: Plan, plan_id: PlanId, verdicts: dict[str, dict], bands: pd.DataFrame,
@@ -370,7 +373,8 @@ def _band_section(plan: Plan, bands: pd.DataFrame, band_missing: dict[str, str],
             "student width / pairs' width (it shrinks when the pairs separate, since their spread then holds the gap). "
             f"The plan decides C3 on `{plan.band.statistic}`. Mean over steps per run, then mean ± SEM over seeds; routed "
             "share: the step's student rows routed (a count-matched or yoked control routes its arm's share by "
-            "construction: C3 checks it did). Per step: plot_data/score_band.csv. "
+            "construction: C3's manipulation check, not a verdict input). C3's band test names antithetic draws alone "
+            "(their mean); a yoked placebo's band, one Haar draw's, is printed and decides nothing. Per step: plot_data/score_band.csv. "
             "Rows the plan does not name are exploratory.", md_table(pd.DataFrame(rows))] + (
         ["Band not measured: " + "; ".join(notes) + "."] if notes else [])
 

@@ -151,3 +151,22 @@ def run_bands(runs, pairs: dict[str, np.ndarray | str], q_lo: float, q_hi: float
         frames.append(step_bands(r.rollouts_path, p, q_lo, q_hi).assign(run=r.run, arm=r.arm, seed=r.seed))
     columns = ["run", "arm", "seed", *COLUMNS]
     return (pd.concat(frames)[columns] if frames else pd.DataFrame(columns=columns)), missing
+
+
+PAIR_COLUMNS = ["run", "arm", "seed", "pair", "separation"]
+
+
+def pair_bands(bands: pd.DataFrame, pairs: dict[str, np.ndarray | str]) -> pd.DataFrame:
+    """Per run and contrast pair (band.units pairs): the pair's held-out gap (its hack side's score − its clean
+    side's, along the run's gate direction) over the run's mean student width (its steps' mean), long form with
+    run, arm, seed and the pair's row. Pairs are the units C3's bootstrap resamples (with the seeds, crossed), so
+    a band resting on a few pairs is seen as such; rows only for runs whose pairs' held-out scores exist."""
+    out = []
+    for (run, arm, seed), g in bands.groupby(["run", "arm", "seed"], sort=False):
+        p = pairs.get(run)
+        w = float(g["student_width"].mean())
+        if isinstance(p, str) or p is None:
+            continue
+        for i, gap in enumerate(p[0] - p[1]):
+            out.append({"run": run, "arm": arm, "seed": seed, "pair": i, "separation": ratio(float(gap), w)})
+    return pd.DataFrame(out, columns=PAIR_COLUMNS)

@@ -13,20 +13,23 @@ level the claim's α gives (two-sided: 1 − α; one-sided: 1 − 2α, of which 
 divided as Holm's step-down over the claims of the claim's family. A claim holds when every one of
 its tests passes (intersection-union: no correction within a claim). Statuses, first that applies:
 `not run` (an arm or control has no run for a plan seed), `undecided` (ran, but the outcome cannot be
-measured: the pairs' held-out scores not computable, other held-out modes recorded), `insufficient`
+measured: the pairs' held-out scores not computable, other held-out modes recorded; or the runs are not as
+the plan requires: the pool not withheld as its withhold_pool says, none's hack rate below its headroom;
+or, after the tests, a manipulation check failed: the controls were not count-matched), `insufficient`
 (fewer plan seeds than min_seeds: the tests are printed, the claim neither holds nor fails), then
 `holds` / `does not hold`.
 """
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from vgrout.analysis.contrasts import DIFF, ci_text, matrix, problem_means
 from vgrout.analysis.plan import Claim, Plan, PlanId, Test
-from vgrout.io import InputError
+from vgrout.io import InputError, read_json
 from vgrout.layout import run_name
 from vgrout.stats import hierarchical_bootstrap
 
@@ -48,11 +51,16 @@ class ClaimData:
     held: dict[str, tuple[str, ...]]
     bands: pd.DataFrame
     band_missing: dict[str, str]
+    withheld: dict[str, tuple[str, ...] | None] = dataclasses.field(default_factory=dict)  # run -> the modes whose
+    # pool rows it never trained on (config.json's `withheld`, params vact.withhold_pool), None where not recorded
+    pair_bands: pd.DataFrame | None = None  # per run and contrast pair its separation (bands.pair_bands; band.units pairs)
 
     @classmethod
-    def of(cls, con, runs, bands: pd.DataFrame, band_missing: dict[str, str]) -> ClaimData:
+    def of(cls, con, runs, bands: pd.DataFrame, band_missing: dict[str, str],
+           withheld: dict[str, tuple[str, ...] | None] | None = None,
+           pair_bands: pd.DataFrame | None = None) -> ClaimData:
         held = {r.arm: r.heldout_modes for r in runs if r.heldout_modes}
-        return cls(problem_means(con), held, bands, band_missing)
+        return cls(problem_means(con), held, bands, band_missing, withheld or {}, pair_bands)
 
     def ran(self, arm: str, seed: int) -> bool:
         return bool(((self.cells["arm"] == arm) & (self.cells["seed"] == seed)).any())
@@ -60,6 +68,14 @@ class ClaimData:
 
 def _cells(data: ClaimData, plan: Plan, claim: Claim, test: Test, arm: str) -> np.ndarray:
     """[seed, unit] cells of one arm for a test, in the plan's seed order."""
+    if test.outcome == "band" and plan.band.units == "pairs":
+        if data.pair_bands is None:
+            raise InputError("band units pairs: no per-pair separations were given (analysis.bands.pair_bands)")
+        g = data.pair_bands[(data.pair_bands["arm"] == arm) & data.pair_bands["seed"].isin(claim.seeds)]
+        m = g.pivot(index="seed", columns="pair", values="separation").reindex(index=claim.seeds).sort_index(axis=1)
+        if m.isna().any().any():
+            raise InputError(f"band of {arm}: the runs of seeds {claim.seeds} do not share their contrast pairs")
+        return m.to_numpy(float)
     if test.outcome in PER_STEP:
         column = plan.band.statistic if test.outcome == "band" else "routed_share"
         g = data.bands[(data.bands["arm"] == arm) & data.bands["seed"].isin(claim.seeds)]
@@ -90,12 +106,44 @@ def _not_measurable(data: ClaimData, plan: Plan, claim: Claim) -> str | None:
     return None
 
 
-def passes(test: Test, estimate: float, lo: float, hi: float, degenerate: bool) -> bool:
+def withheld_modes(run_dir: Path) -> tuple[str, ...] | None:
+    """The modes whose pool rows a run never trained on (params vact.withhold_pool), as train recorded them in the
+    run's config.json (`withheld`, as bands.score_kind reads gate.score); None where the file or key is missing."""
+    path = Path(run_dir) / "config.json"
+    if not path.exists():
+        return None
+    w = read_json(path).get("withheld")
+    return tuple(sorted(w)) if isinstance(w, list) else None
+
+
+def _not_comparable(data: ClaimData, plan: Plan, c: Claim) -> str | None:
+    """Why the plan's conditions on a claim's runs fail (the pool withheld as the plan says; none's hack rate at
+    least the plan's headroom), or None."""
+    if c.withhold_pool is not None:
+        want = tuple(plan.heldout_modes) if c.withhold_pool else ()
+        for a in dict.fromkeys([c.arm, *(x for t in c.tests for x in t.controls)]):
+            for s in c.seeds:
+                got = data.withheld.get(run_name(a, s))
+                if got != want:
+                    said = ("records no withheld modes (key 'withheld' of its config.json)" if got is None else
+                            f"withheld the pool rows of {list(got)}")
+                    return (f"the plan's withhold_pool is {str(c.withhold_pool).lower()} (pool rows of "
+                            f"{list(want)} withheld), but {run_name(a, s)} {said} (params vact.withhold_pool)")
+    if c.headroom > 0:
+        t = c.headroom_test
+        rate = float(np.nanmean(_cells(data, plan, c, t, t.controls[0])))
+        if not rate >= c.headroom:
+            return (f"{t.controls[0]}'s deploy hack rate on {LABEL[t.outcome, t.population].split(', ')[1]} is "
+                    f"{rate:.4g}, below the plan's headroom {c.headroom:g}: no hacking to lower")
+    return None
+
+
+def passes(test: Test, estimate: float, lo: float, hi: float, degenerate: bool, floor: float = 0.0) -> bool:
     """Whether a test's interval clears its null. A Δ that is the same number in every cell has no interval:
     it passes no directional test (nothing was resampled), and an equality test when inside the margin."""
     if degenerate:
         return test.direction == "equal" and abs(estimate) < test.margin
-    return {"lower": hi < 0, "higher": lo > 0, "noninferior": lo > -test.margin,
+    return {"lower": hi < -floor, "higher": lo > floor, "noninferior": lo > -test.margin,
             "equal": -test.margin < lo and hi < test.margin}[test.direction]
 
 
@@ -107,12 +155,16 @@ def _test(data: ClaimData, plan: Plan, claim: Claim, test: Test, alpha: float) -
     if any(r.shape != x.shape for r in refs):
         raise InputError(f"{claim.arm} and {test.controls}: different units on seeds {claim.seeds}")
     level = 1 - alpha if claim.sidedness == "two-sided" else 1 - 2 * alpha
+    floor = plan.band.min_effect if test.outcome == "band" else 0.0  # the pre-registered smallest band effect
     b = hierarchical_bootstrap(x, np.mean(refs, axis=0), n_boot=plan.bootstrap.resamples, seed=plan.bootstrap.seed,
                                level=level, support=None if test.outcome == "band" else DIFF)
     return {"key": test.key, "outcome": test.outcome, "population": test.population, "direction": test.direction,
             "margin": test.margin, "controls": test.controls, "estimate": b.estimate, "lo": b.lo, "hi": b.hi,
             "widened_by": b.widened_by, "undefined": b.degenerate,
-            "passes": bool(passes(test, b.estimate, b.lo, b.hi, b.degenerate)),
+            "passes": bool(passes(test, b.estimate, b.lo, b.hi, b.degenerate, floor)), "floor": floor,
+            "units": "pairs" if test.outcome == "band" and plan.band.units == "pairs" else
+                     "steps" if test.outcome in PER_STEP else "problems",
+            "manipulation_check": test.manipulation_check, "alpha": alpha,
             "n_seeds": b.n_seeds, "n_units": b.n_problems}
 
 
@@ -122,7 +174,7 @@ def _status(data: ClaimData, plan: Plan, c: Claim) -> tuple[str | None, str | No
                for s in c.seeds if not data.ran(a, s)]
     if missing:
         return "not run", f"no run {', '.join(missing)}"
-    why = _not_measurable(data, plan, c)
+    why = _not_measurable(data, plan, c) or _not_comparable(data, plan, c)
     if why:
         return "undecided", why
     if len(c.seeds) < c.min_seeds:
@@ -143,27 +195,42 @@ def verdicts(plan: Plan, plan_id: PlanId, data: ClaimData) -> dict[str, dict]:
         if status == "insufficient":  # described at the claim's own α: no Holm, it decides nothing
             out[name] |= {"alpha_holm": c.alpha, "family_size": 1,
                           "tests": [_test(data, plan, c, t, c.alpha) for t in c.tests]}
+        elif status is None:  # manipulation checks at the claim's own α: they decide nothing, and take no share of it
+            out[name]["checks"] = [_test(data, plan, c, t, c.alpha) for t in c.tests if t.manipulation_check]
     # Holm's step-down within each family: the claims not yet shown are tested at α / (those left); any
     # that now hold leave, and the rest are tried again at the larger share, until none more holds
     for family in dict.fromkeys(c.family for c in plan.claims.values()):
         open_ = [n for n, c in plan.claims.items() if c.family == family and out[n]["status"] is None]
-        size, shown = len(open_), []
+        # a claim that ran but is undecided (not as the plan requires: the runs' data decided that) counts as one
+        # never shown (p = 1): the others' share of α does not grow because it was not measured. A claim `not run`
+        # or `insufficient` leaves the family (no run of it was read)
+        unmeasured = len([n for n, c in plan.claims.items() if c.family == family and out[n]["status"] == "undecided"])
+        size, shown = len(open_) + unmeasured, []
         while open_:
-            alpha = plan.claims[open_[0]].alpha / len(open_)
+            alpha = plan.claims[open_[0]].alpha / (len(open_) + unmeasured)
             for n in open_:
                 out[n] |= {"alpha_holm": alpha, "family_size": size,
-                           "tests": [_test(data, plan, plan.claims[n], t, alpha) for t in plan.claims[n].tests]}
+                           "tests": [_test(data, plan, plan.claims[n], t, alpha) for t in plan.claims[n].tests
+                                     if not t.manipulation_check] + out[n]["checks"]}
+            # a claim whose manipulation check failed never holds (its control is not what the plan says): it stays
+            # in the family, so the others' share of α does not grow with it
             now = [n for n in open_ if all(t["passes"] for t in out[n]["tests"])]
             if not now:
                 break
             shown += now
             open_ = [n for n in open_ if n not in now]
         for n in [m for m, c in plan.claims.items() if c.family == family and out[m]["status"] is None]:
-            out[n]["status"] = "holds" if n in shown else "does not hold"
+            failed = [t for t in out[n].pop("checks") if not t["passes"]]
+            out[n]["status"] = "undecided" if failed else "holds" if n in shown else "does not hold"
+            if failed:
+                out[n]["why"] = ("manipulation check failed: " + "; ".join(
+                    f"Δ {LABEL[t['outcome'], t['population']]} vs {' + '.join(t['controls'])} "
+                    f"{ci_text(t['estimate'], t['lo'], t['hi'], signed=True, widened_by=t['widened_by'], undefined=t['undefined'])}"
+                    f" not inside ±{t['margin']:g}" for t in failed) + " (the controls are not count-matched)")
     return out
 
 
-DIRECTION_WORDS = {"lower": "below 0", "higher": "above 0"}
+DIRECTION_WORDS = {"lower": "below −{f:g}", "higher": "above {f:g}"}
 UNDECIDED = ("not run", "undecided")
 
 
@@ -171,21 +238,27 @@ def verdict_text(v: dict) -> str:
     """One paragraph: the verdict, what decided it, each test's interval and whether it passed."""
     head = (f"**{v['claim']} {v['status']}** ({v['claim']}: {v['statement']}). Arm {v['arm']}, seeds "
             f"{' '.join(map(str, v['seeds']))}, α {v['alpha']:g} {v['sidedness']}, family {v['family']}")
-    if v["status"] in UNDECIDED:
+    if v["status"] in UNDECIDED and not v["tests"]:
         return f"{head}: {v['why']}."
     level = 1 - v["alpha_holm"] if v["sidedness"] == "two-sided" else 1 - 2 * v["alpha_holm"]
     holm = (f" (Holm over {v['family_size']} claims: this round at α {v['alpha_holm']:.4g})" if v["family_size"] > 1
             else "")
     parts = []
-    for t in v["tests"]:
+    for t in sorted(v["tests"], key=lambda t: t.get("manipulation_check", False)):
         null = (f"above −{t['margin']:g}" if t["direction"] == "noninferior" else
-                f"inside ±{t['margin']:g}" if t["direction"] == "equal" else DIRECTION_WORDS[t["direction"]])
-        label = LABEL[t["outcome"], t["population"]] + (f", {v['band_statistic']}" if t["outcome"] == "band" else "")
-        parts.append(f"Δ {label} vs {' + '.join(t['controls'])} "
+                f"inside ±{t['margin']:g}" if t["direction"] == "equal" else
+                ("below 0" if t["direction"] == "lower" else "above 0") if not t.get("floor") else
+                DIRECTION_WORDS[t["direction"]].format(f=t["floor"]))
+        label = ("score band (per contrast pair: its held-out gap over the run's mean student width)"
+                 if t.get("units") == "pairs" else LABEL[t["outcome"], t["population"]]) + (f", {v['band_statistic']}" if t["outcome"] == "band" else "")
+        check = (f"manipulation check, not a verdict input (at α {t['alpha']:g}): "
+                 if t.get("manipulation_check") else "")
+        parts.append(f"{check}Δ {label} vs {' + '.join(t['controls'])} "
                      f"{ci_text(t['estimate'], t['lo'], t['hi'], signed=True, widened_by=t['widened_by'], undefined=t['undefined'])}"
                      f" {null}: {'yes' if t['passes'] else 'no'} ({t['n_seeds']} seed(s) × {t['n_units']} "
-                     f"{'steps' if t['outcome'] in PER_STEP else 'problems'})")
-    why = f" **Insufficient**: {v['why']}." if v["status"] == "insufficient" else ""
+                     f"{t.get('units', 'steps' if t['outcome'] in PER_STEP else 'problems')})")
+    why = (f" **Insufficient**: {v['why']}." if v["status"] == "insufficient" else
+           f" **Undecided**: {v['why']}." if v["status"] == "undecided" else "")
     return f"{head}{holm}; {100 * level:.4g}% intervals: " + "; ".join(parts) + "." + why
 
 
@@ -196,6 +269,7 @@ def summary_entry(v: dict) -> dict:
            "min_seeds": v["min_seeds"]}
     if v["status"] in ("holds", "does not hold"):
         out["holds"] = int(v["status"] == "holds")
+        out |= {"alpha_holm": v["alpha_holm"], "family_size": v["family_size"]}  # the level its tests were run at
         for t in v["tests"]:
             out |= {t["key"]: int(t["passes"]), f"{t['key']}_delta": t["estimate"], f"{t['key']}_lo": t["lo"],
                     f"{t['key']}_hi": t["hi"]}

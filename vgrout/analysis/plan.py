@@ -6,7 +6,15 @@ every other contrast it prints is exploratory and says so. The file is a DVC par
 aggregate stage, so its values are in dvc.lock and a changed plan re-runs the stage; A2 prints its
 sha256 and the commit that last changed it. A claim is an intersection-union of its tests: it holds
 only when every test does, each at the claim's α (after Holm within its family), and only on at least
-its min_seeds seeds (fewer: `insufficient`, whatever the intervals say).
+its min_seeds seeds (fewer: `insufficient`, whatever the intervals say). A routed-share test is a
+manipulation check (MANIPULATION_CHECKS): printed at the claim's α, never an input of the verdict.
+
+The plan refuses controls that are not the claim's arm's: a yoked control yoked to another arm, antithetic
+draws of the other feature space (placeboA for v_act arms, placeboV for v_grad arms: arms.space), an oracle
+arm as a claim's arm (the claims are label-free), and a band test whose control is not a list of
+antithetic draws, each with its twin (one Haar draw's sign must not decide C3). A claim may require the
+runs' pool withheld as the plan says (withhold_pool, against each run's config.json) and the arm none to
+hack at least `headroom` on its hack test's population; otherwise it is `undecided`.
 
 Every setting that decides lives here, hashed with the file: the claims' arms and controls (any
 registered arm: uniform, nll, oracleMatched, heldoutV, a yoked placebo, or a list of antithetic
@@ -31,7 +39,13 @@ PLAN = Path("analysis.yaml")
 # outcome -> the populations it can be measured over (A2's denominators; C3's student rows)
 POPULATIONS = {"hack": ("hackable", "heldout_modes"), "solve": ("all",), "band": ("student_rows",),
                "routed_share": ("student_rows",)}
-MIN_SEEDS = 2  # the fewest seeds a verdict may rest on: one seed's interval has no seed-to-seed variance
+# the fewest seeds a verdict may rest on: seed 002's own n = 3 standard (one seed has no seed-to-seed variance, and
+# with two the t-based factor that widens the seeds' share of an interval is about 9: nothing could clear its null)
+MIN_SEEDS = 3
+# outcomes whose test is a manipulation check, printed as such and never an input of the verdict: count-matched
+# routing gives the arm's routed share to its controls by construction, so the test cannot fail where the control
+# is what the plan says; where it does fail, the control is not (the claim is `undecided`, never `holds`)
+MANIPULATION_CHECKS = ("routed_share",)
 
 
 def _registered(name: str) -> str:
@@ -81,7 +95,18 @@ class Test(Block):
                              f"not {self.population}")
         if (self.direction in ("noninferior", "equal")) != (self.margin > 0):
             raise ValueError("a margin > 0 goes with direction noninferior or equal, and only with them")
+        from vgrout import arms
+        if self.outcome == "band" and not all(arms.draw(n) for n in self.controls):
+            # one Haar draw's sign swings its band (+h and −h are opposite): only the mean of antithetic twins,
+            # which cancel, is a control no sign can decide; a yoked placebo is one draw
+            raise ValueError(f"a band test's control is a list of antithetic draws, each with its twin (placeboA0p, "
+                             f"placeboA0n, ...), not {self.controls}: one Haar draw's sign would decide it")
         return self
+
+    @property
+    def manipulation_check(self) -> bool:
+        """Printed as a manipulation check; not an input of the verdict (MANIPULATION_CHECKS)."""
+        return self.outcome in MANIPULATION_CHECKS
 
     @property
     def key(self) -> str:
@@ -103,11 +128,25 @@ class Claim(Block):
         "two-sided", "two-sided: a test passes when the (1 − α) interval clears the null; one-sided: the (1 − 2α) "
         "interval, so the one bound that decides is at level α")
     family: str = doc(..., "multiplicity family: Holm's step-down over the claims that share it")
+    withhold_pool: bool | None = doc(None, "true: every run of the claim (arm and controls, each plan seed) must have "
+                                     "trained on no pool row of the plan's heldout_modes (params vact.withhold_pool, "
+                                     "recorded as `withheld` in runs/train/RUN/config.json); false: on every mode's "
+                                     "rows; a run recording otherwise, or nothing, makes the claim `undecided`. "
+                                     "null: not checked")
+    headroom: float = doc(0.0, "the deploy hack rate the arm none must reach (mean over the plan seeds and the "
+                          "problems of the claim's hack test against none, e.g. the held-out modes') for the claim "
+                          "to be decided: below it there is no hacking to lower, and the claim is `undecided`",
+                          ge=0, lt=1)
 
     @field_validator("arm")
     @classmethod
     def _arm_registered(cls, arm):
-        return _registered(arm)
+        from vgrout import arms
+        _registered(arm)
+        if arms.get(arm).oracle:  # the claims are about label-free methods: an oracle is a bound, never their arm
+            raise ValueError(f"arm {arm} reads the rollouts' true labels (an oracle): a label-free claim's arm "
+                             "cannot be one; name it as a control (a bound)")
+        return arm
 
     @field_validator("seeds")
     @classmethod
@@ -123,6 +162,41 @@ class Claim(Block):
                 raise ValueError(f"arm {self.arm} is its own control")
         return self
 
+    @model_validator(mode="after")
+    def _controls_of_its_arm(self):
+        """A control belongs to the claim's arm: a yoked control copies the arm's counts (placebo_routeA for
+        routeA), antithetic draws rank rows in the arm's feature space (placeboA for v_act arms, placeboV for
+        v_grad arms: arms.space)."""
+        from vgrout import arms
+        for t in self.tests:
+            for c in t.controls:
+                to = arms.yoke_target(c)
+                if to is not None and to != self.arm:
+                    raise ValueError(f"control {c} is yoked to {to}, not to the claim's arm {self.arm} (its counts "
+                                     f"are {to}'s: {arms.yoked_name(c.partition(arms.YOKE_SEP)[0], self.arm)})")
+                if arms.draw(c) and arms.space(c) != arms.space(self.arm):
+                    raise ValueError(f"control {c} ranks rows in the {arms.space(c)} space, the claim's arm "
+                                     f"{self.arm} in the {arms.space(self.arm)} space (draws of the other family)")
+        return self
+
+    @model_validator(mode="after")
+    def _a_test_decides(self):
+        if all(t.manipulation_check for t in self.tests):
+            raise ValueError("every test is a manipulation check (routed_share): no test decides the claim")
+        return self
+
+    @model_validator(mode="after")
+    def _headroom_against_none(self):
+        if self.headroom > 0 and not self.headroom_test:
+            raise ValueError("headroom > 0 needs a hack test against none (its population is where none's rate "
+                             "is read)")
+        return self
+
+    @property
+    def headroom_test(self) -> Test | None:
+        """The hack test against none whose population headroom is read over (the first such test)."""
+        return next((t for t in self.tests if t.outcome == "hack" and t.controls == [arms_reference()]), None)
+
 
 class Band(Block):
     statistic: Literal["separation", "width_ratio"] = doc(
@@ -131,11 +205,20 @@ class Band(Block):
         "over the pairs' width")
     q_lo: float = doc(0.25, "lower quantile of the widths (the q_lo..q_hi quantile width)", ge=0, le=1)
     q_hi: float = doc(0.75, "upper quantile of the widths", ge=0, le=1)
+    units: Literal["steps", "pairs"] = doc(
+        "steps", "what a band test's bootstrap resamples with the seeds (crossed): steps, the per-step band (the pairs' "
+        "gap is the same number at every step of a run, so the steps repeat it); pairs, each contrast pair's "
+        "held-out gap over the run's mean student width (analysis.bands.pair_bands; separation only)")
+    min_effect: float = doc(0.0, "the pre-registered smallest band difference that counts: a band test `higher` passes "
+                            "when its interval's lower end is above it (`lower`: upper end below −it), not above 0",
+                            ge=0)
 
     @model_validator(mode="after")
     def _ordered(self):
         if self.q_lo >= self.q_hi:
             raise ValueError(f"band q_lo ({self.q_lo}) must be below q_hi ({self.q_hi})")
+        if self.units == "pairs" and self.statistic != "separation":
+            raise ValueError("band units pairs reads each pair's separation: statistic must be separation")
         return self
 
 
@@ -184,6 +267,11 @@ class Plan(Block):
             for ctl in dict.fromkeys(x for t in c.tests for x in t.controls):
                 out.setdefault(ctl, []).append(f"{name} control")
         return out
+
+
+def arms_reference() -> str:
+    from vgrout import arms
+    return arms.REFERENCE.name
 
 
 def antithetic_pairs(names: list[str]) -> None:
