@@ -70,12 +70,8 @@ def every(key: str, value) -> dict:
     return {f"claims.{c}.{key}": value for c in CLAIMS}
 
 
-def repo_plan(**changes) -> dict:
-    """The repository's plan as a mapping, its claims on SEEDS, 400 resamples; changes: {"C1.alpha": 0.2, ...}."""
-    d = yaml.safe_load((REPO / "analysis.yaml").read_text())
-    d["bootstrap"]["resamples"] = 400
-    for c in d["claims"].values():
-        c["seeds"] = list(SEEDS)
+def with_changes(d: dict, changes: dict) -> dict:
+    """d with each dotted key ("claims.C1.tests.0.margin") set to its value, in place."""
     for key, value in changes.items():
         *path, last = key.split(".")
         node = d
@@ -83,6 +79,15 @@ def repo_plan(**changes) -> dict:
             node = node[int(p)] if isinstance(node, list) else node[p]
         node[last] = value
     return d
+
+
+def repo_plan(**changes) -> dict:
+    """The repository's plan as a mapping, its claims on SEEDS, 400 resamples; changes: {"C1.alpha": 0.2, ...}."""
+    d = yaml.safe_load((REPO / "analysis.yaml").read_text())
+    d["bootstrap"]["resamples"] = 400
+    for c in d["claims"].values():
+        c["seeds"] = list(SEEDS)
+    return with_changes(d, changes)
 
 
 def decide(d: dict, data=DATA) -> dict:
@@ -439,13 +444,7 @@ DRAWS = ["placeboV0p", "placeboV0n", "placeboV1p", "placeboV1n"]
 def confirmatory(**changes) -> dict:
     import copy
     d = copy.deepcopy(CONFIRMATORY)
-    for key, value in changes.items():
-        *path, last = key.split(".")
-        node = d
-        for p in path:
-            node = node[int(p)] if isinstance(node, list) else node[p]
-        node[last] = value
-    return d
+    return with_changes(d, changes)
 
 
 def test_the_plan_names_the_new_controls_and_holds_the_settings():

@@ -25,14 +25,6 @@ def _rows(n_prompts, n_student, n_teacher):
             for s in ["student"] * n_student + ["teacher"] * n_teacher]
 
 
-@pytest.fixture()
-def vact(tmp_path):
-    like = {f"m{i}": torch.zeros(3) for i in range(4)}
-    directions.save_direction(tmp_path / "v_act.safetensors", directions.haar_direction(like, 5))
-    directions.save_direction(tmp_path / "v_grad.safetensors", directions.haar_direction(like, 6))
-    return tmp_path
-
-
 def _features(mods, n, seed, tied):
     """n rows' features; with `tied`, every third row a copy of the one before (the same text twice
     scores the same)."""

@@ -80,14 +80,6 @@ def test_step_counts_are_the_rounded_fractions_and_never_overlap():
                 assert 0 <= n_route and 0 <= n_keep and n_route + n_keep <= n
 
 
-@pytest.fixture()
-def vact(tmp_path):
-    like = {f"m{i}": torch.zeros(3) for i in range(4)}
-    directions.save_direction(tmp_path / "v_act.safetensors", directions.haar_direction(like, 5))
-    directions.save_direction(tmp_path / "v_grad.safetensors", directions.haar_direction(like, 6))
-    return tmp_path
-
-
 @pytest.mark.parametrize("family,seed", [("placeboA", 0), ("placeboV", 3)])
 def test_an_antithetic_pair_routes_complementary_rows(vact, family, seed):
     """+h and −h of one draw rank the rows in opposite orders: at symmetric fractions the rows one
