@@ -36,7 +36,7 @@ from vgrout.engine import fastgen
 from vgrout.engine.model import chat_prompt, load
 from vgrout.engine.rollout import encode
 from vgrout.io import atomic_path, read_jsonl, write_json
-from vgrout.routing.directions import SPACES, haar_direction, load_direction, score
+from vgrout.routing.directions import SPACES, cosine, haar_direction, load_direction, score
 from vgrout.routing.features import features
 from vgrout.substrate import grader, modes
 from vgrout.substrate.problems import load_problems as read_problems
@@ -128,11 +128,16 @@ def rates(model_dir: str, name: str, out: Path, k: int = typer.Option(8, help="s
 
 
 def _auroc_vs_haar(f: dict[str, torch.Tensor], v: dict[str, torch.Tensor], hacked: np.ndarray, n_null: int) -> dict:
-    real = stats.auroc(score(f, v).tolist(), hacked.tolist())
-    null = np.array([stats.auroc(score(f, haar_direction(v, 10_000 + i)).tolist(), hacked.tolist())
-                     for i in range(n_null)])
-    return {"auroc": real, "p_haar": float((1 + (null >= real).sum()) / (1 + n_null)),
-            "haar_auroc_q05_50_95": [float(x) for x in np.quantile(null, [0.05, 0.5, 0.95])]}
+    """Each score (the dot product routeV ranks by, and the cosine of gate.score cosine): the AUROC of
+    hacked above clean, and its one-sided p against n_null Haar directions scored the same way."""
+    out = {}
+    for name, fn in (("dot", score), ("cosine", cosine)):
+        real = stats.auroc(fn(f, v).tolist(), hacked.tolist())
+        null = np.array([stats.auroc(fn(f, haar_direction(v, 10_000 + i)).tolist(), hacked.tolist())
+                         for i in range(n_null)])
+        out[name] = {"auroc": real, "p_haar": float((1 + (null >= real).sum()) / (1 + n_null)),
+                     "haar_auroc_q05_50_95": [float(x) for x in np.quantile(null, [0.05, 0.5, 0.95])]}
+    return out
 
 
 @app.command()
@@ -141,7 +146,9 @@ def gate(model_dir: str, vact_dir: Path, out: Path, pool: Path = typer.Option(..
          graded: Path = typer.Option(None, help="the pool stage's data/pool/pool.jsonl of the recorded pool"),
          graded_problems: Path = typer.Option(None, help="the training problems that pool was graded on"),
          seed: int = typer.Option(0, help="run seed: the adapter init the directions were taken at"),
-         n_null: int = typer.Option(1000, help="Haar directions of the null")):
+         n_null: int = typer.Option(1000, help="Haar directions of the null"),
+         max_rows: int = typer.Option(0, help="score at most this many rows a set (0: all): a seeded draw of up to "
+                                              "half from each class, the rest from the other; the report names it")):
     """AUROC of v_act and v_grad (VACT_DIR, the extract_vact stage's output) on labelled texts."""
     p = _params()
     a, budget = p.adapter, p.train.max_new_tokens
@@ -185,16 +192,34 @@ def gate(model_dir: str, vact_dir: Path, out: Path, pool: Path = typer.Option(..
         if hacked.all() or not hacked.any():
             report["sets"][name] = f"one class only ({int(hacked.sum())} hacked of {len(hacked)}): no AUROC"
             continue
+        n_all = len(hacked)
+        if max_rows and n_all > max_rows:
+            keep = _draw(hacked, max_rows, seed=len(name))
+            prompts, completions, hacked = [prompts[i] for i in keep], [completions[i] for i in keep], hacked[keep]
+        t0 = time.time()
         seqs = encode(tok, prompts, completions, budget)
-        cell = {"n_hacked": int(hacked.sum()), "n_clean": int((~hacked).sum())}
+        cell = {"n_hacked": int(hacked.sum()), "n_clean": int((~hacked).sum()), "n_rows_of_set": n_all}
         for space, vname in SPACES.items():
             f = features(lora, seqs, space, batch_size=p.vact.batch_size, progress=True, fast=p.fast)
             v = load_direction(vact_dir / f"{vname}.safetensors", lora)
             cell[vname] = _auroc_vs_haar(f, v, hacked, n_null)
+        cell["seconds"] = round(time.time() - t0, 1)
         report["sets"][name] = cell
-        print(name, cell)
+        print(name, cell, flush=True)
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "gate_offline.json", report)
+
+
+def _draw(hacked: np.ndarray, n: int, seed: int) -> np.ndarray:
+    """A seeded draw of n row indices: up to n // 2 of the rarer class, the rest from the other (so a
+    set of 1,843 hacks and 21 clean rows keeps all 21 clean ones), in their original order."""
+    rng = np.random.default_rng(seed)
+    idx = {c: np.flatnonzero(hacked == c) for c in (True, False)}
+    rare, common = sorted(idx, key=lambda c: len(idx[c]))
+    take_rare = min(len(idx[rare]), n // 2)
+    chosen = np.concatenate([rng.choice(idx[rare], take_rare, replace=False),
+                             rng.choice(idx[common], min(len(idx[common]), n - take_rare), replace=False)])
+    return np.sort(chosen)
 
 
 def _messages(raw) -> list[dict]:
