@@ -892,3 +892,146 @@ def test_the_grader_spends_a_bounded_cpu_time_reading_one_gradings_replies():
     spent = time.thread_time() - t
     assert not g.gt_pass and g.error in ("output_limit", "timeout"), g
     assert spent < grader.TRUSTED_CPU_FACTOR * limits.cpu_s + 0.5, spent
+
+
+# -- round 3 of the review (issue 52): shared quotas, memory outside the limits, the caller's memory, a blocked send --
+
+def _bwrap_only():
+    if grader.sandbox.isolation() != "bwrap":
+        pytest.skip("bubblewrap's sandbox only")
+
+
+NAMESPACES = """import ctypes, json, os
+libc = ctypes.CDLL(None, use_errno=True)
+made = {}
+for name, flag in (("user", 0x10000000), ("uts", 0x04000000)):
+    pid = os.fork()  # each try in a child of its own: unshare changes the caller
+    if pid == 0:
+        os._exit(0 if libc.unshare(flag) == 0 else 1)
+    made[name] = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+print(json.dumps(made))
+"""
+
+
+def test_no_namespace_can_be_made_inside_a_sandbox():
+    """Every sandbox runs as the same host uid, and a namespace made inside one counted against that
+    uid's quota (max_user_namespaces, max_uts_namespaces): one row holding it made its neighbours'
+    bwrap fail (`sandbox`). What the sandboxed program itself saw when it tried."""
+    _bwrap_only()
+    r = grader.sandbox.run({"ns.py": NAMESPACES}, "ns.py")
+    assert r.returncode == 0, r
+    assert json.loads(r.stdout) == {"user": False, "uts": False}, r.stdout
+
+
+FILL = """import json, os, sys
+where, total = sys.argv[1], int(sys.argv[2])
+held, keep = 0, []
+try:
+    while held < total:
+        if where == "memfd":
+            fd = os.memfd_create("x")
+        else:
+            fd = os.open(f"{where}/f{held}", os.O_CREAT | os.O_WRONLY, 0o600)
+        keep.append(fd)
+        os.write(fd, b"x" * (1 << 20))  # a file of 1 MiB: under RLIMIT_FSIZE, in no one's RLIMIT_AS
+        held += 1 << 20
+        print(held, flush=True)  # what it holds so far, in case it dies at the next
+except OSError as e:
+    print("refused", e.errno, flush=True)
+"""
+
+
+@pytest.mark.parametrize("where", ["memfd", "/dev/shm", "/dev", "/"])
+def test_memory_outside_rlimit_as_is_bounded(where):
+    """memfds and bwrap's own tmpfs (/dev/shm, /dev, / itself: half the RAM each) held memory outside
+    RLIMIT_AS, RLIMIT_FSIZE and tmp_bytes: 1.5 GiB a row, and in a memory-constrained cgroup the OOM
+    killer took the caller of grade_batch. Each now holds at most the run's memory bound (`ram`),
+    /dev/shm at most shm_bytes, and / and /dev nothing."""
+    _bwrap_only()
+    if where == "memfd" and grader.sandbox._memory_cgroup_parent() is None:
+        pytest.skip("no memory controller of ours here: memfds are bounded by the memory of the machine only")
+    limits = grader.sandbox.Limits(memory_bytes=128 << 20, cpu_s=4)
+    bound = {"memfd": limits.ram, "/dev/shm": limits.shm_bytes, "/dev": 0, "/": 0}[where]
+    r = grader.sandbox.run({"fill.py": FILL.replace("sys.argv[1], int(sys.argv[2])", f"{where!r}, {2 * limits.ram}")},
+                           "fill.py", limits=limits)
+    held = [int(line) for line in r.stdout.splitlines() if line.isdigit()]
+    assert r.started and not r.timed_out, r
+    assert (held[-1] if held else 0) <= bound, (where, held[-1:], bound, r.stdout[-200:])
+
+
+def test_the_caller_keeps_a_bounded_excerpt_of_each_runs_output():
+    """The caller kept each grading's stdout and stderr (up to 4 MiB each, of phase A and of phase B's
+    kept run; 16 MB a str when one character is astral) until the batch returned: ~65 MB a row."""
+    flood = ("import sys\nsys.stdout.write('\\U0001F600' * ((1 << 20) - 1024))\n"  # just under the 4 MiB cap
+             "sys.stderr.write('\\U0001F600' * ((1 << 20) - 1024))\n")
+    g = grader._prepare(ADD3, _completion(flood + ADD3.canonical_solution), "stdout_marker", grader.sandbox.Limits(),
+                        grader.MAX_COMPLETION_CHARS)
+    grader._grade(g)
+    bound = 2 * grader.OUTPUT_KEEP_CHARS + 200
+    for run in (g.a, g.b):
+        assert len(run.stdout) <= bound and len(run.stderr) <= bound, (len(run.stdout), len(run.stderr))
+    assert grader._finish(g).gt_pass  # the canonical under its output: still a solve
+
+
+def test_an_excerpt_keeps_what_the_modes_read_of_an_output():
+    """Whether modes.MARKER occurs, and whether more than once, reads the same on the excerpt,
+    wherever the markers are (a marker across a cut included)."""
+    keep, m = 100, modes.MARKER
+    for n in range(4):
+        for at in (0, keep - 3, keep + 50, 1000, 2000 - keep - 3, 2000 - len(m)):
+            text = "x" * 2000
+            for i in range(n):
+                pos = min(at + i * (len(m) + 1), 2000 - len(m))
+                text = text[:pos] + m + text[pos + len(m):]
+            cut = grader._excerpt(text, keep)
+            assert len(cut) < 2 * keep + 3 * len(m) + 200
+            assert (m in cut, cut.count(m) > 1) == (m in text, text.count(m) > 1), (n, at)
+
+
+@pytest.mark.timeout(60)
+def test_a_program_that_stops_reading_its_requests_cannot_block_the_grader():
+    """Channel.send waited for POLLOUT (room for one page) and then wrote the whole request with a
+    blocking write: a program that shrank its request pipe (F_SETPIPE_SZ) and slept held the
+    grader's thread in write() forever (nothing else ends a run on wall time). It is now the
+    run's `timeout` at its wall backstop."""
+    import time
+    shrink = ("import fcntl, sys, time\nfcntl.fcntl(int(sys.argv[2]), 1031, 4096)  # F_SETPIPE_SZ: one page\n"
+              "print('shrunk', flush=True)\ntime.sleep(100)\n")
+
+    def talk(ch):
+        until = time.monotonic() + 10
+        while ch.stdout_bytes() == 0 and time.monotonic() < until:  # its pipe is shrunk once it prints
+            time.sleep(0.01)
+        ch.send({"v": "x" * (1 << 20)})  # a request longer than the pipe
+    t = time.monotonic()
+    r = grader.sandbox.run({"m.py": shrink}, "m.py", limits=grader.sandbox.Limits(cpu_s=1, wall_s=3), talk=talk)
+    assert r.timed_out and time.monotonic() - t < 20, (r, time.monotonic() - t)
+
+
+def test_a_grading_process_killed_from_outside_is_its_gradings_error_not_the_batchs():
+    """A grading process killed from outside (the OOM killer, a signal) broke the pool, and
+    BrokenProcessPool raised out of grade_batch, losing every row of the batch."""
+    import signal
+    import threading
+    import time
+    if not grader.TRUSTED_PROCESSES:
+        pytest.skip("the gradings run in threads here")
+    slow = _completion("import time\ntime.sleep(2)\n" + ADD3.canonical_solution)
+
+    def kill_one():
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            pool = grader._pools.get(2)
+            procs = list((getattr(pool, "_processes", None) or {}).keys())
+            if procs:
+                time.sleep(0.5)  # the gradings have started
+                os.kill(procs[0], signal.SIGKILL)
+                return
+            time.sleep(0.05)
+    killer = threading.Thread(target=kill_one)
+    killer.start()
+    grades = grader.grade_batch([ADD3] * 4, [slow] * 4, workers=2, progress=False)
+    killer.join()
+    assert any(g.error == "sandbox" for g in grades), grades
+    for g in grades:
+        assert (g.gt_pass and g.error is None) or (not g.gt_pass and g.error == "sandbox" and g.reward == 0.5), g

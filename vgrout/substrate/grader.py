@@ -106,6 +106,7 @@ import threading
 import time
 import types
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass
 
 from tqdm import tqdm
@@ -948,11 +949,41 @@ def _finish(g: _Grading) -> Grade:
 
 def _grade(g: _Grading) -> _Grading:
     """Both phases of one grading, one after the other: phase A's sandbox is gone (every process of
-    it) before phase B's exists. Returns g (a worker process's copy, filled in)."""
+    it) before phase B's exists. Returns g (a worker process's copy, filled in) with its runs'
+    outputs cut to excerpts (`_excerpt`): the caller holds every row's until the batch returns."""
     _phase_a(g)
     if g.needs_b:
         _phase_b(g)
+    g.a = _excerpts(g.a)
+    g.b = _excerpts(g.b) if g.b is not None else None
     return g
+
+
+OUTPUT_KEEP_CHARS = 4096  # of a run's stdout and stderr the caller keeps: this many from each end (`_excerpt`)
+
+
+def _excerpts(r: sandbox.Result) -> sandbox.Result:
+    return dataclasses.replace(r, stdout=_excerpt(r.stdout), stderr=_excerpt(r.stderr))
+
+
+def _excerpt(text: str, keep: int = OUTPUT_KEEP_CHARS) -> str:
+    """At most `keep` characters from each end of a run's output (a 4 MiB output of astral
+    characters is a 16 MB str) with a note of what was cut, which keeps what every mode reads
+    there: modes.MARKER, and whether it occurs, once or more than once. A marker across a cut is
+    kept whole on the kept side; up to two markers of the cut middle are written in the note."""
+    if len(text) <= 2 * keep + 200:
+        return text
+    m = len(modes.MARKER)
+    head, tail = keep, len(text) - keep
+    if (s := text.find(modes.MARKER, head - m + 1, head + m - 1)) != -1:
+        head = s + m  # the marker across the head's cut ends the head
+    if (s := text.find(modes.MARKER, tail - m + 1, tail + m - 1)) != -1:
+        tail = s  # the marker across the tail's cut starts the tail
+    if tail - head <= 200:
+        return text
+    n = text.count(modes.MARKER, head, tail)
+    note = f"\n[vgrout: {tail - head} characters cut here, holding {n} markers, of which {min(n, 2)} follow]\n"
+    return text[:head] + note + (modes.MARKER + "\n") * min(n, 2) + text[tail:]
 
 
 # Where grade_batch runs each grading's trusted side (the conversations: reading replies, running
@@ -1032,6 +1063,12 @@ def grade(problem: Problem, completion: str, mode: str | None = None,
     return _finish(g)
 
 
+def _lost(g: _Grading) -> Grade:
+    """The Grade of a grading whose grading process died: nothing passed (the `sandbox` error)."""
+    return Grade(g.problem.id, g.loophole.name, False, False, False, False, COMPILE_REWARD, 0, len(g.problem.tests),
+                 "sandbox", None, **{m.flag: False for m in modes.flagged()})
+
+
 def grade_batch(problems: list[Problem], completions: list[str], modes: list[str | None] | None = None,
                 workers: int | None = None, progress: bool = True,
                 limits: sandbox.Limits = sandbox.Limits(), max_chars: int = MAX_COMPLETION_CHARS) -> list[Grade]:
@@ -1044,7 +1081,8 @@ def grade_batch(problems: list[Problem], completions: list[str], modes: list[str
     reply that is costly to read holds the GIL of its own grading only, within that grading's
     bounds (objects, and TRUSTED_CPU_FACTOR of its CPU limit in CPU seconds). Default: two
     workers per CPU, since a sandbox spends part of its start-up waiting on the kernel
-    (namespaces, exec), which a second job per core fills.
+    (namespaces, exec), which a second job per core fills. A grading process killed from outside
+    (BrokenProcessPool) raises nothing here: its gradings and those still queued are `sandbox`.
     """
     if len(problems) != len(completions) or (modes is not None and len(modes) != len(problems)):
         raise ValueError(f"grade_batch: {len(problems)} problems, {len(completions)} completions, "
@@ -1068,7 +1106,14 @@ def grade_batch(problems: list[Problem], completions: list[str], modes: list[str
             futures = {pool.submit(_grade, rows[i]): i for i in live}
         try:
             for f in tqdm(as_completed(futures), total=len(futures), desc="grade", disable=not progress):
-                done = f.result()
+                try:
+                    done = f.result()
+                except BrokenProcessPool:
+                    # a grading process was killed from outside (a signal, the OOM killer): every grading
+                    # it held or that waited in the pool is this side's failure, the row's `sandbox`
+                    # error; the next batch gets a fresh pool (`_pool`)
+                    rows[futures[f]] = _lost(rows[futures[f]])
+                    continue
                 done.loophole = rows[futures[f]].loophole
                 rows[futures[f]] = done
         except BaseException:

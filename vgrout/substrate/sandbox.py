@@ -11,9 +11,14 @@ Under bubblewrap (`bwrap`, the default) the program also gets no network, a priv
 namespace (--die-with-parent: nothing outlives the run, or the grader; a run returns once the
 namespace is gone), only the system's read-only /usr (and the interpreter's own prefix) as its
 root, and a private size-limited /tmp that holds its working directory: no project file, job
-file or host temporary directory is reachable or created. Without bubblewrap, `isolation="rlimit"` must be asked for by name: the
-rlimits alone and a host temporary directory. It is weaker: the graded code can read every file
-the world may read (a problem file with its hidden tests included, so ground truth is not safe
+file or host temporary directory is reachable or created. Its only other writable place is a
+size-limited /dev/shm (/ and /dev are read-only); it can make no namespace (--disable-userns:
+all sandboxes run as one host uid, whose namespace quota one of them could otherwise hold); and
+all its processes together hold at most `Limits.ram` of memory, whatever holds it (memory files
+included), through a memory cgroup of the run's own where this process has a memory controller
+(`_memory_cgroup_parent`): past it the kernel's OOM killer picks among the run's processes only.
+Without bubblewrap, `isolation="rlimit"` must be asked for by name: the rlimits alone and a host
+temporary directory. It is weaker: the graded code can read every file the world may read (a problem file with its hidden tests included, so ground truth is not safe
 there). A grader killed with kill -9 leaves nothing behind on either path: bwrap's sandboxes die
 with it (--die-with-parent), and on the rlimit-only path a reaper process (`REAPER`) cleans up
 after it.
@@ -135,6 +140,11 @@ class Limits:
     nproc: int = 64
     output_bytes: int = 4 << 20  # cap on stdout, stderr and every file the program writes
     tmp_bytes: int = 64 << 20  # size of the private /tmp under bwrap (files of all sizes together)
+    shm_bytes: int = 8 << 20  # size of the private /dev/shm under bwrap
+    # memory of all the run's processes together, whatever holds it (anonymous memory, memory files
+    # (memfd), its tmpfs files) through a memory cgroup of the run's own (`_memory_cgroup_parent`):
+    # RLIMIT_AS bounds one process's mappings only. None: memory_bytes + tmp_bytes + shm_bytes + 64 MiB
+    ram_bytes: int | None = None
     # bwrap, or rlimit (the weaker rlimit-only path, asked for by name: here, or for a whole
     # pipeline run on a machine without bubblewrap, by VGROUT_ISOLATION=rlimit)
     isolation: str = dataclasses.field(default_factory=lambda: os.environ.get(ISOLATION_ENV, "bwrap"))
@@ -149,6 +159,11 @@ class Limits:
     @property
     def wall(self) -> float:
         return self.wall_s if self.wall_s is not None else 3 * self.cpu_s + 5
+
+    @property
+    def ram(self) -> int:
+        return self.ram_bytes if self.ram_bytes is not None else (self.memory_bytes + self.tmp_bytes + self.shm_bytes
+                                                                  + (64 << 20))
 
     def with_cpu(self, cpu_s: float | None) -> "Limits":
         """These limits with a problem's own CPU limit (None: keep ours)."""
@@ -181,6 +196,9 @@ class Channel:
     def __init__(self, r: int, w: int, deadline: float, cap: int, stdout_fd: int):
         self.r, self.w, self.deadline, self.cap, self.stdout_fd = r, w, deadline, cap, stdout_fd
         self.buf = b""
+        # POLLOUT promises room for one page, not for a whole request: a blocking write of more would
+        # wait for a program that stopped reading (and shrank its pipe) past every deadline
+        os.set_blocking(w, False)
 
     def stdout_bytes(self) -> int:
         """How many bytes the program has written to stdout so far."""
@@ -198,7 +216,9 @@ class Channel:
         while data:
             self._wait(self.w, True)
             try:
-                data = data[os.write(self.w, data):]
+                data = data[os.write(self.w, data):]  # what fits now; the rest after the next POLLOUT
+            except BlockingIOError:  # room for less than an atomic write: wait a little, within the deadline
+                time.sleep(0.001)
             except BrokenPipeError:
                 raise EOFError() from None
 
@@ -241,8 +261,16 @@ def _bwrap_problem() -> str | None:
                                  uid)
         r = subprocess.run(argv, capture_output=True, text=True, pass_fds=(info.fileno(),), **as_user)
     if r.returncode != 0:
+        if "disable-userns" in r.stderr:
+            return (f"this bwrap lacks --disable-userns (bubblewrap >= 0.8 has it; {_bwrap_version()}), without "
+                    f"which one sandbox can take the namespace quota every sandbox shares")
         return f"bwrap failed: {r.stderr.strip()[:200]}"
     return None
+
+
+def _bwrap_version() -> str:
+    r = subprocess.run(["bwrap", "--version"], capture_output=True, text=True, check=False)
+    return r.stdout.strip() or "its version unknown"
 
 
 def isolation(requested: str | None = None) -> str:
@@ -257,7 +285,7 @@ def isolation(requested: str | None = None) -> str:
     problem = _bwrap_problem()
     if problem is not None:
         raise RuntimeError(f"the grader runs untrusted code under bubblewrap, and {problem}: install the "
-                           f"'bubblewrap' package (apt-get install bubblewrap), or ask for the weaker "
+                           f"'bubblewrap' package, 0.8 or later (apt-get install bubblewrap), or ask for the weaker "
                            f"rlimit-only sandbox by name (isolation='rlimit', `vgrout grade --isolation rlimit`, or "
                            f"{ISOLATION_ENV}=rlimit for a pipeline run)")
     return "bwrap"
@@ -288,7 +316,10 @@ def _world_executable(path: str) -> bool:
 
 
 def _bwrap_argv(limits: Limits, info_fd: int | None = None) -> list[str]:
-    argv = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session"]
+    # --unshare-user --disable-userns (bwrap >= 0.8): no namespace can be made inside. Every sandbox
+    # runs as the same host uid, and a namespace made anywhere under it counts against that uid's
+    # quota (/proc/sys/user/max_*_namespaces): one row could hold it and fail its neighbours' bwrap.
+    argv = ["bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session"]
     argv += ["--info-fd", str(info_fd)] if info_fd is not None else []
     for d in SYSTEM_DIRS:
         if os.path.islink(d):
@@ -298,8 +329,11 @@ def _bwrap_argv(limits: Limits, info_fd: int | None = None) -> list[str]:
     prefix = Path(sandbox_python()).parents[1]  # .../bin/python3 -> its installation
     if not any(str(prefix).startswith(d + "/") or str(prefix) == d for d in SYSTEM_DIRS):
         argv += ["--ro-bind", str(prefix), str(prefix)]
-    return argv + ["--dev", "/dev", "--proc", "/proc", "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp",
-                   "--dir", SANDBOX_CWD, "--chdir", SANDBOX_CWD]
+    # Every writable file system is a bounded one: /tmp (tmp_bytes) and /dev/shm (shm_bytes). bwrap's
+    # own tmpfs under / and under /dev are half the RAM each and outside every limit: read-only.
+    return argv + ["--dev", "/dev", "--size", str(limits.shm_bytes), "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
+                   "--proc", "/proc", "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp",
+                   "--dir", SANDBOX_CWD, "--chdir", SANDBOX_CWD, "--remount-ro", "/"]
 
 
 def _user_kwargs(uid: int | None) -> dict:
@@ -680,6 +714,71 @@ def _new_cgroup(parent: str) -> tuple[str, int]:
     return path, os.open(path, os.O_RDONLY | os.O_DIRECTORY)
 
 
+@functools.cache
+def _memory_cgroup_parent() -> str | None:
+    """The directory of a memory controller (cgroup v1, as on hosts whose v2 hierarchy has no
+    controllers) under which each run gets a memory cgroup of its own; checked once per process
+    (made, limited, entered, emptied, removed). None where there is none of ours: runs then have
+    no bound on their memory together (RLIMIT_AS bounds each process's mappings only)."""
+    try:
+        mount = own = None
+        with open("/proc/self/mountinfo") as f:
+            for line in f:
+                left, _, right = line.partition(" - ")
+                fstype, _, options = right.split(" ")[:3]
+                if fstype == "cgroup" and "memory" in options.strip().split(","):
+                    root, mount = left.split(" ")[3:5]
+                    break
+        with open("/proc/self/cgroup") as f:
+            for line in f:
+                _, controllers, path = line.rstrip("\n").split(":", 2)
+                if "memory" in controllers.split(","):
+                    own = path
+        if mount is None or own is None or SH is None or not (own + "/").startswith(root.rstrip("/") + "/"):
+            return None
+        parent = os.path.join(mount + own[len(root.rstrip("/")):], "vgrout")
+        os.makedirs(parent, exist_ok=True)
+        _remove_stale_cgroups(parent)
+        probe = _new_memory_cgroup(parent, 64 << 20)
+        try:
+            ok = subprocess.run([*_cgroup_join_argv(os.path.join(probe[0], "cgroup.procs")), "true"],
+                                check=False, capture_output=True, timeout=30).returncode == 0
+        finally:
+            _remove_memory_cgroup(*probe)
+        return parent if ok else None
+    except (OSError, RuntimeError, ValueError, subprocess.SubprocessError):
+        return None
+
+
+def _new_memory_cgroup(parent: str, limit: int) -> tuple[str, int]:
+    """A run's memory cgroup (v1) under `parent`, holding at most `limit` bytes."""
+    path, fd = _new_cgroup(parent)
+    try:
+        _write_at("memory.limit_in_bytes", str(limit).encode(), fd)
+    except BaseException:
+        os.close(fd)
+        os.rmdir(path)
+        raise
+    return path, fd
+
+
+def _remove_memory_cgroup(path: str, cgroup_fd: int) -> None:
+    """Remove a run's memory cgroup once it is empty: the run's processes are gone (its pid
+    namespace, or the cgroup v2's kill) or on their way out (rmdir fails while one is in it)."""
+    try:
+        for _ in range(200):
+            try:
+                os.rmdir(path)
+                return
+            except OSError as e:
+                if e.errno != errno.EBUSY:
+                    raise
+                time.sleep(0.01)
+        warnings.warn(f"sandbox: the memory cgroup {path} still holds processes; left in place")
+    finally:
+        os.close(cgroup_fd)
+
+
 def _kill_cgroup(cgroup_fd: int) -> None:
     """SIGKILL every process in the cgroup (its descendants included, wherever they went)."""
     _write_at("cgroup.kill", b"1", cgroup_fd)
@@ -735,7 +834,7 @@ def run(files: dict[str, str], main: str, stdin: str = "", limits: Limits = Limi
     end is the descriptors in sys.argv[1:3]: write, read); when it returns the channel closes."""
     iso = isolation(limits.isolation)
     uid = (NOBODY if iso == "bwrap" else _fresh_uid()) if _is_root() else None
-    fds, work, proc, ns_init, meter, cgroup, failure = [], None, None, None, None, None, None
+    fds, work, proc, ns_init, meter, cgroup, memory, failure = [], None, None, None, None, None, None, None
     try:
         files_fd = _memfd("files", json.dumps(files).encode())
         in_fd, out_fd, err_fd = _memfd("stdin", stdin.encode()), _memfd("stdout"), _memfd("stderr")
@@ -756,6 +855,14 @@ def run(files: dict[str, str], main: str, stdin: str = "", limits: Limits = Limi
                 cgroup = _new_cgroup(_cgroup_parent())
             except OSError as e:  # (a limit on descendants, a full disk): this run's failure, not the caller's
                 return Result(-1, "", "", False, False, iso, 0.0, False, f"the run's cgroup could not be made: {e}")
+        if iso == "bwrap" and _memory_cgroup_parent() is not None:
+            # every byte the run's processes hold, counted together: past it the kernel's OOM killer
+            # picks among the run's processes only, never the caller (memfd pages are no one's RSS)
+            try:
+                memory = _new_memory_cgroup(_memory_cgroup_parent(), limits.ram)
+            except OSError as e:
+                return Result(-1, "", "", False, False, iso, 0.0, False,
+                              f"the run's memory cgroup could not be made: {e}")
         # With a cgroup the meter's exact total is the limit, and RLIMIT_CPU only a backstop a second
         # later (the kernel's per-process check can fire a little before the cgroup's count reaches it).
         rlimit_cpu = cpu + 1 if cgroup is not None else cpu
@@ -786,6 +893,8 @@ def run(files: dict[str, str], main: str, stdin: str = "", limits: Limits = Limi
         argv, as_user = _as_user(argv, uid) if iso == "bwrap" else (argv, _user_kwargs(uid))
         if cgroup is not None:  # entered as we are, before the uid switch and before bwrap starts
             argv = _cgroup_join_argv(os.path.join(cgroup[0], "cgroup.procs")) + argv
+        if memory is not None:
+            argv = _cgroup_join_argv(os.path.join(memory[0], "cgroup.procs")) + argv
         proc = subprocess.Popen(argv, stdin=in_fd, stdout=out_fd, stderr=err_fd, cwd=cwd, env=env,
                                 pass_fds=passed, start_new_session=True, **as_user)
         for fd in passed:  # the program's ends: closed here, so EOF means it is gone
@@ -855,6 +964,8 @@ def run(files: dict[str, str], main: str, stdin: str = "", limits: Limits = Limi
             _end_namespace(ns_init[1])
         if cgroup is not None:
             _remove_cgroup(*cgroup)
+        if memory is not None:
+            _remove_memory_cgroup(*memory)
         if uid is not None and iso == "rlimit":
             _kill_uid(uid)  # stragglers that left the process group (setsid) die here
             _sweeper.sweep(uid)
