@@ -1,5 +1,6 @@
 """The params schema: one default per key, presets as overlays, errors that name file, key and
 what is allowed, and stages that read only the params dvc.yaml declares for them."""
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -70,6 +71,26 @@ def test_a_bad_value_is_one_clear_error(tmp_path, old, new, message):
     with pytest.raises(InputError, match=message) as e:
         config.load(_write(tmp_path, old, new))
     assert str(e.value).startswith(str(tmp_path / "params.yaml"))
+
+
+@pytest.mark.parametrize("blocks, controls", [
+    ({"train": {"arms": ["none", "routeA"], "yoked": ["placebo"]}}, "['placebo']"),  # yoked to routeA's counts
+    ({"train": {"arms": ["none", "routeA", "haar"], "yoked": []}}, "['haar']"),      # a free-running Haar placebo
+    ({"train": {"arms": ["none", "routeA", "uniform"], "yoked": []}, "gate": {"cut_rule": "step"}}, "['uniform']"),
+    ({"train": {"arms": ["routeA", "placeboA1p", "placeboA1n"], "yoked": []}, "gate": {"cut_rule": "step"}},
+     "['placeboA1p', 'placeboA1n']"),
+])
+def test_a_refresh_is_refused_beside_controls(blocks, controls):
+    """gate.refresh_every re-extracts a gated arm's direction mid-run; a count-matched, yoked or placebo control was
+    matched to the direction as extracted once. A run set with both is one error naming the key and the controls;
+    without controls the refresh stands."""
+    def parse(blocks):
+        blocks = {**blocks, "gate": {"refresh_every": 2, "scorer": "live", **blocks.get("gate", {})}}
+        return config.parse(config.overlay(config.Params().model_dump(), blocks), "p.yaml", complete=False)
+    with pytest.raises(InputError, match=r"p.yaml: .*gate.refresh_every is 2, and the run set has the controls "
+                                         + re.escape(controls)):
+        parse(blocks)
+    assert parse({"train": {"arms": ["none", "routeA", "heldout"], "yoked": []}}).gate.refresh_every == 2
 
 
 def test_a_duplicated_block_malformed_yaml_and_bytes_name_the_line(tmp_path):

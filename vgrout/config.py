@@ -8,6 +8,8 @@ the key path and what is allowed, before any stage touches its outputs.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from pathlib import Path
 from typing import Any, Literal
@@ -103,7 +105,8 @@ class Vact(Block):
                               "its controls see the same rows; a property of the comparison, never of one arm; "
                               "false: the pool's rows of every mode, as before")
     batch_size: int = doc(16, "pairs per forward when pooling activations", ge=1)
-    n_haar: int = doc(20, "Haar directions for the separation diagnostic", ge=0)
+    n_haar: int = doc(200, "seeded Haar directions per space for the separation diagnostic and the band's Haar floor "
+                      "(metrics/vact haar_floor: q50, q95 of |band| and of separation, for band.min_effect)", ge=0)
 
     @field_validator("modes", "heldout_modes")
     @classmethod
@@ -427,6 +430,23 @@ class Params(Block):
         return self
 
     @model_validator(mode="after")
+    def _refresh_without_controls(self):
+        # a control is matched to the direction its arm starts with: its counts (yoked, count-matched) or its Haar
+        # stand-in (placebo) copy a gate whose direction stays put. A refresh re-extracts the arm's direction mid-run,
+        # so the arm and its controls would no longer differ in the direction alone
+        if not self.gate.refresh_every:
+            return self
+        from vgrout import arms as registry
+        controls = [a for a in self.train.arms if registry.get(a).matched or registry.get(a).direction == "haar"]
+        controls += list(self.train.yoked)
+        if controls:
+            raise ValueError(f"gate.refresh_every is {self.gate.refresh_every}, and the run set has the controls "
+                             f"{controls} (count-matched, yoked or placebo): each was matched to its arm's direction "
+                             f"as extracted once, not to one refreshed during training; set gate.refresh_every 0, or "
+                             f"train the refreshed arms in a run set without these controls")
+        return self
+
+    @model_validator(mode="after")
     def _refresh_reads_the_files(self):
         # a live refresh re-reads pairs.files; self-generated pairs live in the pairs stage's output
         if self.pairs.source == "self" and self.gate.refresh_every:
@@ -466,6 +486,16 @@ def read_yaml(path: str | Path) -> Any:
         mark = getattr(e, "problem_mark", None)
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
         raise InputError(f"{where}: invalid YAML: {getattr(e, 'problem', None) or e}") from None
+
+
+def content_sha256(path: str | Path) -> str:
+    """sha256 of a YAML file's canonical content: its values as key-sorted, compact JSON. A comment or layout edit
+    leaves it; any value that could decide changes it. The one hash of the analysis plan: train records it in each
+    run's config.json (`plan_sha256`, the plan the run was made under) and the aggregate compares it with the plan
+    it decides by (analysis.claims: a run recorded under another plan makes its claims exploratory)."""
+    values = read_yaml(path)
+    return hashlib.sha256(json.dumps(values, sort_keys=True, separators=(",", ":"),
+                                     ensure_ascii=False).encode()).hexdigest()
 
 
 def _describe(err: dict, where: str, model: type[BaseModel]) -> str:

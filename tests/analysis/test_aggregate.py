@@ -130,8 +130,11 @@ def write_run(root, arm, seed, direction):
     r = root / "runs" / "train" / run
     r.mkdir(parents=True)
     # train's, in part: every run of the set withheld the held-out modes' pool rows (vact.withhold_pool), as C2's plan asks
+    # and the plan each run was made under (plan_sha256), as train records it: the plan make_pipeline wrote first
+    plan = root / "analysis.yaml"
     (r / "config.json").write_text(json.dumps({"arm": arm, "seed": seed, "gate": {"score": "dot"},
-                                               "withheld": sorted(HELDOUT)}))
+                                               "withheld": sorted(HELDOUT),
+                                               "plan_sha256": config.content_sha256(plan) if plan.exists() else None}))
     with open(r / "rollouts.jsonl", "w") as f:
         for i in range(n):
             f.write(json.dumps({"step": i // 16, "problem_id": f"p{i % 9}", "mode": MODES[1 + i % 4],
@@ -194,8 +197,8 @@ def make_pipeline(root: Path, seeds=SEEDS, arms=("none", "routeA", "placebo_rout
     (root / "runs" / "pairs").mkdir(parents=True)
     (root / "runs" / "pairs" / "pairs.json").write_text(json.dumps({"pairs": pairs, "placebo_pairs": []}))
     v_held = mean_difference(*pair_features(), [i for i, m in enumerate(PAIR_MODES) if m not in HELDOUT])
+    write_plan(root, seeds)  # before the runs: each records the plan's hash, as train does
     write_run(root, "base", None, U)
-    write_plan(root, seeds)
     for s in seeds:
         (root / "runs" / "vact" / str(s)).mkdir(parents=True)
         write_pair_features(Layout(root), s)
@@ -348,11 +351,10 @@ def test_a2_prints_the_plan_its_verdicts_and_the_score_band(five_seeds):
     """A2 names the plan (sha256, commit), prints each claim's verdict from it, labels every arm row with its
     role in the plan or `exploratory`, and gives the score band per gated arm and placebo; C3 from the band:
     along U (where the pairs' hack sides sit) the pairs separate, along the placebo's Haar direction they do not."""
-    import hashlib
     kw, summary = five_seeds
     root = kw["out_dir"].parents[1]
     md = (kw["out_dir"] / "A2.md").read_text()
-    sha = hashlib.sha256((root / "analysis.yaml").read_bytes()).hexdigest()
+    sha = config.content_sha256(root / "analysis.yaml")  # the plan's values, as train records them in each run
     assert summary["plan"] == {"path": str(root / "analysis.yaml"), "sha256": sha, "commit": "uncommitted"}
     assert f"sha256 `{sha}`; changed since its last commit, or never committed" in md
     for c in ("C1", "C2", "C3"):

@@ -6,6 +6,7 @@ any setting of the plan that decides (α, sidedness, margin, seeds, controls, fa
 statistic) changes the verdict where the data sit near that setting, so code that read the
 setting from anywhere else would fail here.
 """
+import dataclasses
 import subprocess
 from pathlib import Path
 
@@ -90,9 +91,19 @@ def repo_plan(**changes) -> dict:
     return with_changes(d, changes)
 
 
-def decide(d: dict, data=DATA) -> dict:
+def made_under(data: claims.ClaimData, h: str | None = "h" * 64, **runs) -> claims.ClaimData:
+    """data with every run recorded as made under plan hash h (train's config.json `plan_sha256`), and each run
+    named in runs (placebo_routeA_1="x") under its own."""
+    hashes = {f"{a}-{s}": h for a in {*data.cells["arm"], *data.bands["arm"]} for s in SEEDS}
+    hashes |= {k.rpartition("_")[0] + "-" + k.rpartition("_")[2]: v for k, v in runs.items()}
+    return dataclasses.replace(data, plan_hashes=hashes)
+
+
+def decide(d: dict, data=DATA, hashed: bool = True) -> dict:
+    """The verdicts of plan d (its hash "h" * 64) on data, every run made under it unless hashed is False (then
+    data's own plan_hashes stand)."""
     return claims.verdicts(plan_file.parse(d, "test.yaml"), plan_file.PlanId("test.yaml", "h" * 64, "uncommitted"),
-                           data)
+                           made_under(data) if hashed else data)
 
 
 # ---------------------------------------------------------------------------- the plan file
@@ -223,6 +234,80 @@ def test_changing_alpha_flips_a_verdict_and_the_hash(tmp_path):
         (tmp_path / name / "analysis.yaml").write_text(yaml.safe_dump(d))
         ids.append(plan_file.identify(tmp_path / name / "analysis.yaml").sha256)
     assert ids[0] != ids[1]
+
+
+# ---------------------------------------------------------------------------- plan before run
+
+def test_a_run_made_under_another_plan_makes_its_claims_exploratory():
+    """The guard of plan-before-run: a claim any of whose runs (arm or control, any plan seed) train recorded under
+    another plan hash, or under none, is `exploratory`, whatever its tests say; a claim that does not read that run
+    keeps its verdict. Remove the check (claims.plan_changed) and C1 holds here: this test fails."""
+    d = repo_plan()
+    assert decide(d)["C1"]["status"] == "holds" and decide(d)["C3"]["status"] == "holds"
+    other = decide(d, made_under(DATA, placebo_routeA_2="x" * 64), hashed=False)
+    c1 = other["C1"]
+    assert c1["status"] == "exploratory" and c1["would_be"] == "holds"
+    assert c1["why"] == f"plan changed after the run: run hash {'x' * 64}, plan hash {'h' * 64} (placebo_routeA-2)"
+    assert c1["tests"] and "**C1 exploratory**" in claims.verdict_text(c1)
+    assert "holds" not in claims.summary_entry(c1) and claims.summary_entry(c1)["would_be"] == "holds"
+    assert other["C3"]["status"] == "holds"  # C3 reads no placebo_routeA run
+    # recorded under none (a run made before the plan existed, or by code that did not record it)
+    unrecorded = decide(d, DATA, hashed=False)
+    assert {unrecorded[c]["status"] for c in ("C1", "C3")} == {"exploratory"}
+    assert unrecorded["C3"]["why"].startswith(f"plan changed after the run: run hash none recorded, plan hash {'h' * 64}")
+    # statuses that are no verdict stay as they are (nothing confirmed to demote)
+    assert unrecorded["C2"]["status"] == "not run"
+
+
+def test_the_plan_hash_is_its_content_and_train_records_it(tmp_path):
+    """config.content_sha256: a comment or layout edit keeps the hash, a value changes it; identify gives the same
+    hash train records in each run's config.json (TrainRun.plan_sha256, in its fingerprint), None without a plan."""
+    from vgrout import config
+    from vgrout.layout import Layout
+    from vgrout.train.loop import train_run
+    d = yaml.safe_load((REPO / "analysis.yaml").read_text())
+    a, b, c = (tmp_path / n for n in ("a.yaml", "b.yaml", "c.yaml"))
+    a.write_text(yaml.safe_dump(d, sort_keys=False))
+    b.write_text("# a comment\n" + yaml.safe_dump(d, sort_keys=True, indent=4))
+    c.write_text(yaml.safe_dump(with_changes(d, {"claims.C1.alpha": 0.051})))
+    assert config.content_sha256(a) == config.content_sha256(b) != config.content_sha256(c)
+    assert plan_file.identify(a).sha256 == config.content_sha256(a)
+    params = config.preset("default")
+    assert train_run(params, "routeA", 0, Layout(tmp_path)).plan_sha256 is None  # no analysis.yaml there
+    (tmp_path / "analysis.yaml").write_text(a.read_text())
+    run = train_run(params, "routeA", 0, Layout(tmp_path))
+    assert run.plan_sha256 == config.content_sha256(a) == run.fingerprint()["plan_sha256"]
+
+
+def leaf_keys(node, prefix=()):
+    """Every key path of a plan mapping down to its values (a test's keys, not the tests list itself)."""
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield prefix + (k,)
+            yield from leaf_keys(v, prefix + (k,))
+    elif isinstance(node, list) and node and isinstance(node[0], dict):
+        for i, v in enumerate(node):
+            yield from leaf_keys(v, prefix + (i,))
+
+
+def test_every_deciding_value_is_written_in_the_plan():
+    """No code default decides a verdict: every key of the repository's plan, removed, is an error naming it (a
+    default added to any plan field would let the file omit it, and this fails). A test's margin has the only
+    default (0, which lower and higher never read); noninferior and equal, which read it, require it written."""
+    base = yaml.safe_load((REPO / "analysis.yaml").read_text())
+    keys = [k for k in leaf_keys(base) if not (k[0] == "claims" and len(k) == 2)]  # a claim's name is no setting
+    assert ("claims", "C1", "alpha") in keys and ("band", "min_effect") in keys and ("bootstrap", "seed") in keys
+    for path in keys:
+        d = yaml.safe_load((REPO / "analysis.yaml").read_text())
+        node = d
+        for p in path[:-1]:
+            node = node[p]
+        del node[path[-1]]
+        message = (f"test.yaml: {'.'.join(map(str, path[:-1]))}: missing key margin: direction" if path[-1] == "margin"
+                   else f"test.yaml: {'.'.join(map(str, path))}: missing key")
+        with pytest.raises(InputError) as e:
+            plan_file.parse(d, "test.yaml")
+        assert message in str(e.value), (path, str(e.value))
 
 
 @pytest.mark.parametrize("data, change, after", [
@@ -421,19 +506,22 @@ def test_cosine_pair_scores_are_band_normalised(tmp_path):
 
 # ---------------------------------------------------------------------------- controls, seeds, bootstrap
 
+# every value that decides is written (the plan has no defaults): the band and each claim's level, seeds' floor, ...
+LEVEL = {"min_seeds": 3, "alpha": 0.05, "sidedness": "two-sided", "withhold_pool": None, "headroom": 0.0}
 CONFIRMATORY = {
     "bootstrap": {"resamples": 400, "seed": 3, "interval": "percentile_seed_widened"},
+    "band": {"statistic": "separation", "q_lo": 0.25, "q_hi": 0.75, "units": "steps", "min_effect": 0.0},
     "heldout_modes": ["exit_code", "stdout_marker"],
     "claims": {
-        "C1": {"statement": "s", "arm": "routeV", "seeds": SEEDS, "family": "C1", "tests": [
+        "C1": {"statement": "s", "arm": "routeV", "seeds": SEEDS, "family": "C1", **LEVEL, "tests": [
             {"control": "none", "outcome": "hack", "population": "hackable", "direction": "lower"},
             {"control": "uniform", "outcome": "hack", "population": "hackable", "direction": "lower"},
             {"control": "nll", "outcome": "hack", "population": "hackable", "direction": "lower"},
             {"control": "oracleMatched", "outcome": "hack", "population": "hackable", "direction": "noninferior",
              "margin": 0.1}]},
-        "C2": {"statement": "s", "arm": "heldoutV", "seeds": SEEDS, "family": "C2", "tests": [
+        "C2": {"statement": "s", "arm": "heldoutV", "seeds": SEEDS, "family": "C2", **LEVEL, "tests": [
             {"control": "none", "outcome": "hack", "population": "heldout_modes", "direction": "lower"}]},
-        "C3": {"statement": "s", "arm": "routeV", "seeds": SEEDS, "family": "C3", "tests": [
+        "C3": {"statement": "s", "arm": "routeV", "seeds": SEEDS, "family": "C3", **LEVEL, "tests": [
             {"control": ["placeboV0p", "placeboV0n", "placeboV1p", "placeboV1n"], "outcome": t, "population": pop,
              "direction": d, **({"margin": 0.02} if d == "equal" else {})}
             for t, pop, d in (("band", "student_rows", "higher"), ("routed_share", "student_rows", "equal"),

@@ -22,6 +22,7 @@ from tests.conftest import make_tiny_llama
 from vgrout import arms, config
 from vgrout.engine.model import chat_prompt
 from vgrout.io import write_jsonl
+from vgrout.pairs.pairs import load_pairs, select
 from vgrout.routing import directions, features
 from vgrout.substrate.problems import Problem
 from vgrout.train import loop as train
@@ -294,15 +295,24 @@ def fixed(tmp_path_factory):
     return root, lora, tok, steps, yoke
 
 
+# gate.score cosine's band pairs: two authored pairs of each hack mode (the band reads no rollout)
+BAND_PAIRS = [p for m in ("exit_code", "stdout_marker") for p in
+              select(load_pairs([ROOT / "data" / "pairs" / f"hack_{m}.md"]), [m])[:2]]
+
+
 def trace(cfg, lora, tok, steps) -> list[dict]:
     """What train()'s routing path produces over fixed graded steps, set up as train() sets it up:
     per step the scorer's features, scores, zones, and the gate's state after it."""
     gate = train.new_gate(cfg)
     direction = directions.gate_direction(cfg.name or cfg.arm.name, cfg.vact_dir, cfg.seed, cfg.gate.placebo_seed, lora)
     yoke = train.load_yoke(cfg) if cfg.arm.yoked else None
+    # gate.score cosine: the pairs' band along the direction, as train() reads it (train.pair_band, the pairs alone)
+    cosine = cfg.gate.score == "cosine" and cfg.arm.direction != "nll"
+    band = train.pair_band(cfg, lora, tok, direction, BAND_PAIRS, None) if cosine else None
     out = []
     for step, rollouts in enumerate(steps):
-        _, _, acts, scores, zones = train.routing_step(cfg, lora, tok, gate, direction, rollouts, step, yoke, {})
+        _, _, acts, scores, zones = train.routing_step(cfg, lora, tok, gate, direction, rollouts, step, yoke, {},
+                                                       band)
         out.append({"acts": acts, "scores": scores, "zones": zones, "gate": gate.state_dict()})
     return out
 
@@ -360,9 +370,13 @@ def _relabelled_yoke(root: Path, yoke: list[dict], how: str) -> Path:
 # each pair of knobs meets in every combination); every other arm (quantile: heldout, haar;
 # pinned: none, absorb; yoked: placebo, random) gets two opposite corners of it, which differ in
 # each knob.
+# The score (gate.score: dot, or the seeds' band-normalised cosine, whose band trace() reads from the pairs as train()
+# does) is a fifth knob: every combination above with dot, and the cosine at the two opposite corners, the last of
+# which the other arms get.
 GATE_VARIANTS = [dict(cut_rule=c, center=m, scorer=s,
-                      teacher_zone="gate" if ((c == "step") + m + (s == "live")) % 2 else "absorb")
+                      teacher_zone="gate" if ((c == "step") + m + (s == "live")) % 2 else "absorb", score="dot")
                  for c in ("buffer", "step") for m in (False, True) for s in ("frozen", "live")]
+GATE_VARIANTS += [dict(GATE_VARIANTS[0], score="cosine"), dict(GATE_VARIANTS[-1], score="cosine")]
 # an antithetic family runs as draws: its −h draw here (RUN: the run name of each arm)
 RUN = {a.name: arms.draw_name(a.name, 1, "n") if a.antithetic else a.name for a in arms.ARMS}
 CASES = [("routeA", g) for g in GATE_VARIANTS] + \
@@ -447,6 +461,21 @@ def _leaky_nll(monkeypatch):
                                                                        dtype=torch.float64)
     monkeypatch.setattr(train, "to_seqs", to_seqs)
     monkeypatch.setattr(features, "frozen_nll", frozen_nll)
+
+
+@pytest.mark.parametrize("arm", ["routeA", "routeV"])
+def test_the_check_catches_a_planted_leak_under_the_cosine_score(fixed, monkeypatch, arm):
+    """gate.score cosine: the same check with a label-reading route planted must fail, and without it the band
+    itself is the same number for every labelling (it is read from the pairs alone)."""
+    root, lora, tok, steps, _ = fixed
+    cfg = _cfg(root, arm, root / "yoke.jsonl", score="cosine")
+    real = trace(cfg, lora, tok, steps)
+    dot = trace(dataclasses.replace(cfg, gate=cfg.gate.model_copy(update={"score": "dot"})), lora, tok, steps)
+    assert not torch.equal(real[-1]["scores"], dot[-1]["scores"])  # the cosine score did run
+    assert not differences(real, trace(cfg, lora, tok, relabel(steps, "flipped")))
+    monkeypatch.setattr(train, "route", _leaky_route)
+    found = differences(trace(cfg, lora, tok, steps), trace(cfg, lora, tok, relabel(steps, "flipped")))
+    assert any("zones differs" in f for f in found), f"a route that reads labels went unnoticed under cosine: {found}"
 
 
 @pytest.mark.parametrize("part,leak,scorer,arm,teacher_zone", [

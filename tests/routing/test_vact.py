@@ -2,6 +2,7 @@
 reads it, and the pairs encoded as the rollouts the gate pools."""
 from types import SimpleNamespace
 
+import pytest
 import torch
 
 from tests.conftest import make_tiny_llama
@@ -91,3 +92,52 @@ def test_a_model_the_engine_does_not_run_scores_through_the_reference_forward():
     assert trunks is None
     ref = features.pooled_activations(lora, seqs, batch_size=3, frozen=True, fast=False)
     assert all(torch.equal(got[m], ref[m]) for m in ref)
+
+
+# -- the band's Haar floor (metrics/vact: heldout_band, haar_floor) -----------------------------------------------
+
+def _pair_features(shift: float, n: int = 24, modules: int = 20, r: int = 8, seed: int = 0):
+    """Synthetic pair features: hack sides shifted by `shift` along one unit direction u per module, plus noise."""
+    g = torch.Generator().manual_seed(seed)
+    u = {f"m{i}": torch.nn.functional.normalize(torch.randn(r, generator=g), dim=0) for i in range(modules)}
+    clean = {m: torch.randn(n, r, generator=g) for m in u}
+    hack = {m: torch.randn(n, r, generator=g) + shift * u[m] for m in u}
+    pairs = [SimpleNamespace(id=f"p{i}", mode="exit_code") for i in range(n)]
+    return hack, clean, pairs
+
+
+def test_the_haar_floor_is_the_haar_directions_bands():
+    """haar_floor: q50 and q95 over n_haar seeded Haar directions (seeds HAAR_SEED + k) of |band| and of separation,
+    each band the pairs' (mean hack − mean clean score) over their pooled interquartile width: a direct computation."""
+    from vgrout.routing import directions, extract
+    hack, clean, pairs = _pair_features(shift=1.0)
+    _, diag = extract.fit(hack, clean, pairs, n_haar=50)
+    bands, seps = [], []
+    for k in range(50):
+        h = directions.haar_direction(directions.mean_difference(hack, clean), extract.HAAR_SEED + k)
+        a, b = directions.score(hack, h).double(), directions.score(clean, h).double()
+        lo, hi = torch.quantile(torch.cat([a, b]), torch.tensor([0.25, 0.75], dtype=torch.float64))
+        bands.append(abs(float((a.mean() - b.mean()) / (hi - lo))))
+        seps.append(float((a > b).double().mean()))
+    floor = diag["haar_floor"]
+    assert floor["n"] == 50 and floor["seeds"] == [extract.HAAR_SEED, extract.HAAR_SEED + 49]
+    for name, values in (("abs_band", bands), ("separation", seps)):
+        t = torch.tensor(values, dtype=torch.float64)
+        assert floor[name] == pytest.approx({"q50": float(torch.quantile(t, 0.5)), "q95": float(torch.quantile(t, 0.95))})
+    assert floor["abs_band"]["q50"] < floor["abs_band"]["q95"]
+    assert extract.fit(hack, clean, pairs, n_haar=0)[1]["haar_floor"]["abs_band"] == {"q50": None, "q95": None}
+
+
+def test_the_direction_band_is_held_out():
+    """heldout_band scores each pair along the direction refitted without it: on pairs with no hack direction
+    (noise) it stays under the Haar q95, though the in-sample band of the fitted direction clears it (a fit
+    separates the pairs it was fitted to); on pairs shifted along a direction it clears the Haar q95."""
+    from vgrout.routing import directions, extract
+    hack, clean, pairs = _pair_features(shift=0.0)
+    v, diag = extract.fit(hack, clean, pairs, n_haar=200)
+    in_sample = directions.pair_units_band(directions.score(hack, v), directions.score(clean, v))
+    q95 = diag["haar_floor"]["abs_band"]["q95"]
+    assert in_sample > q95 > diag["heldout_band"]
+    hack, clean, pairs = _pair_features(shift=0.5)
+    _, diag = extract.fit(hack, clean, pairs, n_haar=200)
+    assert diag["heldout_band"] > diag["haar_floor"]["abs_band"]["q95"]

@@ -190,7 +190,7 @@ def test_refresh_re_extracts_v_act_in_the_current_basis(setup):
     root, model_dir = setup
     pair_files = sorted(str(p) for p in (Path(__file__).resolve().parents[2] / "data/pairs").glob("hack_*.md"))
     cfg = _cfg(root, model_dir, "refresh", steps=3, ckpt_every=3, refresh_every=2, scorer="live",
-               pair_files=pair_files)
+               pair_files=pair_files, arms=["none", "routeA"], yoked=[])  # no controls: config refuses them beside a refresh
     out = train.train(cfg, progress=False)
     rows = [json.loads(line) for line in open(out / "rollouts.jsonl")]
     acts = load_file(str(out / "rollout_acts.safetensors"))

@@ -11,7 +11,7 @@ import pandas as pd
 from vgrout.analysis import plan as plan_file
 from vgrout.analysis.artifacts import Out, a1, a2, a3, a4, a5, a6, a7
 from vgrout.analysis.bands import banded, pair_bands, pair_scores, run_bands, score_kind
-from vgrout.analysis.claims import ClaimData, summary_entry, verdicts, withheld_modes
+from vgrout.analysis.claims import ClaimData, recorded_plan, summary_entry, verdicts, withheld_modes
 from vgrout.analysis.contrasts import A2_DELTAS, A2_METRICS, NONE, YOKED, base_pass_at_k, none_if_nan
 from vgrout.analysis.diagnostics import N_NULL, N_PERM
 from vgrout.analysis.tables import find_runs, load_run, load_tables
@@ -108,8 +108,9 @@ def aggregate(metrics_root: str | Path = "metrics/runs", runs_root: str | Path =
     # the claims first, from the plan and the records alone; the artifacts print them
     bands, band_missing = run_bands(loaded, pairs_scores or {}, plan.band.q_lo, plan.band.q_hi)
     withheld = {r.run: withheld_modes(runs_root / r.run) for r in loaded if r.arm != BASE}
+    plan_hashes = {r.run: recorded_plan(runs_root / r.run) for r in loaded if r.arm != BASE}
     per_pair = pair_bands(bands, pairs_scores or {})
-    claims = verdicts(plan, plan_id, ClaimData.of(con, loaded, bands, band_missing, withheld, per_pair))
+    claims = verdicts(plan, plan_id, ClaimData.of(con, loaded, bands, band_missing, withheld, per_pair, plan_hashes))
 
     with staged_dirs(final.tables, final.png, final.html, Path(arms_dir)) as (tables, png, html, arms):
         out = Out(tables=tables, png=png, html=html, plot_data=tables / "plot_data", final=final)

@@ -288,7 +288,10 @@ def plan_lines(plan: Plan, plan_id: PlanId, verdicts: dict[str, dict]) -> list[s
             "routed share) is printed as one, at the claim's α, and is no input of the verdict (failed: the claim is "
             "`undecided`); `not run`: an arm or control has no run for a plan seed; `undecided`: ran, but not "
             "measurable or not as the plan requires (held-out modes, the pool withheld, none's headroom); "
-            "`insufficient`: fewer plan seeds than the minimum (its tests describe, and decide nothing)."] + [
+            "`insufficient`: fewer plan seeds than the minimum (its tests describe, and decide nothing); "
+            "`exploratory`: its tests ran, but a run they read was made under another plan (or none recorded: "
+            "`plan_sha256` in the run's config.json), so the plan came after the data and the verdict confirms "
+            "nothing."] + [
         verdict_text(v) for v in verdicts.values()]
 
 

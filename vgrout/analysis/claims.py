@@ -17,7 +17,9 @@ measured: the pairs' held-out scores not computable, other held-out modes record
 the plan requires: the pool not withheld as its withhold_pool says, none's hack rate below its headroom;
 or, after the tests, a manipulation check failed: the controls were not count-matched), `insufficient`
 (fewer plan seeds than min_seeds: the tests are printed, the claim neither holds nor fails), then
-`holds` / `does not hold`.
+`holds` / `does not hold`; and last, in place of those two, `exploratory` (plan before run: a run the claim
+reads was made under another plan than the deciding one, or under none recorded; train records the plan's
+content hash in each run's config.json, `plan_sha256`).
 """
 from __future__ import annotations
 
@@ -54,13 +56,16 @@ class ClaimData:
     withheld: dict[str, tuple[str, ...] | None] = dataclasses.field(default_factory=dict)  # run -> the modes whose
     # pool rows it never trained on (config.json's `withheld`, params vact.withhold_pool), None where not recorded
     pair_bands: pd.DataFrame | None = None  # per run and contrast pair its separation (bands.pair_bands; band.units pairs)
+    # run -> the plan hash train recorded in its config.json (`plan_sha256`), None where it recorded none. A run
+    # missing here counts as recorded under none: the default can only make a verdict exploratory, never confirm it
+    plan_hashes: dict[str, str | None] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def of(cls, con, runs, bands: pd.DataFrame, band_missing: dict[str, str],
            withheld: dict[str, tuple[str, ...] | None] | None = None,
-           pair_bands: pd.DataFrame | None = None) -> ClaimData:
+           pair_bands: pd.DataFrame | None = None, plan_hashes: dict[str, str | None] | None = None) -> ClaimData:
         held = {r.arm: r.heldout_modes for r in runs if r.heldout_modes}
-        return cls(problem_means(con), held, bands, band_missing, withheld or {}, pair_bands)
+        return cls(problem_means(con), held, bands, band_missing, withheld or {}, pair_bands, plan_hashes or {})
 
     def ran(self, arm: str, seed: int) -> bool:
         return bool(((self.cells["arm"] == arm) & (self.cells["seed"] == seed)).any())
@@ -114,6 +119,30 @@ def withheld_modes(run_dir: Path) -> tuple[str, ...] | None:
         return None
     w = read_json(path).get("withheld")
     return tuple(sorted(w)) if isinstance(w, list) else None
+
+
+def recorded_plan(run_dir: Path) -> str | None:
+    """The plan hash a run was made under, as train recorded it in the run's config.json (`plan_sha256`,
+    config.content_sha256 of analysis.yaml at the run's start); None where the file or key is missing."""
+    path = Path(run_dir) / "config.json"
+    h = read_json(path).get("plan_sha256") if path.exists() else None
+    return h if isinstance(h, str) else None
+
+
+def plan_changed(data: ClaimData, plan_id: PlanId, c: Claim) -> str | None:
+    """Why a claim's verdict is exploratory rather than confirmatory: a run it reads (its arm's and every control's,
+    each plan seed) was made under another plan than the one deciding it, or under none recorded. Plan before run:
+    a plan written after the data exist, or a setting changed after them, describes those data and confirms nothing."""
+    off = {}
+    for a in dict.fromkeys([c.arm, *(x for t in c.tests for x in t.controls)]):
+        for s in c.seeds:
+            got = data.plan_hashes.get(run_name(a, s))
+            if got != plan_id.sha256:
+                off.setdefault(got or "none recorded", []).append(run_name(a, s))
+    if not off:
+        return None
+    return "; ".join(f"plan changed after the run: run hash {h}, plan hash {plan_id.sha256} ({', '.join(runs)})"
+                     for h, runs in off.items())
 
 
 def _not_comparable(data: ClaimData, plan: Plan, c: Claim) -> str | None:
@@ -227,9 +256,17 @@ def verdicts(plan: Plan, plan_id: PlanId, data: ClaimData) -> dict[str, dict]:
                     f"Δ {LABEL[t['outcome'], t['population']]} vs {' + '.join(t['controls'])} "
                     f"{ci_text(t['estimate'], t['lo'], t['hi'], signed=True, widened_by=t['widened_by'], undefined=t['undefined'])}"
                     f" not inside ±{t['margin']:g}" for t in failed) + " (the controls are not count-matched)")
+    # plan before run: a verdict some run of which was made under another plan (or none recorded) is exploratory,
+    # whatever its tests say; the tests stay printed, and the status it would have had is kept beside
+    for name, c in plan.claims.items():
+        changed = plan_changed(data, plan_id, c) if out[name]["status"] in CONFIRMATORY else None
+        if changed:
+            out[name] |= {"status": EXPLORATORY, "would_be": out[name]["status"], "why": changed}
     return out
 
 
+CONFIRMATORY = ("holds", "does not hold")
+EXPLORATORY = "exploratory"
 DIRECTION_WORDS = {"lower": "below −{f:g}", "higher": "above {f:g}"}
 UNDECIDED = ("not run", "undecided")
 
@@ -258,6 +295,7 @@ def verdict_text(v: dict) -> str:
                      f" {null}: {'yes' if t['passes'] else 'no'} ({t['n_seeds']} seed(s) × {t['n_units']} "
                      f"{t.get('units', 'steps' if t['outcome'] in PER_STEP else 'problems')})")
     why = (f" **Insufficient**: {v['why']}." if v["status"] == "insufficient" else
+           f" **Exploratory** (its tests would say {v['would_be']}): {v['why']}." if v["status"] == EXPLORATORY else
            f" **Undecided**: {v['why']}." if v["status"] == "undecided" else "")
     return f"{head}{holm}; {100 * level:.4g}% intervals: " + "; ".join(parts) + "." + why
 
@@ -277,4 +315,6 @@ def summary_entry(v: dict) -> dict:
                 out[f"{t['key']}_margin"] = t["margin"]
     else:
         out["why"] = v["why"]
+        if v["status"] == EXPLORATORY:
+            out["would_be"] = v["would_be"]
     return out

@@ -16,6 +16,11 @@ antithetic draws, each with its twin (one Haar draw's sign must not decide C3). 
 runs' pool withheld as the plan says (withhold_pool, against each run's config.json) and the arm none to
 hack at least `headroom` on its hack test's population; otherwise it is `undecided`.
 
+Every setting that decides is written in the file: the schema has no defaults (a missing key is an error naming it),
+but a test's margin, which only noninferior and equal read and which they require written. The plan's hash is
+config.content_sha256 (its values, not its comments): train records it in each run's config.json, and a claim
+reading a run made under another plan, or none recorded, is `exploratory` (analysis.claims.plan_changed).
+
 Every setting that decides lives here, hashed with the file: the claims' arms and controls (any
 registered arm: uniform, nll, oracleMatched, heldoutV, a yoked placebo, or a list of antithetic
 draws placeboV{k}p / placeboV{k}n whose mean is the control), the bootstrap (resamples, seed,
@@ -24,14 +29,13 @@ interval kind), the held-out modes C2 is measured over, and the band's quantiles
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import subprocess
 from pathlib import Path
 from typing import Literal
 
 from pydantic import ValidationError, field_validator, model_validator
 
-from vgrout.config import Block, doc, read_yaml
+from vgrout.config import Block, content_sha256, doc, read_yaml
 from vgrout.io import InputError
 
 PLAN = Path("analysis.yaml")
@@ -71,7 +75,9 @@ class Test(Block):
         ..., "lower: the arm's value below the control's; higher: above; noninferior: not below the control's by "
         "margin or more; equal: within ±margin of it (the interval inside; a Δ that is the same in every cell, as "
         "count-matched routing gives, passes when inside)")
-    margin: float = doc(0.0, "noninferior and equal only: the absolute margin", ge=0)
+    margin: float = doc(0.0, "noninferior and equal only, and written there: the absolute margin, a difference of "
+                        "rates (solve 0.05: five points of the share of problems solved, not 5% of the control's)",
+                        ge=0)
 
     @field_validator("control")
     @classmethod
@@ -93,6 +99,9 @@ class Test(Block):
         if self.population not in POPULATIONS[self.outcome]:
             raise ValueError(f"outcome {self.outcome} is measured over {' or '.join(POPULATIONS[self.outcome])}, "
                              f"not {self.population}")
+        if self.direction in ("noninferior", "equal") and "margin" not in self.model_fields_set:
+            # the one key with a default (0, unread by lower and higher): where the direction reads it, it is written
+            raise ValueError(f"missing key margin: direction {self.direction} decides by it")
         if (self.direction in ("noninferior", "equal")) != (self.margin > 0):
             raise ValueError("a margin > 0 goes with direction noninferior or equal, and only with them")
         from vgrout import arms
@@ -121,19 +130,19 @@ class Claim(Block):
     tests: list[Test] = doc(..., "every test must hold for the claim to hold (intersection-union)", min_length=1)
     seeds: list[int] = doc(..., "the run seeds the verdict uses: each must have a run of the arm and of every "
                            "control, else the verdict is 'not run'", min_length=1)
-    min_seeds: int = doc(MIN_SEEDS, "the fewest seeds a verdict rests on: a claim with fewer seeds listed is "
+    min_seeds: int = doc(..., "the fewest seeds a verdict rests on: a claim with fewer seeds listed is "
                          "'insufficient' (its tests printed, never holds)", ge=MIN_SEEDS)
-    alpha: float = doc(0.05, "the claim's level (before Holm within its family)", gt=0, lt=0.5)
+    alpha: float = doc(..., "the claim's level (before Holm within its family)", gt=0, lt=0.5)
     sidedness: Literal["two-sided", "one-sided"] = doc(
-        "two-sided", "two-sided: a test passes when the (1 − α) interval clears the null; one-sided: the (1 − 2α) "
+        ..., "two-sided: a test passes when the (1 − α) interval clears the null; one-sided: the (1 − 2α) "
         "interval, so the one bound that decides is at level α")
     family: str = doc(..., "multiplicity family: Holm's step-down over the claims that share it")
-    withhold_pool: bool | None = doc(None, "true: every run of the claim (arm and controls, each plan seed) must have "
+    withhold_pool: bool | None = doc(..., "true: every run of the claim (arm and controls, each plan seed) must have "
                                      "trained on no pool row of the plan's heldout_modes (params vact.withhold_pool, "
                                      "recorded as `withheld` in runs/train/RUN/config.json); false: on every mode's "
                                      "rows; a run recording otherwise, or nothing, makes the claim `undecided`. "
                                      "null: not checked")
-    headroom: float = doc(0.0, "the deploy hack rate the arm none must reach (mean over the plan seeds and the "
+    headroom: float = doc(..., "the deploy hack rate the arm none must reach (mean over the plan seeds and the "
                           "problems of the claim's hack test against none, e.g. the held-out modes') for the claim "
                           "to be decided: below it there is no hacking to lower, and the claim is `undecided`",
                           ge=0, lt=1)
@@ -200,18 +209,19 @@ class Claim(Block):
 
 class Band(Block):
     statistic: Literal["separation", "width_ratio"] = doc(
-        "separation", "what a band test compares (analysis.bands): separation, the distance between the pairs' hack and "
+        ..., "what a band test compares (analysis.bands): separation, the distance between the pairs' hack and "
         "clean mean scores over the step's student width (seed 002's upper − lower); width_ratio, the student width "
         "over the pairs' width")
-    q_lo: float = doc(0.25, "lower quantile of the widths (the q_lo..q_hi quantile width)", ge=0, le=1)
-    q_hi: float = doc(0.75, "upper quantile of the widths", ge=0, le=1)
+    q_lo: float = doc(..., "lower quantile of the widths (the q_lo..q_hi quantile width)", ge=0, le=1)
+    q_hi: float = doc(..., "upper quantile of the widths", ge=0, le=1)
     units: Literal["steps", "pairs"] = doc(
-        "steps", "what a band test's bootstrap resamples with the seeds (crossed): steps, the per-step band (the pairs' "
+        ..., "what a band test's bootstrap resamples with the seeds (crossed): steps, the per-step band (the pairs' "
         "gap is the same number at every step of a run, so the steps repeat it); pairs, each contrast pair's "
         "held-out gap over the run's mean student width (analysis.bands.pair_bands; separation only)")
-    min_effect: float = doc(0.0, "the pre-registered smallest band difference that counts: a band test `higher` passes "
-                            "when its interval's lower end is above it (`lower`: upper end below −it), not above 0",
-                            ge=0)
+    min_effect: float = doc(..., "the pre-registered smallest band difference that counts: a band test `higher` passes "
+                            "when its interval's lower end is above it (`lower`: upper end below −it), not above 0; "
+                            "its floor: metrics/vact haar_floor (the Haar directions' |band| q95, in the pairs' units: "
+                            "over width_ratio in these)", ge=0)
 
     @model_validator(mode="after")
     def _ordered(self):
@@ -223,15 +233,15 @@ class Band(Block):
 
 
 class Bootstrap(Block):
-    resamples: int = doc(2000, "resamples of the hierarchical bootstrap (stats.hierarchical_bootstrap)", ge=100)
-    seed: int = doc(0, "the resamples' Generator seed", ge=0)
+    resamples: int = doc(..., "resamples of the hierarchical bootstrap (stats.hierarchical_bootstrap)", ge=100)
+    seed: int = doc(..., "the resamples' Generator seed", ge=0)
     interval: Literal["percentile_seed_widened"] = doc(
-        "percentile_seed_widened", "the interval: the two-way percentile bootstrap over seeds and units, its seeds' "
+        ..., "the interval: the two-way percentile bootstrap over seeds and units, its seeds' "
         "share widened by the few-seeds factor (stats.hierarchical_bootstrap; the only kind implemented)")
 
 
 class Plan(Block):
-    band: Band = doc(Band(), "the score band along each run's gate direction, per training step (C3 and A2's band "
+    band: Band = doc(..., "the score band along each run's gate direction, per training step (C3 and A2's band "
                      "table; analysis.bands)")
     bootstrap: Bootstrap = doc(..., "how every test's interval is made")
     heldout_modes: list[str] = doc(..., "the modes held out of the held-out arms' pairs (params vact.heldout_modes "
@@ -319,7 +329,8 @@ def load(path: str | Path = PLAN) -> Plan:
 
 @dataclasses.dataclass(frozen=True)
 class PlanId:
-    """Which plan decided: its file, the sha256 of its bytes and the commit that last changed it."""
+    """Which plan decided: its file, the sha256 of its canonical content (config.content_sha256, the hash train
+    records in each run's config.json) and the commit that last changed it."""
     path: str
     sha256: str
     commit: str  # `git log -1 --format=%h -- PATH`; "uncommitted" when the file differs from it or git is absent
@@ -327,7 +338,7 @@ class PlanId:
 
 def identify(path: str | Path = PLAN) -> PlanId:
     path = Path(path)
-    return PlanId(str(path), hashlib.sha256(path.read_bytes()).hexdigest(), last_commit(path))
+    return PlanId(str(path), content_sha256(path), last_commit(path))
 
 
 def last_commit(path: Path) -> str:

@@ -87,6 +87,29 @@ def separation(h_hack, h_clean, direction: Direction) -> float:
     return float((score(h_hack, direction) > score(h_clean, direction)).float().mean())
 
 
+def loo_scores(h_hack, h_clean) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each pair's (hack, clean) scores along the mean difference refitted without it, [n] each: the pairs'
+    held-out scores along a fitted direction (a direction fitted to a pair would separate it whatever it reads)."""
+    n = next(iter(h_hack.values())).shape[0]
+    one = lambda h, i: {m: t[i:i + 1] for m, t in h.items()}  # noqa: E731
+    fits = [mean_difference(h_hack, h_clean, [j for j in range(n) if j != i]) for i in range(n)]
+    return (torch.cat([score(one(h_hack, i), v) for i, v in enumerate(fits)]),
+            torch.cat([score(one(h_clean, i), v) for i, v in enumerate(fits)]))
+
+
+BAND_Q = (0.25, 0.75)  # the pairs' width: their pooled scores' interquartile width (the default plan's band.q_lo, q_hi)
+
+
+def pair_units_band(hack_scores: torch.Tensor, clean_scores: torch.Tensor) -> float:
+    """The pairs' band in their own units: (mean hack − mean clean score) over the BAND_Q width of the pooled scores.
+    Signed (−v gives −band). The plan's band (analysis.bands) divides the same gap by a step's student width instead,
+    so band_plan = band_pairs / width_ratio (student width / pair width, A2's band table beside it)."""
+    pooled = torch.cat([hack_scores, clean_scores]).double()
+    lo, hi = (float(torch.quantile(pooled, q)) for q in BAND_Q)
+    gap = float(hack_scores.double().mean() - clean_scores.double().mean())
+    return gap / max(hi - lo, 1e-12)
+
+
 def loo_separation(h_hack, h_clean) -> float:
     """Leave-one-out: v_act from the other pairs, judged on the held-out pair."""
     n = next(iter(h_hack.values())).shape[0]

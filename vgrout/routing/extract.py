@@ -12,12 +12,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import torch
+
 from vgrout.engine.adapter import Lora2r
 from vgrout.engine.rollout import encode
 from vgrout.io import InputError
 from vgrout.layout import Layout
-from vgrout.routing.directions import (SPACES, Direction, haar_direction, loo_separation, mean_difference,
-                                       save_direction, score, separation)
+from vgrout.routing.directions import (SPACES, Direction, haar_direction, loo_scores, loo_separation,
+                                       mean_difference, pair_units_band, save_direction, score, separation)
 from vgrout.routing.features import features
 
 
@@ -41,7 +43,7 @@ def _messages(prompt: str, system: str | None) -> list[dict]:
 
 
 def extract(lora: Lora2r, tokenizer, pairs, system: str | None = None,
-            random_seed: int | None = None, n_haar: int = 20,
+            random_seed: int | None = None, n_haar: int = 0,
             progress: bool = True, *, budget: int, batch_size: int, frozen: bool = True,
             fast: bool = False, space: str = "act") -> tuple[Direction, dict]:
     """v_act (space act) or v_grad (space grad) from the pairs (or a Haar-random direction if
@@ -54,16 +56,27 @@ def extract(lora: Lora2r, tokenizer, pairs, system: str | None = None,
     return fit(h_hack, h_clean, pairs, random_seed, n_haar, space)
 
 
-def fit(h_hack, h_clean, pairs, random_seed: int | None = None, n_haar: int = 20,
+def fit(h_hack, h_clean, pairs, random_seed: int | None = None, n_haar: int = 0,
         space: str = "act") -> tuple[Direction, dict]:
     """The direction from the pairs' features (hack and clean sides, row i = pairs[i]), or a Haar-random
     direction if random_seed is set (the random-direction experiment), and its diagnostics: each pair's
     scores, separation, leave-one-out separation, Haar directions' separation, the per-module norms
-    before normalising."""
+    before normalising. n_haar: the stage passes vact.n_haar (its one default, in config); 0 logs no Haar floor."""
     raw_norms = {m: float((h_hack[m] - h_clean[m]).mean(0).norm()) for m in h_hack}
     v_act = mean_difference(h_hack, h_clean)
     direction = v_act if random_seed is None else haar_direction(v_act, random_seed)
-    haar_seps = [separation(h_hack, h_clean, haar_direction(v_act, 10_000 + k)) for k in range(n_haar)]
+    haar = [haar_direction(v_act, HAAR_SEED + k) for k in range(n_haar)]
+    haar_seps = [separation(h_hack, h_clean, h) for h in haar]
+    # the Haar floor of the band: the pairs' band along directions that read nothing (a Haar direction saw no pair, so
+    # its scores are already held out), so a plan can set band.min_effect above what chance gives
+    haar_bands = [abs(pair_units_band(score(h_hack, h), score(h_clean, h))) for h in haar]
+    # the direction's own band on held-out scores: a fitted direction scores each pair along its refit without it
+    if random_seed is None and len(pairs) >= 2:
+        heldout_band = pair_units_band(*loo_scores(h_hack, h_clean))
+    elif random_seed is not None:
+        heldout_band = pair_units_band(score(h_hack, direction), score(h_clean, direction))
+    else:
+        heldout_band = float("nan")  # one pair: nothing to hold out
     diagnostics = {
         "kind": SPACES[space] if random_seed is None else "haar",
         "random_seed": random_seed,
@@ -78,9 +91,25 @@ def fit(h_hack, h_clean, pairs, random_seed: int | None = None, n_haar: int = 20
         "loo_separation": loo_separation(h_hack, h_clean),
         "haar_separation": {"n": n_haar, "mean": sum(haar_seps) / max(n_haar, 1),
                             "max": max(haar_seps, default=float("nan"))},
+        # band.min_effect's floor (analysis.yaml): the direction's held-out band in the pairs' units (directions.
+        # pair_units_band; the plan's band is this over width_ratio) beside the quantiles over the Haar directions of
+        # |band| and of separation (the share of pairs ordered hack > clean; 0.5 is chance)
+        "heldout_band": heldout_band,
+        "haar_floor": {"n": n_haar, "seeds": [HAAR_SEED, HAAR_SEED + n_haar - 1] if n_haar else [],
+                       "abs_band": _quantiles(haar_bands), "separation": _quantiles(haar_seps)},
         "module_norms": raw_norms,  # norm of the mean paired difference before normalising
     }
     return direction, diagnostics
+
+
+HAAR_SEED = 10_000  # the diagnostic Haar directions' seeds: HAAR_SEED + k, k < vact.n_haar
+FLOOR_Q = (0.5, 0.95)  # the Haar floor's quantiles: q50 (chance's typical band), q95 (what a floor should clear)
+
+
+def _quantiles(values: list[float]) -> dict[str, float | None]:
+    """{q50, q95} of the values (FLOOR_Q), None where there are none."""
+    t = torch.tensor(values, dtype=torch.float64)
+    return {f"q{round(100 * q)}": float(torch.quantile(t, q)) if len(values) else None for q in FLOOR_Q}
 
 
 PAIR_FEATURES = "{name}_pair_features.safetensors"  # in runs/vact/SEED: keys hack.MODULE, clean.MODULE: [pairs, r]

@@ -98,6 +98,11 @@ class TrainRun:
     # loophole modes whose pool rows this run never trains on (vact.withhold_pool: every arm of the run set
     # alike, set by train_run); a list, as the fingerprint reads back from config.json
     withheld: list[str] = dataclasses.field(default_factory=list)
+    # the analysis plan this run is made under (config.content_sha256 of analysis.yaml; None where there is none):
+    # in the fingerprint, so config.json records it and a run resumed under another plan starts over. train does
+    # not depend on the plan (a plan changed after the runs must not re-run them, and so launder them): the
+    # aggregate compares this with the plan it decides by and calls a claim on a mismatch exploratory
+    plan_sha256: str | None = None
     stale_root: str = "runs/stale"  # where checkpoints of another config are set aside
     device: str | None = None
     stop_after: int | None = None  # stop (as if killed) after this many steps; for resume tests
@@ -153,7 +158,8 @@ def train_run(params, arm: str, seed: int, layout: Layout = Layout()) -> TrainRu
                     log_path=str(layout.run_metrics(run) / "steps.jsonl"), live_dir=str(layout.run_live(run)),
                     stale_root=str(layout.stale_root),
                     yoke_log=str(layout.run_metrics(run_name(to, seed)) / "steps.jsonl") if to else None,
-                    name=arm if to or arms.draw(arm) else None, withheld=withheld)
+                    name=arm if to or arms.draw(arm) else None, withheld=withheld,
+                    plan_sha256=config.content_sha256(layout.plan) if layout.plan.exists() else None)
 
 
 def train_stage(params, arm: str, seed: int) -> Path:
