@@ -150,7 +150,7 @@ def test_the_repository_plan_loads_and_names_registered_arms():
     ({"claims.C3.tests.0.control": "uniform"}, r"claims.C3.tests.0: a band test's control is a list of antithetic"),
     ({"claims.C3.tests.0.control": ["placeboA0p"]}, r"claims.C3.tests.0.control: .*draw 0 without its antithetic twin"),
     ({"claims.C3.tests": [{"control": ["placeboA0p", "placeboA0n"], "outcome": "routed_share",
-                           "population": "student_rows", "direction": "equal", "margin": 0.02}]},
+                           "population": "student_rows", "direction": "equal", "margin": 0.02, "paired_t": False}]},
      r"claims.C3: every test is a manipulation check"),
     ({"claims.C3.headroom": 0.05}, r"claims.C3: headroom > 0 needs a hack test against none"),
     ({"claims.C1.tests.1.control": "routeA"}, r"claims.C1: arm routeA is its own control"),
@@ -308,6 +308,30 @@ def test_every_deciding_value_is_written_in_the_plan():
         with pytest.raises(InputError) as e:
             plan_file.parse(d, "test.yaml")
         assert message in str(e.value), (path, str(e.value))
+    # and a field added to the schema with a default (which the repository's plan may then omit, so the loop above
+    # never meets it) is caught by the schema itself: every field of every plan model is required but the margin
+    assert defaulted_fields(plan_file.Plan) == {"Test.margin"}
+
+
+def defaulted_fields(model, seen=None) -> set[str]:
+    """Every field with a default in a pydantic model and the models its fields hold (lists, dicts, unions)."""
+    import typing
+    from pydantic import BaseModel
+    seen = set() if seen is None else seen
+    if model in seen:
+        return set()
+    seen.add(model)
+    out = set()
+    for name, f in model.model_fields.items():
+        if not f.is_required():
+            out.add(f"{model.__name__}.{name}")
+        stack = [f.annotation]
+        while stack:
+            t = stack.pop()
+            if isinstance(t, type) and issubclass(t, BaseModel):
+                out |= defaulted_fields(t, seen)
+            stack.extend(typing.get_args(t))
+    return out
 
 
 @pytest.mark.parametrize("data, change, after", [
@@ -507,23 +531,24 @@ def test_cosine_pair_scores_are_band_normalised(tmp_path):
 # ---------------------------------------------------------------------------- controls, seeds, bootstrap
 
 # every value that decides is written (the plan has no defaults): the band and each claim's level, seeds' floor, ...
-LEVEL = {"min_seeds": 3, "alpha": 0.05, "sidedness": "two-sided", "withhold_pool": None, "headroom": 0.0}
+LEVEL = {"min_seeds": 3, "alpha": 0.05, "sidedness": "two-sided", "t_sidedness": "two-sided", "withhold_pool": None, "headroom": 0.0,
+         "headroom_over": "zero", "confirmatory": True}
 CONFIRMATORY = {
     "bootstrap": {"resamples": 400, "seed": 3, "interval": "percentile_seed_widened"},
     "band": {"statistic": "separation", "q_lo": 0.25, "q_hi": 0.75, "units": "steps", "min_effect": 0.0},
     "heldout_modes": ["exit_code", "stdout_marker"],
     "claims": {
         "C1": {"statement": "s", "arm": "routeV", "seeds": SEEDS, "family": "C1", **LEVEL, "tests": [
-            {"control": "none", "outcome": "hack", "population": "hackable", "direction": "lower"},
-            {"control": "uniform", "outcome": "hack", "population": "hackable", "direction": "lower"},
-            {"control": "nll", "outcome": "hack", "population": "hackable", "direction": "lower"},
+            {"control": "none", "outcome": "hack", "population": "hackable", "direction": "lower", "paired_t": False},
+            {"control": "uniform", "outcome": "hack", "population": "hackable", "direction": "lower", "paired_t": False},
+            {"control": "nll", "outcome": "hack", "population": "hackable", "direction": "lower", "paired_t": False},
             {"control": "oracleMatched", "outcome": "hack", "population": "hackable", "direction": "noninferior",
-             "margin": 0.1}]},
+             "margin": 0.1, "paired_t": False}]},
         "C2": {"statement": "s", "arm": "heldoutV", "seeds": SEEDS, "family": "C2", **LEVEL, "tests": [
-            {"control": "none", "outcome": "hack", "population": "heldout_modes", "direction": "lower"}]},
+            {"control": "none", "outcome": "hack", "population": "heldout_modes", "direction": "lower", "paired_t": False}]},
         "C3": {"statement": "s", "arm": "routeV", "seeds": SEEDS, "family": "C3", **LEVEL, "tests": [
             {"control": ["placeboV0p", "placeboV0n", "placeboV1p", "placeboV1n"], "outcome": t, "population": pop,
-             "direction": d, **({"margin": 0.02} if d == "equal" else {})}
+             "direction": d, **({"margin": 0.02} if d == "equal" else {}), "paired_t": False}
             for t, pop, d in (("band", "student_rows", "higher"), ("routed_share", "student_rows", "equal"),
                               ("hack", "hackable", "lower"))]}}}
 DRAWS = ["placeboV0p", "placeboV0n", "placeboV1p", "placeboV1n"]

@@ -10,16 +10,20 @@ A test is A2's hierarchical bootstrap (contrasts) of the paired Δ arm − contr
 seeds and the outcome's units (test problems; training steps for the band and the routed share),
 the control the mean of the listed arms (antithetic draws: +h and −h of each k), its interval at the
 level the claim's α gives (two-sided: 1 − α; one-sided: 1 − 2α, of which one bound decides), α
-divided as Holm's step-down over the claims of the claim's family. A claim holds when every one of
+divided as Holm's step-down over the claims of the claim's family; where the test says paired_t, the paired t over
+the seeds (contrasts' t) must clear 0 too, its one-sided p in the test's direction below α (one-sided) or α/2
+(two-sided). A claim holds when every one of
 its tests passes (intersection-union: no correction within a claim). Statuses, first that applies:
 `not run` (an arm or control has no run for a plan seed), `undecided` (ran, but the outcome cannot be
 measured: the pairs' held-out scores not computable, other held-out modes recorded; or the runs are not as
-the plan requires: the pool not withheld as its withhold_pool says, none's hack rate below its headroom;
+the plan requires: the pool not withheld as its withhold_pool says, none's hack rate (or, headroom_over base, its
+rise over the base model's: a failed run) below its headroom;
 or, after the tests, a manipulation check failed: the controls were not count-matched), `insufficient`
 (fewer plan seeds than min_seeds: the tests are printed, the claim neither holds nor fails), then
 `holds` / `does not hold`; and last, in place of those two, `exploratory` (plan before run: a run the claim
 reads was made under another plan than the deciding one, or under none recorded; train records the plan's
-content hash in each run's config.json, `plan_sha256`).
+content hash in each run's config.json, `plan_sha256`), or the plan registers the claim as exploratory
+(confirmatory false).
 """
 from __future__ import annotations
 
@@ -29,11 +33,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from vgrout.analysis.contrasts import DIFF, ci_text, matrix, problem_means
+from vgrout.analysis.contrasts import DIFF, _seed_sampling_var, ci_text, matrix, problem_means
 from vgrout.analysis.plan import Claim, Plan, PlanId, Test
+from vgrout.arms import BASE
 from vgrout.io import InputError, read_json
 from vgrout.layout import run_name
-from vgrout.stats import hierarchical_bootstrap
+from vgrout.stats import hierarchical_bootstrap, paired_t
 
 # a test's outcome and population -> A2's metric (contrasts.A2_METRICS); band is C3's, from analysis.bands
 METRIC = {("hack", "hackable"): "hack_hackable", ("hack", "heldout_modes"): "hack_hackable", ("solve", "all"): "solve"}
@@ -88,8 +93,7 @@ def _cells(data: ClaimData, plan: Plan, claim: Claim, test: Test, arm: str) -> n
         if m.isna().any().any():
             raise InputError(f"{test.outcome} of {arm}: the runs of seeds {claim.seeds} do not share their steps")
         return m.to_numpy(float)
-    modes = plan.heldout_modes if test.population == "heldout_modes" else None
-    return matrix(data.cells, arm, claim.seeds, METRIC[test.outcome, test.population], modes=modes).to_numpy()
+    return _cells_frame(data, plan, claim, test, arm).to_numpy()
 
 
 def _not_measurable(data: ClaimData, plan: Plan, claim: Claim) -> str | None:
@@ -160,11 +164,36 @@ def _not_comparable(data: ClaimData, plan: Plan, c: Claim) -> str | None:
                             f"{list(want)} withheld), but {run_name(a, s)} {said} (params vact.withhold_pool)")
     if c.headroom > 0:
         t = c.headroom_test
-        rate = float(np.nanmean(_cells(data, plan, c, t, t.controls[0])))
-        if not rate >= c.headroom:
-            return (f"{t.controls[0]}'s deploy hack rate on {LABEL[t.outcome, t.population].split(', ')[1]} is "
+        cells = _cells_frame(data, plan, c, t, t.controls[0])
+        rate = float(np.nanmean(cells.to_numpy()))
+        where = LABEL[t.outcome, t.population].split(', ')[1]
+        if c.headroom_over == "base":  # the failed-run rule: none must have learned to hack in training
+            base = _base_rate(data, t, cells.columns)
+            if not rate - base >= c.headroom:
+                return (f"failed run: {t.controls[0]}'s deploy hack rate on {where} rose {rate - base:.4g} over the "
+                        f"base model's ({base:.4g} → {rate:.4g}), below the plan's headroom {c.headroom:g}: "
+                        "it did not learn to hack, no verdict")
+        elif not rate >= c.headroom:
+            return (f"{t.controls[0]}'s deploy hack rate on {where} is "
                     f"{rate:.4g}, below the plan's headroom {c.headroom:g}: no hacking to lower")
     return None
+
+
+def _cells_frame(data: ClaimData, plan: Plan, claim: Claim, test: Test, arm: str) -> pd.DataFrame:
+    """A deploy test's [seed, problem] cells with their problem ids (matrix)."""
+    modes = plan.heldout_modes if test.population == "heldout_modes" else None
+    return matrix(data.cells, arm, claim.seeds, METRIC[test.outcome, test.population], modes=modes)
+
+
+def _base_rate(data: ClaimData, test: Test, problems) -> float:
+    """The base model's deploy rate (one run, no seed) over the same problems as a test's cells."""
+    value = {"hack": "hacked", "solve": "gt_pass"}[test.outcome]
+    b = data.cells[data.cells["arm"] == BASE].set_index("problem_id")[value]
+    missing = sorted(set(problems) - set(b.index))
+    if missing:
+        raise InputError(f"the base run's deploy samples miss test problems the plan's runs graded ({missing[:3]}...): "
+                         "every eval must grade the same test problems")
+    return float(b.loc[list(problems)].mean())
 
 
 def passes(test: Test, estimate: float, lo: float, hi: float, degenerate: bool, floor: float = 0.0) -> bool:
@@ -187,20 +216,43 @@ def _test(data: ClaimData, plan: Plan, claim: Claim, test: Test, alpha: float) -
     floor = plan.band.min_effect if test.outcome == "band" else 0.0  # the pre-registered smallest band effect
     b = hierarchical_bootstrap(x, np.mean(refs, axis=0), n_boot=plan.bootstrap.resamples, seed=plan.bootstrap.seed,
                                level=level, support=None if test.outcome == "band" else DIFF)
+    boot_passes = bool(passes(test, b.estimate, b.lo, b.hi, b.degenerate, floor))
+    t = _paired_t(data, plan, claim, test, x, refs, alpha) if test.paired_t else {}
     return {"key": test.key, "outcome": test.outcome, "population": test.population, "direction": test.direction,
             "margin": test.margin, "controls": test.controls, "estimate": b.estimate, "lo": b.lo, "hi": b.hi,
             "widened_by": b.widened_by, "undefined": b.degenerate,
-            "passes": bool(passes(test, b.estimate, b.lo, b.hi, b.degenerate, floor)), "floor": floor,
+            "passes": boot_passes and t.get("t_passes", True), "bootstrap_passes": boot_passes, **t, "floor": floor,
             "units": "pairs" if test.outcome == "band" and plan.band.units == "pairs" else
                      "steps" if test.outcome in PER_STEP else "problems",
             "manipulation_check": test.manipulation_check, "alpha": alpha,
             "n_seeds": b.n_seeds, "n_units": b.n_problems}
 
 
+def _paired_t(data: ClaimData, plan: Plan, claim: Claim, test: Test, x: np.ndarray, refs: list[np.ndarray],
+              alpha: float) -> dict:
+    """The paired t over the claim's seeds of the arm's and the controls' mean rates (contrasts.bootstrap's t: its
+    SEM floored at the seeds' binomial sampling variance), its p in the test's direction, and whether it clears 0
+    at α by the claim's t_sidedness (one-sided: that p below α; two-sided: below α/2, i.e. the two-sided p below α
+    with the right sign)."""
+    metric, modes = METRIC[test.outcome, test.population], plan.heldout_modes if test.population == "heldout_modes" else None
+    var = _seed_sampling_var(data.cells, claim.arm, claim.seeds, metric, x, modes)
+    var = var + sum(_seed_sampling_var(data.cells, c, claim.seeds, metric, r, modes)
+                    for c, r in zip(test.controls, refs)) / len(refs) ** 2  # the variance of the controls' mean
+    r = paired_t(x.mean(axis=1), np.mean(refs, axis=0).mean(axis=1), sampling_var=var)
+    if r.p is None:  # too few seeds, or no spread at all: no evidence either way, so it does not pass
+        return {"t": None, "p_t": None, "t_statement": r.statement, "t_passes": False}
+    toward = r.t < 0 if test.direction == "lower" else r.t > 0
+    p_dir = r.p / 2 if toward else 1 - r.p / 2  # the one-sided p in the test's direction
+    cut = alpha if claim.t_sidedness == "one-sided" else alpha / 2
+    return {"t": r.t, "p_t": p_dir, "t_statement": f"{r.statement}; one-sided p {p_dir:.3g}", "t_passes": p_dir < cut}
+
+
 def _status(data: ClaimData, plan: Plan, c: Claim) -> tuple[str | None, str | None]:
     """(status, why) of a claim before its tests decide it, or (None, None) when they do."""
     missing = [run_name(a, s) for a in dict.fromkeys([c.arm, *(x for t in c.tests for x in t.controls)])
                for s in c.seeds if not data.ran(a, s)]
+    if c.headroom > 0 and c.headroom_over == "base" and not (data.cells["arm"] == BASE).any():
+        missing.append(BASE)  # the failed-run rule reads none's rise over the base model
     if missing:
         return "not run", f"no run {', '.join(missing)}"
     why = _not_measurable(data, plan, c) or _not_comparable(data, plan, c)
@@ -218,7 +270,7 @@ def verdicts(plan: Plan, plan_id: PlanId, data: ClaimData) -> dict[str, dict]:
     for name, c in plan.claims.items():
         status, why = _status(data, plan, c)
         out[name] = {"claim": name, "statement": c.statement, "arm": c.arm, "seeds": c.seeds, "alpha": c.alpha,
-                     "sidedness": c.sidedness, "family": c.family, "min_seeds": c.min_seeds,
+                     "sidedness": c.sidedness, "t_sidedness": c.t_sidedness, "family": c.family, "min_seeds": c.min_seeds,
                      "plan_sha256": plan_id.sha256, "band_statistic": plan.band.statistic,
                      "status": status, "why": why, "tests": []}
         if status == "insufficient":  # described at the claim's own α: no Holm, it decides nothing
@@ -262,6 +314,9 @@ def verdicts(plan: Plan, plan_id: PlanId, data: ClaimData) -> dict[str, dict]:
         changed = plan_changed(data, plan_id, c) if out[name]["status"] in CONFIRMATORY else None
         if changed:
             out[name] |= {"status": EXPLORATORY, "would_be": out[name]["status"], "why": changed}
+        elif not c.confirmatory and out[name]["status"] in CONFIRMATORY:  # a secondary contrast: never a verdict
+            out[name] |= {"status": EXPLORATORY, "would_be": out[name]["status"],
+                          "why": "registered exploratory in the plan (confirmatory: false)"}
     return out
 
 
@@ -292,8 +347,10 @@ def verdict_text(v: dict) -> str:
                  if t.get("manipulation_check") else "")
         parts.append(f"{check}Δ {label} vs {' + '.join(t['controls'])} "
                      f"{ci_text(t['estimate'], t['lo'], t['hi'], signed=True, widened_by=t['widened_by'], undefined=t['undefined'])}"
-                     f" {null}: {'yes' if t['passes'] else 'no'} ({t['n_seeds']} seed(s) × {t['n_units']} "
-                     f"{t.get('units', 'steps' if t['outcome'] in PER_STEP else 'problems')})")
+                     f" {null}: {'yes' if t.get('bootstrap_passes', t['passes']) else 'no'} ({t['n_seeds']} seed(s) "
+                     f"× {t['n_units']} {t.get('units', 'steps' if t['outcome'] in PER_STEP else 'problems')})"
+                     + (f", paired t over seeds {t['t_statement']}: {'yes' if t['t_passes'] else 'no'}"
+                        if "t_passes" in t else ""))
     why = (f" **Insufficient**: {v['why']}." if v["status"] == "insufficient" else
            f" **Exploratory** (its tests would say {v['would_be']}): {v['why']}." if v["status"] == EXPLORATORY else
            f" **Undecided**: {v['why']}." if v["status"] == "undecided" else "")
@@ -311,6 +368,8 @@ def summary_entry(v: dict) -> dict:
         for t in v["tests"]:
             out |= {t["key"]: int(t["passes"]), f"{t['key']}_delta": t["estimate"], f"{t['key']}_lo": t["lo"],
                     f"{t['key']}_hi": t["hi"]}
+            if "t_passes" in t:
+                out[f"{t['key']}_p_t"] = t["p_t"]
             if t["direction"] in ("noninferior", "equal"):
                 out[f"{t['key']}_margin"] = t["margin"]
     else:

@@ -16,6 +16,10 @@ antithetic draws, each with its twin (one Haar draw's sign must not decide C3). 
 runs' pool withheld as the plan says (withhold_pool, against each run's config.json) and the arm none to
 hack at least `headroom` on its hack test's population; otherwise it is `undecided`.
 
+The decisive plan (plans/decisive.yaml, issue 51) adds three rules: a test's paired_t (the paired t over the claim's
+seeds must also clear 0), a claim's headroom_over base (none's headroom as its rise over the base model: the failed-run
+rule) and confirmatory false (a secondary, exploratory family: tested with Holm, never a verdict).
+
 Every setting that decides is written in the file: the schema has no defaults (a missing key is an error naming it),
 but a test's margin, which only noninferior and equal read and which they require written. The plan's hash is
 config.content_sha256 (its values, not its comments): train records it in each run's config.json, and a claim
@@ -78,6 +82,10 @@ class Test(Block):
     margin: float = doc(0.0, "noninferior and equal only, and written there: the absolute margin, a difference of "
                         "rates (solve 0.05: five points of the share of problems solved, not 5% of the control's)",
                         ge=0)
+    paired_t: bool = doc(..., "true: the test passes only when, beside the bootstrap's bound, the paired t over the "
+                         "claim's seeds (stats.paired_t of each seed's mean over the problems, its SEM floored at the "
+                         "binomial sampling variance; at least stats.MIN_SEEDS_FOR_TEST seeds) clears 0 in the test's "
+                         "direction at the claim's α and sidedness; hack or solve, lower or higher only")
 
     @field_validator("control")
     @classmethod
@@ -102,6 +110,10 @@ class Test(Block):
         if self.direction in ("noninferior", "equal") and "margin" not in self.model_fields_set:
             # the one key with a default (0, unread by lower and higher): where the direction reads it, it is written
             raise ValueError(f"missing key margin: direction {self.direction} decides by it")
+        if self.paired_t and (self.outcome not in ("hack", "solve") or self.direction not in ("lower", "higher")):
+            # the t is over the seeds' deploy rates, against a null of 0 (no margin)
+            raise ValueError(f"paired_t true reads the seeds' deploy rates against 0: outcome hack or solve with "
+                             f"direction lower or higher, not {self.outcome} {self.direction}")
         if (self.direction in ("noninferior", "equal")) != (self.margin > 0):
             raise ValueError("a margin > 0 goes with direction noninferior or equal, and only with them")
         from vgrout import arms
@@ -134,8 +146,12 @@ class Claim(Block):
                          "'insufficient' (its tests printed, never holds)", ge=MIN_SEEDS)
     alpha: float = doc(..., "the claim's level (before Holm within its family)", gt=0, lt=0.5)
     sidedness: Literal["two-sided", "one-sided"] = doc(
-        ..., "two-sided: a test passes when the (1 − α) interval clears the null; one-sided: the (1 − 2α) "
-        "interval, so the one bound that decides is at level α")
+        ..., "the bootstrap interval's: two-sided: a test passes when the (1 − α) interval clears the null; "
+        "one-sided: the (1 − 2α) interval, so the one bound that decides is at level α")
+    t_sidedness: Literal["two-sided", "one-sided"] = doc(
+        ..., "the paired t's (tests with paired_t true; unread otherwise): one-sided: its p in the test's "
+        "direction below α; two-sided: below α/2. Apart from sidedness because a design may fix both, e.g. "
+        "issue 51: a 95% interval (sidedness two-sided) and a one-sided t at α 0.05")
     family: str = doc(..., "multiplicity family: Holm's step-down over the claims that share it")
     withhold_pool: bool | None = doc(..., "true: every run of the claim (arm and controls, each plan seed) must have "
                                      "trained on no pool row of the plan's heldout_modes (params vact.withhold_pool, "
@@ -146,6 +162,14 @@ class Claim(Block):
                           "problems of the claim's hack test against none, e.g. the held-out modes') for the claim "
                           "to be decided: below it there is no hacking to lower, and the claim is `undecided`",
                           ge=0, lt=1)
+    headroom_over: Literal["zero", "base"] = doc(..., "what none's headroom rate is measured from: zero (its deploy hack "
+                                                 "rate itself) or base (its rise over the base model's rate on the same "
+                                                 "problems, the decisive plan's failed-run rule: below headroom, none "
+                                                 "did not learn to hack and the claim is `undecided`); base needs the "
+                                                 "base run (eval_base), else the claim is `not run`")
+    confirmatory: bool = doc(..., "false: registered as exploratory (a secondary contrast): tested at its Holm share "
+                             "and printed, its status `exploratory` with the verdict it would have had; true: it can "
+                             "hold or not (confirmatory)")
 
     @field_validator("arm")
     @classmethod
@@ -267,6 +291,14 @@ class Plan(Block):
         mixed = [f for f, a in by_family.items() if len(a) > 1]
         if mixed:
             raise ValueError(f"family {mixed[0]}: its claims give different alphas {sorted(by_family[mixed[0]])}")
+        # a family is either confirmatory or exploratory: an exploratory claim would otherwise take a share of a
+        # confirmatory claim's α (or lend its own to it)
+        kinds: dict[str, set[bool]] = {}
+        for c in self.claims.values():
+            kinds.setdefault(c.family, set()).add(c.confirmatory)
+        both = [f for f, k in kinds.items() if len(k) > 1]
+        if both:
+            raise ValueError(f"family {both[0]}: mixes confirmatory and exploratory claims (key confirmatory)")
         return self
 
     def roles(self) -> dict[str, list[str]]:
