@@ -222,6 +222,50 @@ def _draw(hacked: np.ndarray, n: int, seed: int) -> np.ndarray:
     return np.sort(chosen)
 
 
+@app.command()
+def own(rollouts: Path, out: Path, acts: Path = typer.Option(None, help="the run's rollout_acts.safetensors (for the Haar null)"),
+        n_null: int = typer.Option(1000, help="Haar directions / within-prompt label shuffles"),
+        seed: int = typer.Option(0, help="seed of the nulls' draws")):
+    """The mechanism check on a run's own rollouts (after the fact; labels read as a measurement):
+    does the score the gate logged for each student row (arm `none`: v_act's dot product) rank the
+    student's hacks above its other rows on problems of a hackable mode? AUROC pooled and within
+    prompt groups (one problem at one step), against the group-preserving label shuffles
+    (analysis.diagnostics) and, given the run's rollout features, against Haar directions of the
+    same space (each scored on the features as the gate scores)."""
+    from vgrout.analysis import diagnostics as dg
+    rows = read_jsonl(rollouts)
+    use = np.array([r["source"] == "student" and r["mode"] in modes.hackable() for r in rows])
+    sel = [r for r, u in zip(rows, use) if u]
+    score_ = np.array([r["score"] for r in sel], dtype=float)
+    hacked = np.array([bool(r["hacked"]) for r in sel])
+    groups = np.array([f"{r['step']}:{r['problem_id']}" for r in sel])
+    report = {"rollouts": str(rollouts), "n_rows": len(sel), "n_hacked": int(hacked.sum()),
+              "hacked_by_mode": dict(Counter(r["mode"] for r in sel if r["hacked"]))}
+    if not 0 < hacked.sum() < hacked.size:
+        report["note"] = "one class only: no AUROC"
+    else:
+        real = stats.auroc(score_.tolist(), hacked.tolist())
+        within = dg.within_groups_auroc(score_, hacked, groups)
+        pooled_null, within_null = dg.label_permutation_null(score_, hacked, groups, n_null, seed)
+        report.update(auroc=real, p_label_shuffle=dg.perm_p(real, pooled_null), within=within,
+                      p_within_label_shuffle=(dg.perm_p(within["auroc"], within_null)
+                                              if within_null is not None else None))
+        if acts is not None:
+            loaded = dg.load_tensors(acts)
+            n_feat = {t.shape[0] for t in loaded.values()}
+            if n_feat != {len(rows)}:  # one feature row per rollout row, in the rollouts' order
+                raise typer.BadParameter(f"{acts}: {sorted(n_feat)} feature rows, {rollouts}: {len(rows)} rollouts")
+            feats = {m: t[torch.from_numpy(use)] for m, t in loaded.items()}
+            null = np.array([stats.auroc(dg.gate_scores(feats, haar_direction({m: t for m, t in feats.items()},
+                                                                              10_000 + i)).tolist(), hacked.tolist())
+                             for i in range(n_null)])
+            report.update(p_haar=dg.perm_p(real, null),
+                          haar_auroc_q05_50_95=[float(x) for x in np.quantile(null, [0.05, 0.5, 0.95])])
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_json(out, report)
+    print(json.dumps(report))
+
+
 def _messages(raw) -> list[dict]:
     """The recorded pool's `problem_messages`: a list, or its Python repr as the source wrote it."""
     if isinstance(raw, list):

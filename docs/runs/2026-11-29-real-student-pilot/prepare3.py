@@ -27,8 +27,8 @@ def ws(name, src, preset, edit, train_rows=None, test_rows=None):
     for sub in ("data/substrate", "data/pool", "runs/pairs"):
         if (src / sub).exists():
             shutil.rmtree(w / sub, ignore_errors=True); shutil.copytree(src / sub, w / sub)
-    if (src / "data/rh-s65-teacher-pool.jsonl.gz").exists():
-        shutil.copy(src / "data/rh-s65-teacher-pool.jsonl.gz", w / "data/")
+    # the recorded pool's source file (the gate offline reads its labels), from round 1's mix-0 workspace
+    shutil.copy(Path(os.environ["MIX0_WS"]) / "data/rh-s65-teacher-pool.jsonl.gz", w / "data/")
     shutil.copy(REC / "pilot.yaml", w / "presets/pilot.yaml")
     subprocess.run([sys.executable, "-m", "vgrout.cli", "preset", preset], cwd=w, check=True,
                    env={"PYTHONPATH": str(w), "PATH": "/usr/bin:/bin"})
