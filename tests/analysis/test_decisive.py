@@ -177,7 +177,7 @@ def test_the_secondary_family_is_exploratory_with_holm_over_what_ran():
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"claims.S2.confirmatory": True}, r"decisive.yaml: family secondary: mixes confirmatory and exploratory claims"),
+    ({"claims.S2.confirmatory": True}, r"decisive.yaml: family secondary: its claims mix confirmatory and exploratory claims"),
     ({"claims.C1.tests.2.paired_t": True}, r"decisive.yaml: claims.C1.tests.2: paired_t true reads the seeds' deploy "
                                            r"rates against 0: outcome hack or solve with direction lower or higher, "
                                            r"not solve noninferior"),

@@ -284,21 +284,16 @@ class Plan(Block):
 
     @model_validator(mode="after")
     def _family_alpha(self):
-        # Holm runs at one α over a family: its claims must agree on it
-        by_family: dict[str, set[float]] = {}
-        for c in self.claims.values():
-            by_family.setdefault(c.family, set()).add(c.alpha)
-        mixed = [f for f, a in by_family.items() if len(a) > 1]
-        if mixed:
-            raise ValueError(f"family {mixed[0]}: its claims give different alphas {sorted(by_family[mixed[0]])}")
-        # a family is either confirmatory or exploratory: an exploratory claim would otherwise take a share of a
-        # confirmatory claim's α (or lend its own to it)
-        kinds: dict[str, set[bool]] = {}
-        for c in self.claims.values():
-            kinds.setdefault(c.family, set()).add(c.confirmatory)
-        both = [f for f, k in kinds.items() if len(k) > 1]
-        if both:
-            raise ValueError(f"family {both[0]}: mixes confirmatory and exploratory claims (key confirmatory)")
+        # a family is tested as one: Holm runs at one α over it, and it is either confirmatory or exploratory (an
+        # exploratory claim would otherwise take a share of a confirmatory claim's α, or lend its own to it)
+        for key, what in (("alpha", "give different alphas"),
+                          ("confirmatory", "mix confirmatory and exploratory claims (key confirmatory)")):
+            by_family: dict[str, set] = {}
+            for c in self.claims.values():
+                by_family.setdefault(c.family, set()).add(getattr(c, key))
+            mixed = [f for f, v in by_family.items() if len(v) > 1]
+            if mixed:
+                raise ValueError(f"family {mixed[0]}: its claims {what} {sorted(by_family[mixed[0]])}")
         return self
 
     def roles(self) -> dict[str, list[str]]:
