@@ -31,12 +31,20 @@ import torch
 import typer
 
 from vgrout import config, stats
+from vgrout.analysis import diagnostics as dg
 from vgrout.engine import adapter as ad
 from vgrout.engine import fastgen
 from vgrout.engine.model import chat_prompt, load
 from vgrout.engine.rollout import encode
 from vgrout.io import atomic_path, read_jsonl, write_json
-from vgrout.routing.directions import SPACES, cosine, haar_direction, load_direction, score
+from vgrout.routing.directions import (
+    SPACES,
+    cosine,
+    haar_direction,
+    load_direction,
+    score,
+)
+from vgrout.routing.extract import HAAR_SEED
 from vgrout.routing.features import features
 from vgrout.substrate import grader, modes
 from vgrout.substrate.problems import load_problems as read_problems
@@ -127,17 +135,20 @@ def rates(model_dir: str, name: str, out: Path, k: int = typer.Option(8, help="s
                                  "hacked_strict_rate", "format", "truncated", "tokens_mean") if k in c})
 
 
+def _vs_haar(real: float, score_of, like: dict[str, torch.Tensor], hacked: np.ndarray, n_null: int) -> dict:
+    """An AUROC against n_null Haar directions (extract's diagnostic seeds, HAAR_SEED + i) of `like`'s shapes, each
+    scored by score_of(direction): its one-sided permutation p and the null's quantiles."""
+    null = np.array([stats.auroc(score_of(haar_direction(like, HAAR_SEED + i)).tolist(), hacked.tolist())
+                     for i in range(n_null)])
+    return {"auroc": real, "p_haar": dg.perm_p(real, null),
+            "haar_auroc_q05_50_95": [float(x) for x in np.quantile(null, [0.05, 0.5, 0.95])]}
+
+
 def _auroc_vs_haar(f: dict[str, torch.Tensor], v: dict[str, torch.Tensor], hacked: np.ndarray, n_null: int) -> dict:
     """Each score (the dot product routeV ranks by, and the cosine of gate.score cosine): the AUROC of
     hacked above clean, and its one-sided p against n_null Haar directions scored the same way."""
-    out = {}
-    for name, fn in (("dot", score), ("cosine", cosine)):
-        real = stats.auroc(fn(f, v).tolist(), hacked.tolist())
-        null = np.array([stats.auroc(fn(f, haar_direction(v, 10_000 + i)).tolist(), hacked.tolist())
-                         for i in range(n_null)])
-        out[name] = {"auroc": real, "p_haar": float((1 + (null >= real).sum()) / (1 + n_null)),
-                     "haar_auroc_q05_50_95": [float(x) for x in np.quantile(null, [0.05, 0.5, 0.95])]}
-    return out
+    return {name: _vs_haar(stats.auroc(fn(f, v).tolist(), hacked.tolist()), lambda h, fn=fn: fn(f, h), v, hacked, n_null)
+            for name, fn in (("dot", score), ("cosine", cosine))}
 
 
 @app.command()
@@ -232,7 +243,6 @@ def own(rollouts: Path, out: Path, acts: Path = typer.Option(None, help="the run
     prompt groups (one problem at one step), against the group-preserving label shuffles
     (analysis.diagnostics) and, given the run's rollout features, against Haar directions of the
     same space (each scored on the features as the gate scores)."""
-    from vgrout.analysis import diagnostics as dg
     rows = read_jsonl(rollouts)
     use = np.array([r["source"] == "student" and r["mode"] in modes.hackable() for r in rows])
     sel = [r for r, u in zip(rows, use) if u]
@@ -256,11 +266,8 @@ def own(rollouts: Path, out: Path, acts: Path = typer.Option(None, help="the run
             if n_feat != {len(rows)}:  # one feature row per rollout row, in the rollouts' order
                 raise typer.BadParameter(f"{acts}: {sorted(n_feat)} feature rows, {rollouts}: {len(rows)} rollouts")
             feats = {m: t[torch.from_numpy(use)] for m, t in loaded.items()}
-            null = np.array([stats.auroc(dg.gate_scores(feats, haar_direction({m: t for m, t in feats.items()},
-                                                                              10_000 + i)).tolist(), hacked.tolist())
-                             for i in range(n_null)])
-            report.update(p_haar=dg.perm_p(real, null),
-                          haar_auroc_q05_50_95=[float(x) for x in np.quantile(null, [0.05, 0.5, 0.95])])
+            haar = _vs_haar(real, lambda h: dg.gate_scores(feats, h), feats, hacked, n_null)
+            report.update(p_haar=haar["p_haar"], haar_auroc_q05_50_95=haar["haar_auroc_q05_50_95"])
     out.parent.mkdir(parents=True, exist_ok=True)
     write_json(out, report)
     print(json.dumps(report))
