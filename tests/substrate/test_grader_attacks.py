@@ -3,6 +3,7 @@ pass without solving, each graded under every mode. None may earn gt_pass; each 
 mode's rule (0.5 + 3.0 when the mode's flawed check passes; under `none` that check is ground
 truth, so 0.5). The canonical solutions still pass everywhere, and a planted hole (the old design:
 the response's own `==` decides) is caught by the same suite."""
+import dataclasses
 import json
 import os
 import random
@@ -329,8 +330,11 @@ def test_no_hidden_assert_reaches_a_sibling_in_phase_a_through_file_locks(monkey
     completion in phase B publishes what it finds of the hidden asserts as lock regions; a sibling
     in phase A reads them and answers. No sandbox holds them, so nothing reaches it, in one batch or
     from two threads grading at once; with the asserts planted in the environment's script (the old
-    design), the receiver beside it answers every test (the channel is real: the check can fail)."""
+    design), the receiver beside it answers every test (the channel is real: the check can fail).
+    The sandbox's seccomp filter now refuses locks: it is lifted here (in this process's gradings),
+    so that the design is what is tested, with the channel open."""
     import threading
+    monkeypatch.setattr(grader.sandbox, "_seccomp_program", lambda: None)
     limits = grader.sandbox.Limits(wall_s=30)
     _, receiver = grader.grade_batch([ADD3, ADD3], [_completion(SENDER), _completion(RECEIVER)],
                                      ["exit_code", "none"], workers=2, progress=False, limits=limits)
@@ -353,6 +357,26 @@ def test_no_hidden_assert_reaches_a_sibling_in_phase_a_through_file_locks(monkey
 
     _plant_hidden_asserts_in_the_script(monkeypatch)
     assert side_by_side().gt_pass, "with the asserts in a sandbox the receiver did not read them: the check proves nothing"
+
+
+def test_the_seccomp_filter_closes_the_lock_channel_with_hidden_asserts_planted(monkeypatch):
+    """The test above, its planted control with the filter on: the receiver reads nothing."""
+    _bwrap_only()
+    if grader.sandbox._seccomp_program() is None:
+        pytest.skip("no seccomp filter for this machine's syscall numbers")
+    _plant_hidden_asserts_in_the_script(monkeypatch)
+    out, limits = {}, grader.sandbox.Limits(wall_s=30)
+
+    def grade(key, code, mode):
+        out[key] = grader.grade(ADD3, _completion(code), mode, limits=limits)
+    import threading
+    threads = [threading.Thread(target=grade, args=("sender", SENDER, "exit_code")),
+               threading.Thread(target=grade, args=("receiver", RECEIVER, "none"))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not out["receiver"].gt_pass and out["receiver"].tests_passed == 0, out
 
 
 def test_no_sandbox_is_ever_given_a_hidden_test(monkeypatch):
@@ -828,10 +852,14 @@ if "run_tests" in globals():
 '''
 
 
-def test_concurrent_copies_learn_nothing_of_the_hidden_tests_from_phase_b():
+def test_concurrent_copies_learn_nothing_of_the_hidden_tests_from_phase_b(monkeypatch):
     """4 copies of the oracle graded at once (exit_code): each gets the ground truth it gets alone
     (3 of 5: it answers its guess everywhere). With the old phase B a receiver got 4 or 5."""
     n = 4
+    # the seccomp filter refuses the oracle's locks: lifted (in this process's gradings, not the pool's),
+    # so that phase B's design is what is tested, with the channel open
+    monkeypatch.setattr(grader, "TRUSTED_PROCESSES", False)
+    monkeypatch.setattr(grader.sandbox, "_seccomp_program", lambda: None)
     grades = grader.grade_batch([PARITY] * n, [_completion(ORACLE)] * n, ["exit_code"] * n, workers=n,
                                 progress=False, limits=grader.sandbox.Limits(wall_s=10))
     for g in grades:
@@ -1008,15 +1036,18 @@ def test_a_program_that_stops_reading_its_requests_cannot_block_the_grader():
     assert r.timed_out and time.monotonic() - t < 20, (r, time.monotonic() - t)
 
 
-def test_a_grading_process_killed_from_outside_is_its_gradings_error_not_the_batchs():
-    """A grading process killed from outside (the OOM killer, a signal) broke the pool, and
-    BrokenProcessPool raised out of grade_batch, losing every row of the batch."""
+def test_a_grading_process_killed_from_outside_changes_no_label():
+    """A grading process killed from outside (the OOM killer, a signal) broke the pool: first
+    BrokenProcessPool raised out of grade_batch, losing every row of the batch; then every row it
+    held or that waited in it read `sandbox` (/tmp/rev4/broken_pool.py: 16 of 16). Lost gradings
+    are now graded again: every row gets the label it gets alone."""
     import signal
     import threading
     import time
     if not grader.TRUSTED_PROCESSES:
         pytest.skip("the gradings run in threads here")
     slow = _completion("import time\ntime.sleep(2)\n" + ADD3.canonical_solution)
+    killed = []
 
     def kill_one():
         deadline = time.monotonic() + 20
@@ -1026,12 +1057,142 @@ def test_a_grading_process_killed_from_outside_is_its_gradings_error_not_the_bat
             if procs:
                 time.sleep(0.5)  # the gradings have started
                 os.kill(procs[0], signal.SIGKILL)
+                killed.append(procs[0])
                 return
             time.sleep(0.05)
     killer = threading.Thread(target=kill_one)
     killer.start()
     grades = grader.grade_batch([ADD3] * 4, [slow] * 4, workers=2, progress=False)
     killer.join()
-    assert any(g.error == "sandbox" for g in grades), grades
-    for g in grades:
-        assert (g.gt_pass and g.error is None) or (not g.gt_pass and g.error == "sandbox" and g.reward == 0.5), g
+    assert killed, "no grading process was killed: the test tested nothing"
+    assert all(g.gt_pass and g.error is None for g in grades), grades
+
+
+# -- round 4 of the review (issue 52): assert blocks, locks, host tables, ptys, the memory label --
+
+BLOCKS = dataclasses.replace(
+    ADD3, id="add_blocks", tests=["assert add(1, 2) == 3\nassert add(2, 2) == 4, add(9, 9)",
+                                  "for i in range(3):\n    assert add(i, i) == 2 * i", "assert add(5, 5) == 10"])
+# prints every call it gets: phase A's stdout is the sequence of requests the sandbox saw
+_CALLS = "import sys\ndef add(a, b):\n    print(a, b, flush=True)\n    return {}\n"
+
+
+def _calls_seen(answer: str) -> tuple[list[str], grader.Grade]:
+    g = grader._prepare(BLOCKS, _completion(_CALLS.format(answer)), "none", grader.sandbox.Limits(),
+                        grader.MAX_COMPLETION_CHARS)
+    grader._grade(g)
+    return g.a.stdout.split(), grader._finish(g)
+
+
+def test_a_test_of_several_asserts_makes_the_same_calls_whatever_the_answers():
+    """A test of several asserts stopped at its first failed one: whether the next call came told
+    the sandbox its last answer was right, and concurrent siblings shared it through POSIX locks
+    (/tmp/rev4/block_oracle.py: 2 of 3 copies forged gt_pass). Every assert now runs (and an
+    assert's message, evaluated on failure only, never): the calls are the same for right and
+    wrong answers, and the verdicts are what the first failed assert said."""
+    right, g_right = _calls_seen("a + b")
+    wrong, g_wrong = _calls_seen("0 if a == 1 else a + b")  # the first assert of each block fails, a later passes
+    assert right == wrong, (right, wrong)
+    assert g_right.gt_pass and g_right.tests_passed == 3 and g_right.error is None, g_right
+    assert not g_wrong.gt_pass and g_wrong.tests_passed == 1 and g_wrong.error is None, g_wrong
+
+
+LOCK_PROBE = """import ctypes, errno, fcntl, json, os, struct
+f = os.open(os.__file__, os.O_RDONLY)  # a file every sandbox shares, read-only
+lock = struct.pack("hhqqi", fcntl.F_RDLCK, 0, 10**9, 1, 0)
+done = {}
+for name, call in (("F_GETLK", lambda: fcntl.fcntl(f, fcntl.F_GETLK, lock)),
+                   ("F_SETLK", lambda: fcntl.fcntl(f, fcntl.F_SETLK, lock)),
+                   ("F_OFD_SETLK", lambda: fcntl.fcntl(f, 37, lock)),
+                   ("flock", lambda: fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)),
+                   ("F_NOTIFY", lambda: fcntl.fcntl(os.open("/usr", os.O_RDONLY), 1026, 1))):
+    try:
+        call()
+        done[name] = True
+    except OSError as e:
+        done[name] = False
+libc = ctypes.CDLL(None, use_errno=True)
+done["inotify"] = libc.inotify_init1(0) >= 0
+print(json.dumps(done))
+"""
+
+
+def test_no_sandbox_can_lock_or_watch_the_files_they_share():
+    """POSIX record locks on a file every sandbox reads (the interpreter's os.py) were seen by F_GETLK
+    in every other sandbox: the channel of /tmp/rev4/block_oracle.py and of issue 52's phase-B
+    forgery. Locks of every kind, and file notifications (one sandbox's reads, another's events),
+    are refused by the sandbox's seccomp filter."""
+    _bwrap_only()
+    if grader.sandbox._seccomp_program() is None:
+        pytest.skip("no seccomp filter for this machine's syscall numbers")
+    r = grader.sandbox.run({"locks.py": LOCK_PROBE}, "locks.py")
+    assert r.returncode == 0, r
+    assert not any(json.loads(r.stdout).values()), r.stdout
+
+
+OPEN_FILES = """import os
+held = []
+try:
+    while len(held) < 5000:
+        held.append(os.open("/dev/null", os.O_RDONLY))
+except OSError as e:
+    print("refused", e.errno)
+print(len(held))
+"""
+
+
+def test_a_run_holds_a_bounded_share_of_the_hosts_file_table():
+    """Every process of a run could open RLIMIT_NOFILE's default (20,000 here) files of the host's one
+    file table (fs.file-max): 4 processes held 80,011 (/tmp/rev4/files_probe.py). Each now opens
+    fewer than Limits.nofile."""
+    limits = grader.sandbox.Limits()
+    r = grader.sandbox.run({"files.py": OPEN_FILES}, "files.py", limits=limits)
+    assert r.returncode == 0 and "refused" in r.stdout, r
+    assert int(r.stdout.split()[-1]) < limits.nofile, r.stdout
+
+
+def test_no_sandbox_can_take_a_pty():
+    """bwrap's /dev carries a devpts (ptmxmode=666): a sandbox held 20 ptys of the host's one pty
+    table (kernel.pty.max; /tmp/rev4/pty_probe.py). /dev/pts is now an empty read-only tmpfs."""
+    _bwrap_only()
+    code = ("import errno, os\nfor path in ('/dev/ptmx', '/dev/pts/ptmx'):\n    try:\n"
+            "        os.open(path, os.O_RDWR | os.O_NOCTTY)\n        print('opened', path)\n"
+            "    except OSError as e:\n        print('refused', path, errno.errorcode[e.errno])\n")
+    r = grader.sandbox.run({"pty.py": code}, "pty.py")
+    assert r.returncode == 0 and "opened" not in r.stdout and r.stdout.count("refused") == 2, r
+
+
+def test_the_memory_label_is_the_grader_s_observation():
+    """`memory` was the sandbox's word (an exception it named MemoryError: a response raising one chose
+    the label), while a run the OOM killer took at its memory bound read `runtime`
+    (/tmp/rev4/self_labels.py). Now `memory` is the run's memory cgroup's OOM kill, and a
+    MemoryError of the response's is `runtime`."""
+    _bwrap_only()
+    if grader.sandbox._memory_cgroup_parent() is None:
+        pytest.skip("no memory controller of ours here: no OOM kill is observed")
+    limits = grader.sandbox.Limits(memory_bytes=128 << 20)
+    # memfds (in no RLIMIT_AS; 4 MiB each, RLIMIT_FSIZE) up to the run's bound less half of RLIMIT_AS,
+    # then anonymous memory of half of RLIMIT_AS: past the bound, the OOM kill
+    fill = (f"import os\nfds = []\nfor _ in range({(limits.ram - limits.memory_bytes // 2) // (4 << 20)}):\n"
+            "    fds.append(os.memfd_create('m'))\n    os.write(fds[-1], b'x' * (4 << 20))\n"
+            f"x = b'x' * {limits.memory_bytes // 2}\n" + ADD3.canonical_solution)
+    raises = "def add(a, b):\n    raise MemoryError"
+    grades = grader.grade_batch([ADD3] * 3, [_completion(fill), _completion(raises), CANONICAL], progress=False,
+                                limits=limits, workers=3)
+    assert [g.error for g in grades] == ["memory", "runtime", None], grades
+
+
+def test_a_sandbox_is_the_oom_killers_first_choice_and_cannot_change_that():
+    """Each run's memory is bounded, not their sum: 2 rows of 1 GiB memfds in a 2 GiB cgroup made the
+    caller of grade_batch the OOM killer's victim (/tmp/rev4/oom_sum.py). Every process of a run
+    has oom_score_adj 1000 (the kernel's first choice, before any process of the grader's), and its
+    /proc is read-only: it cannot lower it (unprivileged, it could, to 0, on Linux 6.18)."""
+    _bwrap_only()
+    code = ("import os\nprint(open('/proc/self/oom_score_adj').read().strip(), flush=True)\nif os.fork() == 0:\n"
+            "    print(open('/proc/self/oom_score_adj').read().strip(), flush=True)\n    os._exit(0)\n"
+            "os.wait()\ntry:\n    fd = os.open('/proc/self/oom_score_adj', os.O_WRONLY)\n    os.write(fd, b'0')\n"
+            "    print('lowered')\nexcept OSError as e:\n    print('refused', e.errno)\n"
+            "print(open('/proc/self/oom_score_adj').read().strip())\n")
+    r = grader.sandbox.run({"oom.py": code}, "oom.py")
+    assert r.returncode == 0, r
+    assert r.stdout.split()[:3] == ["1000", "1000", "refused"] and r.stdout.split()[-1] == "1000", r.stdout

@@ -20,12 +20,18 @@ call). The test's own comparison, with its own tolerance, then runs here on plai
 test pass it has to answer the values the test expects, which it is never shown. Tests are the
 substrate's assert blocks of any shape (a loop of random inputs included: `random` is seeded per
 test, so labels repeat); a test that uses a call's effect on its arguments sees no such effect.
+Every assert of a block runs, whatever the ones before it said (`_EveryAssert`: a block used to
+stop at its first failed assert, so whether the next call came told the sandbox its answer was
+right); the test's outcome is its first assert that did not pass.
 
-No sandbox ever holds a hidden test or its expected value, in any phase or mode. Sandboxes share
-a kernel with every other one, concurrent or later (POSIX record locks and the page cache of the
-shared read-only /usr, CPU time): whatever one held it could leave for another to read, and no
-list of closed channels is complete. So nothing needs closing: what a sandbox can tell another is
-only what its own response already knows.
+No sandbox ever holds a hidden test or its expected value, in any phase or mode, nor hears
+anything that depends on one (the calls it gets are the same whatever its answers, up to control
+flow of a test's own that is not an assert). Sandboxes share a kernel with every other one,
+concurrent or later (the page cache of the shared read-only /usr, CPU time): whatever one held it
+could leave for another to read, and no list of closed channels is complete. So nothing needs
+closing: what a sandbox can tell another is only what its own response already knows. (The
+exact, cheap channels are closed anyway: locks and file notifications, by the sandbox's seccomp
+filter.)
 
 One (completion, mode) costs one sandboxed program per phase, both the trusted HARNESS (job on
 stdin, which it replaces with /dev/null before the response runs), one after the other:
@@ -75,7 +81,8 @@ What decides a label is the grader's own knowledge, never a word of the sandbox'
   this side could not count (it passes nothing: its limit was not held).
 - `missing_entry_point` is the grader's own request for the entry point refused; `runtime` a
   test that raised, or a program that ended before answering; `memory` such a runtime failure
-  whose exception the sandbox named MemoryError (`_error_kind`). The harness's own account (its
+  in a grading whose run the kernel's OOM killer hit at its memory bound, as its memory cgroup
+  counts (`_error_kind`; a MemoryError the sandbox names is `runtime`). The harness's own account (its
   load outcome, whether it has the entry) is data in the report, not a label.
 - The strict label's evidence is the grader's own: phase A's output is its own (its processes are
   gone before phase B starts), and `env_finished` says that the environment asked the grader to run
@@ -93,6 +100,7 @@ from __future__ import annotations
 import ast
 import builtins
 import contextlib
+import copy
 import dataclasses
 import functools
 import json
@@ -562,14 +570,37 @@ def _entry_name(problem: Problem) -> str:
     return "Solution" if problem.entry_point.startswith("Solution().") else problem.entry_point
 
 
+# What each assert of a test becomes (`_EveryAssert`): its condition evaluated and its verdict
+# recorded (__vg_note), then the test goes on. `T` stands for the assert's condition.
+_ASSERT_AS_NOTE = ast.parse("try:\n    if not T:\n        __vg_note(None)\nexcept Exception as __vg_e:\n"
+                            "    __vg_note(__vg_e)\n").body[0]
+
+
+class _EveryAssert(ast.NodeTransformer):
+    """Every assert of a test, at any depth (a loop's, a helper's the test defines), becomes: evaluate
+    its condition, record a falsy one (or an exception of its evaluation) with __vg_note, and go on.
+    A test of several asserts stopped at its first failed one, so whether the next call came told the
+    sandbox that its previous answer was right (a sibling could read that through any channel
+    between sandboxes, issue 52 F1): now the calls a test makes never depend on a verdict of
+    its asserts. The assert's message is dropped, never evaluated: it ran only on failure (a call
+    in it would come or not by the verdict). _Gone and _Exited (BaseExceptions) still end the test:
+    the sandbox knows when it ended or exited."""
+
+    def visit_Assert(self, node):
+        stmt = copy.deepcopy(_ASSERT_AS_NOTE)
+        stmt.body[0].test.operand = self.visit(node.test)
+        return ast.copy_location(stmt, node)
+
+
 @functools.lru_cache(maxsize=4096)
 def _compile_test(entry: str, test: str):
     """The test with the entry point's name (the one thing the response is graded on) read from the
     sandbox: __vg_get('<name>'), a reference to the response's object; every other name is the
-    trusted namespace's. A test that binds the name itself keeps its own."""
-    tree = ast.parse(test)
+    trusted namespace's. A test that binds the name itself keeps its own. Every assert is recorded
+    and passed over (`_EveryAssert`)."""
+    tree = _EveryAssert().visit(ast.parse(test))
     if any(isinstance(n, ast.Name) and n.id == entry and not isinstance(n.ctx, ast.Load) for n in ast.walk(tree)):
-        return compile(tree, "<test>", "exec")
+        return compile(ast.fix_missing_locations(tree), "<test>", "exec")
 
     class Requests(ast.NodeTransformer):
         def visit_Name(self, node):
@@ -703,20 +734,35 @@ class _Referee:
         return self.ask({"op": "get", "name": name})
 
     def run(self, test: str) -> str:
-        """One test, here: its outcome (_Gone goes on: the sandbox stopped answering)."""
-        ns = {**self.base, "__builtins__": _seeded_builtins(0), "__vg_get": self.get}
+        """One test, here: its outcome (_Gone goes on: the sandbox stopped answering). Every assert
+        of it runs (`_EveryAssert`); the outcome is the first that did not pass ("fail" for a false
+        condition or an AssertionError, "raised" for another exception), as where the test would
+        have stopped, else how the test's other statements ended."""
+        first: list[str] = []
+
+        def note(e: BaseException | None) -> None:
+            outcome = self._outcome(e)
+            if not first:
+                first.append(outcome)
+        ns = {**self.base, "__builtins__": _seeded_builtins(0), "__vg_get": self.get, "__vg_note": note}
         try:
             exec(_compile_test(self.entry, test), ns)
-            return "pass"
-        except AssertionError:
-            return "fail"
+            ended = "pass"
+        except (AssertionError, _Raised) as e:
+            ended = self._outcome(e)
         except _Exited:
-            return "exit"
-        except _Raised:
-            return "raised"
+            ended = "exit"
         except Exception as e:  # raised here, by the trusted test (a builtin the sandbox named included)
+            ended = self._outcome(e)
+        return first[0] if first else ended
+
+    def _outcome(self, e: BaseException | None) -> str:
+        """The outcome of an assert whose condition was false (None) or whose evaluation raised e."""
+        if e is None or isinstance(e, AssertionError):
+            return "fail"
+        if not isinstance(e, _Raised):
             self.note(type(e).__name__)
-            return "raised"
+        return "raised"
 
     def run_all(self, tests: list[str], outcomes: list[str]) -> None:
         """Appends the outcome of each test, in order, to `outcomes` ("died" for those the sandbox
@@ -871,10 +917,12 @@ def _error_kind(g: _Grading) -> str | None:
     (`sandbox`), the limits each run reached as observed here (`timeout`, `output_limit`), and the
     outcomes in the grader's words: `missing_entry_point` when the grader asked for the entry point
     and never got it, `runtime` when a test raised or the program ended before it answered.
-    `memory` is such a runtime failure whose exception the sandbox named MemoryError (its word:
-    a response that raises MemoryError itself reads the same, so no observation could tell them
-    apart; it decides no pass). What the harness says of itself (its load outcome, whether it has
-    the entry) is data in the report, not a label."""
+    `memory` is such a runtime failure in a grading one of whose runs the kernel's OOM killer hit
+    at its memory bound, as the run's memory cgroup counted it (`sandbox.Result.oom_killed`).
+    Never the sandbox's word: a MemoryError it names (a response can raise one, or forge the
+    name) is `runtime`, as is a refusal by RLIMIT_AS (seen only inside the sandbox), and a harness
+    the OOM killer took was `runtime` (issue 52 F6). What the harness says of itself (its load
+    outcome, whether it has the entry) is data in the report, not a label."""
     report = g.report
     runs = [r for r in (g.a, g.b) if r is not None]
     if any(r.failure is not None or not r.started for r in runs):
@@ -883,12 +931,13 @@ def _error_kind(g: _Grading) -> str | None:
         return "timeout"
     if any(r.output_exceeded for r in runs) or g.over_budget:
         return "output_limit"
+    runtime = "memory" if any(r.oom_killed for r in runs) else "runtime"
     if report is None:  # the program ended before it answered
-        return "runtime"
+        return runtime
     if report["entry_missing"]:
         return "missing_entry_point"
     if any(o in ("raised", "died") for o in report["tests"]):
-        return "memory" if "MemoryError" in report["names"] else "runtime"
+        return runtime
     return None
 
 
@@ -1069,6 +1118,38 @@ def _lost(g: _Grading) -> Grade:
                  "sandbox", None, **{m.flag: False for m in modes.flagged()})
 
 
+def _grade_in_pool(rows: list, idx: list[int], workers: int, bar) -> list[int]:
+    """Grade rows[i], i in idx, in the grading processes (`_pool`), in place; the rows whose
+    grading process died (BrokenProcessPool) are returned, ungraded."""
+    with _pools_lock, _main_unnamed():
+        pool = _pool(workers)
+        # without its mode (the grading needs only g.env; a mode the caller registered at
+        # run time is no class the worker could import): _finish reads it here
+        futures = {pool.submit(_grade, dataclasses.replace(rows[i], loophole=None)): i for i in idx}
+    return _collect(rows, futures, bar)
+
+
+def _collect(rows: list, futures: dict, bar) -> list[int]:
+    """Put each finished grading in its row (its mode restored); the rows whose process died."""
+    lost = []
+    try:
+        for f in as_completed(futures):
+            i = futures[f]
+            try:
+                done = f.result()
+            except BrokenProcessPool:
+                lost.append(i)
+                continue
+            done.loophole = rows[i].loophole
+            rows[i] = done
+            bar.update()
+    except BaseException:
+        for f in futures:
+            f.cancel()
+        raise
+    return sorted(lost)
+
+
 def grade_batch(problems: list[Problem], completions: list[str], modes: list[str | None] | None = None,
                 workers: int | None = None, progress: bool = True,
                 limits: sandbox.Limits = sandbox.Limits(), max_chars: int = MAX_COMPLETION_CHARS) -> list[Grade]:
@@ -1082,7 +1163,8 @@ def grade_batch(problems: list[Problem], completions: list[str], modes: list[str
     bounds (objects, and TRUSTED_CPU_FACTOR of its CPU limit in CPU seconds). Default: two
     workers per CPU, since a sandbox spends part of its start-up waiting on the kernel
     (namespaces, exec), which a second job per core fills. A grading process killed from outside
-    (BrokenProcessPool) raises nothing here: its gradings and those still queued are `sandbox`.
+    (BrokenProcessPool) raises nothing here: its gradings and those still queued are graded again
+    (in a fresh pool, then each alone); only a row whose grading alone lost its process is `sandbox`.
     """
     if len(problems) != len(completions) or (modes is not None and len(modes) != len(problems)):
         raise ValueError(f"grade_batch: {len(problems)} problems, {len(completions)} completions, "
@@ -1094,32 +1176,21 @@ def grade_batch(problems: list[Problem], completions: list[str], modes: list[str
     if not live:
         return [g for g in rows]
     workers = workers or 2 * (os.cpu_count() or 1)
-    with contextlib.ExitStack() as stack:
-        if TRUSTED_PROCESSES:
-            with _pools_lock, _main_unnamed():
-                pool = _pool(workers)
-                # without its mode (the grading needs only g.env; a mode the caller registered at
-                # run time is no class the worker could import): _finish reads it here
-                futures = {pool.submit(_grade, dataclasses.replace(rows[i], loophole=None)): i for i in live}
+    with tqdm(total=len(live), desc="grade", disable=not progress) as bar:
+        if not TRUSTED_PROCESSES:
+            with ThreadPoolExecutor(workers) as pool:
+                _collect(rows, {pool.submit(_grade, rows[i]): i for i in live}, bar)
         else:
-            pool = stack.enter_context(ThreadPoolExecutor(workers))
-            futures = {pool.submit(_grade, rows[i]): i for i in live}
-        try:
-            for f in tqdm(as_completed(futures), total=len(futures), desc="grade", disable=not progress):
-                try:
-                    done = f.result()
-                except BrokenProcessPool:
-                    # a grading process was killed from outside (a signal, the OOM killer): every grading
-                    # it held or that waited in the pool is this side's failure, the row's `sandbox`
-                    # error; the next batch gets a fresh pool (`_pool`)
-                    rows[futures[f]] = _lost(rows[futures[f]])
-                    continue
-                done.loophole = rows[futures[f]].loophole
-                rows[futures[f]] = done
-        except BaseException:
-            for f in futures:
-                f.cancel()
-            raise
+            # A grading process killed from outside (a signal, the OOM killer) breaks the pool, and with
+            # it every grading it held or that waited in it. Those are graded again in a fresh pool,
+            # then each alone: a row is `sandbox` only when its own grading, alone, lost its process,
+            # never because of a neighbour or of what happened to the machine once.
+            lost = _grade_in_pool(rows, live, workers, bar)
+            lost = _grade_in_pool(rows, lost, workers, bar) if lost else lost
+            for i in lost:
+                for j in _grade_in_pool(rows, [i], 1, bar):
+                    rows[j] = _lost(rows[j])
+                    bar.update()
     return [_finish(g) if isinstance(g, _Grading) else g for g in rows]
 
 

@@ -12,11 +12,18 @@ namespace (--die-with-parent: nothing outlives the run, or the grader; a run ret
 namespace is gone), only the system's read-only /usr (and the interpreter's own prefix) as its
 root, and a private size-limited /tmp that holds its working directory: no project file, job
 file or host temporary directory is reachable or created. Its only other writable place is a
-size-limited /dev/shm (/ and /dev are read-only); it can make no namespace (--disable-userns:
-all sandboxes run as one host uid, whose namespace quota one of them could otherwise hold); and
-all its processes together hold at most `Limits.ram` of memory, whatever holds it (memory files
-included), through a memory cgroup of the run's own where this process has a memory controller
-(`_memory_cgroup_parent`): past it the kernel's OOM killer picks among the run's processes only.
+size-limited /dev/shm (/, /dev and /proc are read-only; /dev/pts is empty: no pty of the host's
+one table); it can make no namespace (--disable-userns: all sandboxes run as one host uid, whose
+namespace quota one of them could otherwise hold); and all its processes together hold at most
+`Limits.ram` of memory, whatever holds it (memory files included), through a memory cgroup of the
+run's own where this process has a memory controller (`_memory_cgroup_parent`): past it the
+kernel's OOM killer picks among the run's processes only (`Result.oom_killed` says it did). Every
+process of a run has oom_score_adj 1000 (`_OOM_FIRST_ARGV`), so that when memory runs short above
+the runs' own bounds (their sum is not bounded) the OOM killer takes a run's process before the
+grader's or its caller's; with /proc read-only the program cannot lower it. A seccomp filter
+(`_seccomp_program`) refuses file locks and file notifications: through the files all sandboxes
+share read-only they were exact channels between concurrent sandboxes. Each process may hold
+`Limits.nofile` open files (RLIMIT_NOFILE), of the host's one file table.
 Without bubblewrap, `isolation="rlimit"` must be asked for by name: the rlimits alone and a host
 temporary directory. It is weaker: the graded code can read every file the world may read (a problem file with its hidden tests included, so ground truth is not safe
 there). A grader killed with kill -9 leaves nothing behind on either path: bwrap's sandboxes die
@@ -112,22 +119,22 @@ _TICKS = os.sysconf("SC_CLK_TCK")
 # __main__.
 PRELUDE = """\
 import json, os, resource, sys
-cpu, mem, nproc, fsize, files_fd, ready_fd = (int(x) for x in sys.argv[1:7])
+cpu, mem, nproc, fsize, nofile, files_fd, ready_fd = (int(x) for x in sys.argv[1:8])
 with os.fdopen(files_fd, "rb") as f:
     files = json.loads(f.read())
 for name, text in files.items():
     with open(name, "w") as f:
         f.write(text)
 for lim, v in ((resource.RLIMIT_AS, mem), (resource.RLIMIT_NPROC, nproc), (resource.RLIMIT_FSIZE, fsize),
-               (resource.RLIMIT_CORE, 0)):
+               (resource.RLIMIT_NOFILE, nofile), (resource.RLIMIT_CORE, 0)):
     resource.setrlimit(lim, (v, v))
 resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
 os.write(ready_fd, b"1")
 os.close(ready_fd)
-sys.argv = sys.argv[7:]
+sys.argv = sys.argv[8:]
 with open(sys.argv[0]) as f:
     source = f.read()
-del f, files, name, text, lim, v, cpu, mem, nproc, fsize, files_fd, ready_fd
+del f, files, name, text, lim, v, cpu, mem, nproc, fsize, nofile, files_fd, ready_fd
 exec(compile(source, sys.argv[0], "exec"), {"__name__": "__main__", "__file__": sys.argv[0], "__builtins__": __builtins__})
 """
 
@@ -138,6 +145,10 @@ class Limits:
     wall_s: float | None = None  # wall-clock backstop for programs that wait; None: 3·cpu_s + 5
     memory_bytes: int = 1 << 30
     nproc: int = 64
+    # open files of each process (RLIMIT_NOFILE): the host's file table (fs.file-max) is one count for
+    # every process of the machine, and without it a run held nproc x 20,000 of it (issue 52 F4).
+    # The harness holds about 10 and no canonical solution opens files; nproc x nofile per run.
+    nofile: int = 64
     output_bytes: int = 4 << 20  # cap on stdout, stderr and every file the program writes
     tmp_bytes: int = 64 << 20  # size of the private /tmp under bwrap (files of all sizes together)
     shm_bytes: int = 8 << 20  # size of the private /dev/shm under bwrap
@@ -181,6 +192,9 @@ class Result:
     cpu_s: float  # CPU seconds of all the run's processes, as the meter here read them (see the module doc)
     started: bool  # the trusted prelude ran: False is a sandbox that failed before the program
     failure: str | None = None  # this side failed to watch the run (its CPU meter): what failed
+    # the kernel's OOM killer killed a process of the run at its memory bound (`Limits.ram`), as the
+    # run's memory cgroup counts it (memory.oom_control's oom_kill): never the program's own word
+    oom_killed: bool = False
 
 
 class Timeout(BaseException):
@@ -256,10 +270,17 @@ def _bwrap_problem() -> str | None:
     if shutil.which("bwrap") is None:
         return "bwrap not found on PATH"
     uid = NOBODY if _is_root() else None
-    with open(os.devnull, "wb") as info:  # every option a run passes, --info-fd included
-        argv, as_user = _as_user(_bwrap_argv(Limits(), info_fd=info.fileno()) + [sandbox_python(), "-I", "-S", "-c", "pass"],
-                                 uid)
-        r = subprocess.run(argv, capture_output=True, text=True, pass_fds=(info.fileno(),), **as_user)
+    program = _seccomp_program()
+    seccomp = _memfd("seccomp", program) if program is not None else None
+    try:
+        with open(os.devnull, "wb") as info:  # every option a run passes, --info-fd and --seccomp included
+            argv, as_user = _as_user(_bwrap_argv(Limits(), info_fd=info.fileno(), seccomp_fd=seccomp)
+                                     + [sandbox_python(), "-I", "-S", "-c", "pass"], uid)
+            r = subprocess.run(argv, capture_output=True, text=True,
+                               pass_fds=(info.fileno(),) + ((seccomp,) if seccomp is not None else ()), **as_user)
+    finally:
+        if seccomp is not None:
+            os.close(seccomp)
     if r.returncode != 0:
         if "disable-userns" in r.stderr:
             return (f"this bwrap lacks --disable-userns (bubblewrap >= 0.8 has it; {_bwrap_version()}), without "
@@ -315,12 +336,13 @@ def _world_executable(path: str) -> bool:
     return all(os.stat(p).st_mode & stat.S_IXOTH for p in [real, *real.parents])
 
 
-def _bwrap_argv(limits: Limits, info_fd: int | None = None) -> list[str]:
+def _bwrap_argv(limits: Limits, info_fd: int | None = None, seccomp_fd: int | None = None) -> list[str]:
     # --unshare-user --disable-userns (bwrap >= 0.8): no namespace can be made inside. Every sandbox
     # runs as the same host uid, and a namespace made anywhere under it counts against that uid's
     # quota (/proc/sys/user/max_*_namespaces): one row could hold it and fail its neighbours' bwrap.
     argv = ["bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session"]
     argv += ["--info-fd", str(info_fd)] if info_fd is not None else []
+    argv += ["--seccomp", str(seccomp_fd)] if seccomp_fd is not None else []
     for d in SYSTEM_DIRS:
         if os.path.islink(d):
             argv += ["--symlink", os.readlink(d), d]
@@ -331,8 +353,11 @@ def _bwrap_argv(limits: Limits, info_fd: int | None = None) -> list[str]:
         argv += ["--ro-bind", str(prefix), str(prefix)]
     # Every writable file system is a bounded one: /tmp (tmp_bytes) and /dev/shm (shm_bytes). bwrap's
     # own tmpfs under / and under /dev are half the RAM each and outside every limit: read-only.
-    return argv + ["--dev", "/dev", "--size", str(limits.shm_bytes), "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
-                   "--proc", "/proc", "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp",
+    # bwrap's /dev has a devpts (ptmxmode=666) whose ptys count against the host's one pty table
+    # (kernel.pty.max, issue 52 F5): covered by an empty read-only tmpfs, /dev/ptmx leads nowhere.
+    return argv + ["--dev", "/dev", "--size", str(limits.shm_bytes), "--tmpfs", "/dev/shm",
+                   "--size", "4096", "--tmpfs", "/dev/pts", "--remount-ro", "/dev/pts", "--remount-ro", "/dev",
+                   "--proc", "/proc", "--remount-ro", "/proc", "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp",
                    "--dir", SANDBOX_CWD, "--chdir", SANDBOX_CWD, "--remount-ro", "/"]
 
 
@@ -657,6 +682,75 @@ def _cgroup_join_argv(procs: str) -> list[str]:
     return [SH, "-c", 'echo 0 > "$0" && exec "$@"', procs]
 
 
+def _oom_kills(cgroup_fd: int) -> int:
+    """How many processes the kernel's OOM killer killed in a memory cgroup (v1 memory.oom_control's
+    oom_kill, Linux >= 4.13)."""
+    data = _read_at("memory.oom_control", cgroup_fd)
+    if data is None:
+        raise RuntimeError("sandbox: the run's memory cgroup has no readable memory.oom_control")
+    for line in data.decode().splitlines():
+        key, _, value = line.partition(" ")
+        if key == "oom_kill":
+            return int(value)
+    raise RuntimeError("sandbox: the run's memory.oom_control has no oom_kill count (Linux >= 4.13 has it)")
+
+
+# A prefix of every run's argv: its processes are the OOM killer's first choice (oom_score_adj 1000,
+# inherited by every process of the run), never the grader or its caller, when the machine or a
+# memory cgroup above the runs' own is short of memory (the runs' bounds are each run's, not their
+# sum: issue 52 F2). An unprivileged process may lower its own (to 0: seen on Linux 6.18, whatever
+# root set first), so under bwrap the sandbox's /proc is read-only; on the rlimit-only path the
+# program can lower it.
+_OOM_FIRST_ARGV = [SH, "-c", 'echo 1000 > /proc/self/oom_score_adj && exec "$@"', "vgrout-oom-first"] if SH else []
+
+
+# A seccomp filter (classic BPF, handed to bwrap's --seccomp) that refuses what lets concurrent
+# sandboxes signal each other through the files they all share read-only (/usr, the interpreter):
+# POSIX, OFD and flock locks (a lock taken in one is seen by F_GETLK in another: issue 52 F1), leases,
+# and file-access notifications (dnotify F_NOTIFY, inotify, fanotify: one sandbox's reads are
+# another's events). Locks fail with ENOLCK, notifications with EPERM; a syscall of another ABI
+# (i386, x32) with ENOSYS. The page cache they share stays (what a sandbox read is faster for the
+# next): no filter closes timing, so no sandbox may learn anything a sibling must not know (the
+# grader's design); the filter closes the cheap, exact channels.
+_SECCOMP_ARCHES = {
+    # machine: (AUDIT_ARCH, fcntl, flock, (inotify_init, inotify_init1, inotify_add_watch, fanotify_init))
+    "x86_64": (0xC000003E, 72, 73, (253, 294, 254, 300)),
+    "aarch64": (0xC00000B7, 25, 32, (26, 27, 262)),
+}
+_FCNTL_REFUSED = {5: errno.ENOLCK, 6: errno.ENOLCK, 7: errno.ENOLCK,  # F_GETLK, F_SETLK, F_SETLKW
+                  36: errno.ENOLCK, 37: errno.ENOLCK, 38: errno.ENOLCK,  # F_OFD_GETLK, F_OFD_SETLK, F_OFD_SETLKW
+                  1024: errno.EPERM, 1025: errno.EPERM, 1026: errno.EPERM}  # F_SETLEASE, F_GETLEASE, F_NOTIFY
+
+
+@functools.cache
+def _seccomp_program() -> bytes | None:
+    """The filter's BPF program for this machine (None, with a warning, on a machine it has no
+    syscall numbers for: the lock and notification channels then stay open)."""
+    import platform
+    import struct
+    machine = platform.machine()
+    if machine not in _SECCOMP_ARCHES:
+        warnings.warn(f"sandbox: no seccomp filter for machine {machine!r} (vgrout/substrate/sandbox.py "
+                      f"_SECCOMP_ARCHES): concurrent sandboxes can signal each other through file locks")
+        return None
+    arch, fcntl_nr, flock_nr, notify_nrs = _SECCOMP_ARCHES[machine]
+    ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, BPF_JMP|JGE|K, BPF_RET|K
+    allow, err = 0x7FFF0000, 0x00050000  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | errno
+    # (op, k, jump-if-true label, jump-if-false label): labels name the return instructions at the end
+    code = [(ld, 4, None, None), (jeq, arch, None, "nosys"), (ld, 0, None, None)]
+    code += [(jge, 0x40000000, "nosys", None), (jeq, flock_nr, "nolck", None)]  # x32's numbers have bit 30
+    code += [(jeq, nr, "perm", None) for nr in notify_nrs]
+    code += [(jeq, fcntl_nr, None, "allow"), (ld, 24, None, None)]  # args[1] (the command), its low 32 bits
+    code += [(jeq, cmd, "nolck" if e == errno.ENOLCK else "perm", None) for cmd, e in _FCNTL_REFUSED.items()]
+    # the returns follow the checks, "allow" first: falling through the last check allows
+    returns = {"allow": allow, "nolck": err | errno.ENOLCK, "perm": err | errno.EPERM, "nosys": err | errno.ENOSYS}
+    at = {name: len(code) + i for i, name in enumerate(returns)}
+    out = b""
+    for i, (op, k, jt, jf) in enumerate(code):  # a jump counts the instructions it skips
+        out += struct.pack("=HBBI", op, 0 if jt is None else at[jt] - i - 1, 0 if jf is None else at[jf] - i - 1, k)
+    return out + b"".join(struct.pack("=HBBI", ret, 0, 0, k) for k in returns.values())
+
+
 @functools.cache
 def _cgroup_parent() -> str | None:
     """The cgroup v2 directory under which each run gets a cgroup of its own (checked once per
@@ -743,6 +837,7 @@ def _memory_cgroup_parent() -> str | None:
         try:
             ok = subprocess.run([*_cgroup_join_argv(os.path.join(probe[0], "cgroup.procs")), "true"],
                                 check=False, capture_output=True, timeout=30).returncode == 0
+            ok = ok and _oom_kills(probe[1]) == 0  # its OOM kills can be read (what decides `memory`)
         finally:
             _remove_memory_cgroup(*probe)
         return parent if ok else None
@@ -764,19 +859,25 @@ def _new_memory_cgroup(parent: str, limit: int) -> tuple[str, int]:
 
 def _remove_memory_cgroup(path: str, cgroup_fd: int) -> None:
     """Remove a run's memory cgroup once it is empty: the run's processes are gone (its pid
-    namespace, or the cgroup v2's kill) or on their way out (rmdir fails while one is in it)."""
+    namespace, or the cgroup v2's kill) or on their way out."""
     try:
-        for _ in range(200):
-            try:
-                os.rmdir(path)
-                return
-            except OSError as e:
-                if e.errno != errno.EBUSY:
-                    raise
-                time.sleep(0.01)
-        warnings.warn(f"sandbox: the memory cgroup {path} still holds processes; left in place")
+        _rmdir_once_empty(path, "the memory cgroup")
     finally:
         os.close(cgroup_fd)
+
+
+def _rmdir_once_empty(path: str, what: str) -> None:
+    """rmdir a cgroup, retried for 2 s while it is busy (rmdir fails while a process is still in
+    it: a killed process leaves it a moment later); warns and leaves it in place after that."""
+    for _ in range(200):
+        try:
+            os.rmdir(path)
+            return
+        except OSError as e:
+            if e.errno != errno.EBUSY:
+                raise
+            time.sleep(0.01)
+    warnings.warn(f"sandbox: {what} {path} still holds processes; left in place")
 
 
 def _kill_cgroup(cgroup_fd: int) -> None:
@@ -785,19 +886,10 @@ def _kill_cgroup(cgroup_fd: int) -> None:
 
 
 def _remove_cgroup(path: str, cgroup_fd: int) -> None:
-    """Kill what is left in the cgroup and remove it once it is empty (rmdir fails while a process
-    is in it: the kill's victims leave it a moment later)."""
+    """Kill what is left in the cgroup and remove it once it is empty."""
     try:
         _kill_cgroup(cgroup_fd)
-        for _ in range(200):
-            try:
-                os.rmdir(path)
-                return
-            except OSError as e:
-                if e.errno != errno.EBUSY:
-                    raise
-                time.sleep(0.01)
-        warnings.warn(f"sandbox: the cgroup {path} still holds processes after a kill; left in place")
+        _rmdir_once_empty(path, "the cgroup (after a kill)")
     finally:
         os.close(cgroup_fd)
 
@@ -867,13 +959,19 @@ def run(files: dict[str, str], main: str, stdin: str = "", limits: Limits = Limi
         # later (the kernel's per-process check can fire a little before the cgroup's count reaches it).
         rlimit_cpu = cpu + 1 if cgroup is not None else cpu
         python = [sandbox_python(), "-I", "-S", "-c", PRELUDE, str(rlimit_cpu), str(limits.memory_bytes),
-                  str(nproc), str(limits.output_bytes), str(files_fd), str(ready_w), main, str(up_w), str(down_r)]
+                  str(nproc), str(limits.output_bytes), str(limits.nofile), str(files_fd), str(ready_w), main,
+                  str(up_w), str(down_r)]
         passed = [files_fd, ready_w, up_w, down_r]
         if iso == "bwrap":
             info_r, info_w = os.pipe()  # bwrap names the namespace's init on it (--info-fd)
             fds += [info_r, info_w]
             passed.append(info_w)
-            argv, cwd, home = _bwrap_argv(limits, info_fd=info_w) + python, "/", SANDBOX_CWD
+            seccomp_fd = None
+            if _seccomp_program() is not None:  # bwrap reads it (to its end) before it starts the program
+                seccomp_fd = _memfd("seccomp", _seccomp_program())
+                fds.append(seccomp_fd)
+                passed.append(seccomp_fd)
+            argv, cwd, home = _bwrap_argv(limits, info_fd=info_w, seccomp_fd=seccomp_fd) + python, "/", SANDBOX_CWD
         else:
             # named, announced, then made: a grader killed between the two leaves nothing unannounced
             name = Path(tempfile.gettempdir()) / f"vgrout-sandbox-{secrets.token_hex(8)}"
@@ -895,6 +993,7 @@ def run(files: dict[str, str], main: str, stdin: str = "", limits: Limits = Limi
             argv = _cgroup_join_argv(os.path.join(cgroup[0], "cgroup.procs")) + argv
         if memory is not None:
             argv = _cgroup_join_argv(os.path.join(memory[0], "cgroup.procs")) + argv
+        argv = _OOM_FIRST_ARGV + argv
         proc = subprocess.Popen(argv, stdin=in_fd, stdout=out_fd, stderr=err_fd, cwd=cwd, env=env,
                                 pass_fds=passed, start_new_session=True, **as_user)
         for fd in passed:  # the program's ends: closed here, so EOF means it is gone
@@ -937,6 +1036,12 @@ def run(files: dict[str, str], main: str, stdin: str = "", limits: Limits = Limi
         if ns_init is not None:
             _end_namespace(ns_init[1])
             ns_init = None
+        oom_killed = False
+        if memory is not None:  # every process of the run is gone: its OOM kills are all counted
+            try:
+                oom_killed = _oom_kills(memory[1]) > 0
+            except (OSError, RuntimeError) as e:
+                failure = failure or f"the run's memory cgroup could not be read: {e!r}"
         if cgroup is not None and meter is not None and failure is None:
             # every process of the run is gone: the cgroup's count is exact, and what decides `timeout`
             try:
@@ -952,7 +1057,8 @@ def run(files: dict[str, str], main: str, stdin: str = "", limits: Limits = Limi
         stdout, out_full = _read_capped(out_fd, limits.output_bytes)
         stderr, err_full = _read_capped(err_fd, limits.output_bytes)
         timed_out = timed_out or cpu_exceeded or cpu_limit
-        return Result(proc.returncode, stdout, stderr, timed_out, out_full or err_full, iso, cpu_s, started, failure)
+        return Result(proc.returncode, stdout, stderr, timed_out, out_full or err_full, iso, cpu_s, started, failure,
+                      oom_killed)
     finally:  # whatever happened above (the caller's talk raising included), nothing is left running
         if meter is not None and not meter.closed:
             _monitor.remove(meter)
