@@ -177,12 +177,13 @@ def _problem(tests, canonical, entry="f", setup=""):
 
 def test_comparisons_on_a_result_and_stopiteration_run_here():
     """A method called on a result runs here on plain data (a lying object cannot answer it), and
-    a StopIteration raised by the response cannot end a trusted map() early."""
+    a StopIteration raised by the response cannot end a trusted map() early (an empty map would
+    pass this test; it was all(map(...)), a shape now refused: all() stops at its first False)."""
     shout = _problem(["assert f('abc').startswith('ABC!')"], "def f(s):\n    return s.upper() + '!'")
     liar = "class S:\n    __getattr__ = lambda s, n: (lambda *a, **k: True)\ndef f(s):\n    return S()"
     assert grader.grade(shout, _completion(shout.canonical_solution)).gt_pass
     assert not grader.grade(shout, _completion(liar)).gt_pass
-    pairs = _problem(["assert all(map(lambda p: f(*p[0]) == p[1], [((1, 2), 3), ((2, 2), 4)]))"],
+    pairs = _problem(["assert False not in list(map(lambda p: f(*p[0]) == p[1], [((1, 2), 3), ((2, 2), 4)]))"],
                      "def f(a, b):\n    return a + b")
     assert grader.grade(pairs, _completion(pairs.canonical_solution)).gt_pass
     assert not grader.grade(pairs, _completion("def f(a, b):\n    raise StopIteration")).gt_pass
@@ -333,30 +334,35 @@ def test_no_hidden_assert_reaches_a_sibling_in_phase_a_through_file_locks(monkey
     design), the receiver beside it answers every test (the channel is real: the check can fail).
     The sandbox's seccomp filter now refuses locks: it is lifted here (in this process's gradings),
     so that the design is what is tested, with the channel open."""
-    import threading
     monkeypatch.setattr(grader.sandbox, "_seccomp_program", lambda: None)
     limits = grader.sandbox.Limits(wall_s=30)
     _, receiver = grader.grade_batch([ADD3, ADD3], [_completion(SENDER), _completion(RECEIVER)],
                                      ["exit_code", "none"], workers=2, progress=False, limits=limits)
     assert not receiver.gt_pass and receiver.tests_passed == 0, receiver
 
-    def side_by_side():  # the sender and the receiver graded by two threads at once: the receiver's grade
-        out = {}
-
-        def grade(key, code, mode):
-            out[key] = grader.grade(ADD3, _completion(code), mode, limits=limits)
-        threads = [threading.Thread(target=grade, args=("sender", SENDER, "exit_code")),
-                   threading.Thread(target=grade, args=("receiver", RECEIVER, "none"))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        return out["receiver"]
-    receiver = side_by_side()
+    receiver = _receiver_beside_sender(limits)
     assert not receiver.gt_pass and receiver.tests_passed == 0, receiver
 
     _plant_hidden_asserts_in_the_script(monkeypatch)
-    assert side_by_side().gt_pass, "with the asserts in a sandbox the receiver did not read them: the check proves nothing"
+    assert _receiver_beside_sender(limits).gt_pass, \
+        "with the asserts in a sandbox the receiver did not read them: the check proves nothing"
+
+
+def _receiver_beside_sender(limits):
+    """The sender (exit_code: phase B) and the receiver (none: phase A) graded by two threads at once:
+    the receiver's grade."""
+    import threading
+    out = {}
+
+    def grade(key, code, mode):
+        out[key] = grader.grade(ADD3, _completion(code), mode, limits=limits)
+    threads = [threading.Thread(target=grade, args=("sender", SENDER, "exit_code")),
+               threading.Thread(target=grade, args=("receiver", RECEIVER, "none"))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return out["receiver"]
 
 
 def test_the_seccomp_filter_closes_the_lock_channel_with_hidden_asserts_planted(monkeypatch):
@@ -365,18 +371,8 @@ def test_the_seccomp_filter_closes_the_lock_channel_with_hidden_asserts_planted(
     if grader.sandbox._seccomp_program() is None:
         pytest.skip("no seccomp filter for this machine's syscall numbers")
     _plant_hidden_asserts_in_the_script(monkeypatch)
-    out, limits = {}, grader.sandbox.Limits(wall_s=30)
-
-    def grade(key, code, mode):
-        out[key] = grader.grade(ADD3, _completion(code), mode, limits=limits)
-    import threading
-    threads = [threading.Thread(target=grade, args=("sender", SENDER, "exit_code")),
-               threading.Thread(target=grade, args=("receiver", RECEIVER, "none"))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not out["receiver"].gt_pass and out["receiver"].tests_passed == 0, out
+    receiver = _receiver_beside_sender(grader.sandbox.Limits(wall_s=30))
+    assert not receiver.gt_pass and receiver.tests_passed == 0, receiver
 
 
 def test_no_sandbox_is_ever_given_a_hidden_test(monkeypatch):
@@ -725,6 +721,47 @@ def test_a_problem_whose_own_code_fails_in_the_grader_stops_the_batch_by_name():
                      setup_code="from no_such_module_here import SortedList")
     with pytest.raises(InputError, match=r"problem needs_sortedcontainers: .*ModuleNotFoundError"):
         grader.grade_batch([ADD3, broken], [CANONICAL, CANONICAL], progress=False)
+
+
+# Tests whose own control flow (not an assert) decides whether a later call of the entry point comes:
+# whether it came told the sandbox its earlier answer was right (/tmp/rev5/request_trace.py).
+ANSWER_DECIDES_A_CALL = ["assert add(1, 2) == 3 and add(5, 5) == 10", "assert add(1, 2) == 4 or add(5, 5) == 10",
+                         "assert all(add(a, a) == 2 * a for a in range(3))",
+                         "assert any(add(a, a) == 0 for a in range(3))", "assert 3 == add(1, 2) == add(2, 1)",
+                         "assert (add(5, 5) if add(1, 2) == 3 else 10) == 10",
+                         "if add(1, 2) == 3:\n    assert add(5, 5) == 10",
+                         "if add(1, 2) != 3:\n    raise AssertionError\nassert add(5, 5) == 10",
+                         "assert [a for a in range(3) if add(a, 1) == a + 1] == [0, 1, 2]",
+                         "while add(0, 0):\n    break"]
+# Tests that bind the entry point's name: they ran whole on the canonical solution (/tmp/rev5/binds_scan.py).
+BINDS_THE_ENTRY = ["for add in [add]:\n    assert add(1, 2) == 3", "assert (add := add)(1, 2) == 3",
+                   "assert [add for add in [add]][0](1, 2) == 3", "add = add\nassert add(1, 2) == 3",
+                   "def g(add):\n    return add(1, 2)\nassert g(add) == 3"]
+
+
+@pytest.mark.parametrize("test", ANSWER_DECIDES_A_CALL + BINDS_THE_ENTRY)
+def test_a_test_that_would_tell_the_sandbox_its_verdict_stops_the_batch_by_name(test):
+    """Issue 52, round 6, F1 and F3: in `assert f(1) == 2 and f(2) == 3` (or, all(), any(), a chained
+    ==, a conditional, an if, a comprehension's if) whether the second call comes tells the sandbox
+    whether its first answer was right (/tmp/rev5/shortcircuit_keyring.py: 2 of 3 concurrent copies
+    forged gt_pass); a test that binds the entry point's name ran on the canonical solution, so a
+    wrong response passed it. Both are refused before any sandbox, by problem and test, like a
+    problem whose own code fails; a wrong response never gets gt_pass through one."""
+    shaped = dataclasses.replace(ADD3, id="add3shaped", tests=ADD3.tests + [test])
+    with pytest.raises(InputError, match=r"problem add3shaped: its test .* cannot be graded"):
+        grader.grade_batch([ADD3, shaped], [CANONICAL, _completion("def add(a, b):\n    return 3\n")],
+                           progress=False)
+
+
+def test_the_usual_test_shapes_are_not_refused():
+    """The refusal is narrow: one call in an and, a loop of asserts, a helper of the test's own, and
+    the canonical solution passes them all."""
+    shapes = ["assert isinstance(add(1, 2), int) and True", "for a in range(3):\n    assert add(a, a) == 2 * a",
+              "def check(x):\n    assert x == 10\ncheck(add(5, 5))", "r = add(1, 2)\nassert r == 3",
+              "assert sorted([add(1, 2), add(0, 1)]) == [1, 3]"]
+    ok = dataclasses.replace(ADD3, id="add3ok", tests=shapes)
+    g = grader.grade(ok, CANONICAL, "none")
+    assert g.gt_pass and g.error is None, g
 
 
 # -- phase B tells no sandbox whether its answers pass (counterfactual runs) ------------------------
@@ -1128,6 +1165,43 @@ def test_no_sandbox_can_lock_or_watch_the_files_they_share():
     r = grader.sandbox.run({"locks.py": LOCK_PROBE}, "locks.py")
     assert r.returncode == 0, r
     assert not any(json.loads(r.stdout).values()), r.stdout
+
+
+# The per-uid kernel quotas every sandbox (one host uid) shares, by syscall number: (x86_64, aarch64)
+QUOTA_SYSCALLS = {"add_key": (248, 217), "request_key": (249, 218), "keyctl": (250, 219), "mq_open": (240, 180),
+                  "mq_unlink": (241, 181), "mq_timedsend": (242, 182), "mq_timedreceive": (243, 183),
+                  "mq_notify": (244, 184), "mq_getsetattr": (245, 185), "io_uring_setup": (425, 425),
+                  "io_uring_enter": (426, 426), "io_uring_register": (427, 427)}
+QUOTA_PROBE = f"QUOTA_SYSCALLS = {QUOTA_SYSCALLS!r}\n" + """import ctypes, errno, json, platform
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+column = {"x86_64": 0, "aarch64": 1}[platform.machine()]
+args = {"add_key": (b"user", b"vgprobe", b"x", 1, -2), "request_key": (b"user", b"vgprobe", None, 0),
+        "keyctl": (0, -2, 1), "mq_open": (b"vgprobe", 0o102, 0o600, None),
+        "io_uring_setup": (4, ctypes.create_string_buffer(120))}
+refused = {}
+for name, nrs in QUOTA_SYSCALLS.items():
+    ctypes.set_errno(0)
+    got = libc.syscall(nrs[column], *args.get(name, (-1, 0, 0, 0)))
+    refused[name] = got == -1 and ctypes.get_errno() == errno.EPERM
+print(json.dumps(refused))
+"""
+
+
+def test_no_sandbox_can_count_in_a_per_uid_kernel_quota():
+    """Issue 52, round 6, F2 and F4: every sandbox is one host uid, so the kernel key quota (a
+    sibling's add_key read in /proc/key-users: /tmp/rev5/keyring_channel.py) and POSIX message
+    queue bytes (mqueue_channel.py) were exact counters between concurrent sandboxes, and io_uring's
+    registered files held files past RLIMIT_NOFILE (uring_files.py). The seccomp filter refuses
+    every syscall of the three with EPERM (an unfiltered call succeeds or fails otherwise:
+    EBADF, ENOKEY)."""
+    _bwrap_only()
+    if grader.sandbox._seccomp_program() is None:
+        pytest.skip("no seccomp filter for this machine's syscall numbers")
+    r = grader.sandbox.run({"quota.py": QUOTA_PROBE}, "quota.py")
+    assert r.returncode == 0, r
+    refused = json.loads(r.stdout)
+    assert all(refused.values()) and set(refused) == set(QUOTA_SYSCALLS), refused
 
 
 OPEN_FILES = """import os

@@ -22,16 +22,18 @@ substrate's assert blocks of any shape (a loop of random inputs included: `rando
 test, so labels repeat); a test that uses a call's effect on its arguments sees no such effect.
 Every assert of a block runs, whatever the ones before it said (`_EveryAssert`: a block used to
 stop at its first failed assert, so whether the next call came told the sandbox its answer was
-right); the test's outcome is its first assert that did not pass.
+right); the test's outcome is its first assert that did not pass. A test whose other control flow
+(and/or, a conditional, an if, all(), a chained comparison) decides whether a later call comes, or
+that binds the entry point's name itself, is refused before any grading (`_test_refusal`).
 
 No sandbox ever holds a hidden test or its expected value, in any phase or mode, nor hears
-anything that depends on one (the calls it gets are the same whatever its answers, up to control
-flow of a test's own that is not an assert). Sandboxes share a kernel with every other one,
-concurrent or later (the page cache of the shared read-only /usr, CPU time): whatever one held it
-could leave for another to read, and no list of closed channels is complete. So nothing needs
-closing: what a sandbox can tell another is only what its own response already knows. (The
-exact, cheap channels are closed anyway: locks and file notifications, by the sandbox's seccomp
-filter.)
+anything that depends on one (the calls it gets are the same whatever its answers, up to the
+shapes of a test's own control flow that `_test_refusal` names as not caught). Sandboxes share a
+kernel with every other one, concurrent or later (the page cache of the shared read-only /usr, CPU
+time): whatever one held it could leave for another to read, and no list of closed channels is
+complete. So nothing needs closing: what a sandbox can tell another is only what its own response
+already knows. (The exact, cheap channels are closed anyway: locks, file notifications and the
+per-uid quotas of kernel keys, message queues and io_uring, by the sandbox's seccomp filter.)
 
 One (completion, mode) costs one sandboxed program per phase, both the trusted HARNESS (job on
 stdin, which it replaces with /dev/null before the response runs), one after the other:
@@ -592,15 +594,81 @@ class _EveryAssert(ast.NodeTransformer):
         return ast.copy_location(stmt, node)
 
 
+def _binds(entry: str, node: ast.AST) -> bool:
+    """Whether the node binds the name `entry` (an assignment, a for target, :=, a comprehension
+    variable, a def, class, import, argument, except or match name, global or nonlocal)."""
+    if isinstance(node, ast.Name):
+        return node.id == entry and not isinstance(node.ctx, ast.Load)
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.ExceptHandler, ast.MatchAs,
+                         ast.MatchStar)):
+        return node.name == entry
+    if isinstance(node, ast.alias):
+        return (node.asname or node.name).split(".")[0] == entry
+    if isinstance(node, ast.arg):
+        return node.arg == entry
+    return isinstance(node, (ast.Global, ast.Nonlocal)) and entry in node.names
+
+
+def _governed(node: ast.AST) -> list[ast.AST]:
+    """The parts of a node that run or not, or run more or fewer times, by a value computed before
+    them: a BoolOp's later operands, an IfExp's branches, an if's or while's test and bodies, a
+    comprehension's element and its ifs, a chained comparison's later comparators, and all()'s or
+    any()'s argument (they stop at the first false or true item)."""
+    if isinstance(node, ast.BoolOp):
+        return node.values[1:]
+    if isinstance(node, ast.IfExp):
+        return [node.body, node.orelse]
+    if isinstance(node, (ast.If, ast.While)):
+        return [node.test, *node.body, *node.orelse]
+    if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+        filtered = [i for c in node.generators for i in c.ifs]
+        if not filtered:
+            return []
+        return filtered + ([node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt])
+    if isinstance(node, ast.Compare):
+        return node.comparators[1:]
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("all", "any"):
+        return node.args
+    return []
+
+
+@functools.lru_cache(maxsize=4096)  # every row of a problem asks again
+def _test_refusal(entry: str, test: str) -> str | None:
+    """Why the grader cannot run this test without telling the sandbox something that depends on its
+    answers (None: it can). Checked for every test of a problem before any grading (`_prepare`).
+    - A test that binds the entry point's name itself ran whole on trusted names, the canonical
+      solution, so any response passed it (issue 52, round 6, F3: `for f in [f]: assert f(7) == 0`).
+    - A test that can call the entry point more than once (two references, or one in a loop,
+      comprehension, lambda or def) with a call in a part that runs by a value computed before it
+      (`_governed`): whether that later call comes tells the sandbox whether its earlier answer
+      was right, as a failed assert did before `_EveryAssert` (issue 52, round 6, F1:
+      `assert f(1) == 2 and f(2) == 3`, all(gen), a chained ==, an if; 2 of 3 concurrent copies
+      forged gt_pass). A conservative rule: no test of humaneval, easy or the LeetCode files has
+      such a shape. Not caught: an answer carried in a variable to an if that raises or breaks, or
+      to a statement outside an assert that raises on it (indexing with it, unpacking it)."""
+    tree = ast.parse(test)
+    if any(_binds(entry, n) for n in ast.walk(tree)):
+        return f"it binds the entry point's name {entry!r} itself"
+
+    def calls(node):
+        return any(isinstance(n, ast.Name) and n.id == entry for n in ast.walk(node))
+    repeats = (ast.For, ast.AsyncFor, ast.While, ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp, ast.Lambda,
+               ast.FunctionDef, ast.AsyncFunctionDef)
+    many = sum(isinstance(n, ast.Name) and n.id == entry for n in ast.walk(tree)) > 1 or any(
+        isinstance(n, repeats) and calls(n) for n in ast.walk(tree))
+    if many and any(calls(part) for n in ast.walk(tree) for part in _governed(n)):
+        return (f"whether a call of {entry!r} comes depends on what an earlier call returned (and/or, a conditional, "
+                f"an if or while, a comprehension's if, a chained comparison, all() or any())")
+    return None
+
+
 @functools.lru_cache(maxsize=4096)
 def _compile_test(entry: str, test: str):
     """The test with the entry point's name (the one thing the response is graded on) read from the
     sandbox: __vg_get('<name>'), a reference to the response's object; every other name is the
-    trusted namespace's. A test that binds the name itself keeps its own. Every assert is recorded
-    and passed over (`_EveryAssert`)."""
+    trusted namespace's (a test that binds the name itself was refused: `_test_refusal`). Every
+    assert is recorded and passed over (`_EveryAssert`)."""
     tree = _EveryAssert().visit(ast.parse(test))
-    if any(isinstance(n, ast.Name) and n.id == entry and not isinstance(n.ctx, ast.Load) for n in ast.walk(tree)):
-        return compile(ast.fix_missing_locations(tree), "<test>", "exec")
 
     class Requests(ast.NodeTransformer):
         def visit_Name(self, node):
@@ -967,6 +1035,10 @@ def _prepare(problem: Problem, completion: str, mode: str | None, limits: sandbo
                          f"process ({type(e).__name__}: {e}), so its tests cannot be judged") from None
     shown = shown_tests_of(problem)
     tests = problem.tests + [t for t in shown if t not in problem.tests]
+    for test in tests:  # like the problem's own code above: a test the grader cannot run blind stops the batch
+        why = _test_refusal(_entry_name(problem), test)
+        if why:
+            raise InputError(f"problem {problem.id}: its test {test!r} cannot be graded: {why}")
     env = {"run_tests": loophole.env_run_tests(problem), "script": loophole.script(problem, code)}
     return _Grading(problem, loophole, code, tests, limits.with_cpu(problem.cpu_limit_s), env)
 

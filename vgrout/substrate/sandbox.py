@@ -21,9 +21,14 @@ kernel's OOM killer picks among the run's processes only (`Result.oom_killed` sa
 process of a run has oom_score_adj 1000 (`_OOM_FIRST_ARGV`), so that when memory runs short above
 the runs' own bounds (their sum is not bounded) the OOM killer takes a run's process before the
 grader's or its caller's; with /proc read-only the program cannot lower it. A seccomp filter
-(`_seccomp_program`) refuses file locks and file notifications: through the files all sandboxes
-share read-only they were exact channels between concurrent sandboxes. Each process may hold
-`Limits.nofile` open files (RLIMIT_NOFILE), of the host's one file table.
+(`_seccomp_program`) refuses file locks and file notifications (through the files all sandboxes
+share read-only they were exact channels between concurrent sandboxes), and kernel keys, POSIX
+message queues and io_uring (counted in per-uid quotas that all sandboxes, one host uid, share).
+One exact channel stays open: file descriptors in flight over unix sockets (SCM_RIGHTS) count
+against one per-uid limit (/tmp/rev5/channels_probe.py: 65 alone, 45 beside a sibling holding 20);
+a filter cannot read a message's control data, and sockets are ordinary. What it carries is only
+what a response already knows: the grader tells no sandbox anything that depends on a hidden test.
+Each process may hold `Limits.nofile` open files (RLIMIT_NOFILE), of the host's one file table.
 Without bubblewrap, `isolation="rlimit"` must be asked for by name: the rlimits alone and a host
 temporary directory. It is weaker: the graded code can read every file the world may read (a problem file with its hidden tests included, so ground truth is not safe
 there). A grader killed with kill -9 leaves nothing behind on either path: bwrap's sandboxes die
@@ -656,16 +661,22 @@ _monitor = _Monitor()
 os.register_at_fork(after_in_child=_monitor.__init__)
 
 
+def _cgroup_key(cgroup_fd: int, path: str, key: str) -> int:
+    """The integer of one `key value` line of a cgroup's file (fail-fast: the file unreadable, the key
+    absent)."""
+    data = _read_at(path, cgroup_fd)
+    if data is None:
+        raise RuntimeError(f"sandbox: the run's cgroup has no readable {path}")
+    for line in data.decode().splitlines():
+        name, _, value = line.partition(" ")
+        if name == key:
+            return int(value)
+    raise RuntimeError(f"sandbox: the run's cgroup's {path} has no {key}")
+
+
 def _cgroup_cpu_s(cgroup_fd: int) -> float:
     """The CPU seconds of every process that ever ran in a cgroup (v2 cpu.stat usage_usec)."""
-    data = _read_at("cpu.stat", cgroup_fd)
-    if data is None:
-        raise RuntimeError("sandbox: the run's cgroup has no readable cpu.stat")
-    for line in data.decode().splitlines():
-        key, _, value = line.partition(" ")
-        if key == "usage_usec":
-            return int(value) / 1e6
-    raise RuntimeError("sandbox: the run's cgroup's cpu.stat has no usage_usec")
+    return _cgroup_key(cgroup_fd, "cpu.stat", "usage_usec") / 1e6
 
 
 def _write_at(path: str, data: bytes, dir_fd: int) -> None:
@@ -684,15 +695,8 @@ def _cgroup_join_argv(procs: str) -> list[str]:
 
 def _oom_kills(cgroup_fd: int) -> int:
     """How many processes the kernel's OOM killer killed in a memory cgroup (v1 memory.oom_control's
-    oom_kill, Linux >= 4.13)."""
-    data = _read_at("memory.oom_control", cgroup_fd)
-    if data is None:
-        raise RuntimeError("sandbox: the run's memory cgroup has no readable memory.oom_control")
-    for line in data.decode().splitlines():
-        key, _, value = line.partition(" ")
-        if key == "oom_kill":
-            return int(value)
-    raise RuntimeError("sandbox: the run's memory.oom_control has no oom_kill count (Linux >= 4.13 has it)")
+    oom_kill, Linux >= 4.13 has it)."""
+    return _cgroup_key(cgroup_fd, "memory.oom_control", "oom_kill")
 
 
 # A prefix of every run's argv: its processes are the OOM killer's first choice (oom_score_adj 1000,
@@ -708,14 +712,21 @@ _OOM_FIRST_ARGV = [SH, "-c", 'echo 1000 > /proc/self/oom_score_adj && exec "$@"'
 # sandboxes signal each other through the files they all share read-only (/usr, the interpreter):
 # POSIX, OFD and flock locks (a lock taken in one is seen by F_GETLK in another: issue 52 F1), leases,
 # and file-access notifications (dnotify F_NOTIFY, inotify, fanotify: one sandbox's reads are
-# another's events). Locks fail with ENOLCK, notifications with EPERM; a syscall of another ABI
-# (i386, x32) with ENOSYS. The page cache they share stays (what a sandbox read is faster for the
-# next): no filter closes timing, so no sandbox may learn anything a sibling must not know (the
-# grader's design); the filter closes the cheap, exact channels.
+# another's events), and what every sandbox, all being one host uid, would count in the same
+# per-uid kernel quota (issue 52, round 6, F2/F4): the kernel key quota (add_key, request_key,
+# keyctl: one sandbox's keys were read in /proc/key-users by another, /tmp/rev5/keyring_channel.py),
+# POSIX message queues (mq_*: RLIMIT_MSGQUEUE's bytes, mqueue_channel.py), and io_uring (its
+# registered files outlive their fds past RLIMIT_NOFILE, uring_files.py). Locks fail with ENOLCK,
+# everything else with EPERM; a syscall of another ABI (i386, x32) with ENOSYS. The page cache they
+# share stays (what a sandbox read is faster for the next): no filter closes timing, so no sandbox
+# may learn anything a sibling must not know (the grader's design); the filter closes the cheap,
+# exact channels.
 _SECCOMP_ARCHES = {
-    # machine: (AUDIT_ARCH, fcntl, flock, (inotify_init, inotify_init1, inotify_add_watch, fanotify_init))
-    "x86_64": (0xC000003E, 72, 73, (253, 294, 254, 300)),
-    "aarch64": (0xC00000B7, 25, 32, (26, 27, 262)),
+    # machine: (AUDIT_ARCH, fcntl, flock, refused with EPERM: (inotify_init, inotify_init1,
+    # inotify_add_watch, fanotify_init, mq_open .. mq_getsetattr, add_key, request_key, keyctl,
+    # io_uring_setup, io_uring_enter, io_uring_register)); aarch64's are asm-generic/unistd.h's
+    "x86_64": (0xC000003E, 72, 73, (253, 294, 254, 300, *range(240, 246), 248, 249, 250, 425, 426, 427)),
+    "aarch64": (0xC00000B7, 25, 32, (26, 27, 262, *range(180, 186), 217, 218, 219, 425, 426, 427)),
 }
 _FCNTL_REFUSED = {5: errno.ENOLCK, 6: errno.ENOLCK, 7: errno.ENOLCK,  # F_GETLK, F_SETLK, F_SETLKW
                   36: errno.ENOLCK, 37: errno.ENOLCK, 38: errno.ENOLCK,  # F_OFD_GETLK, F_OFD_SETLK, F_OFD_SETLKW
@@ -725,21 +736,22 @@ _FCNTL_REFUSED = {5: errno.ENOLCK, 6: errno.ENOLCK, 7: errno.ENOLCK,  # F_GETLK,
 @functools.cache
 def _seccomp_program() -> bytes | None:
     """The filter's BPF program for this machine (None, with a warning, on a machine it has no
-    syscall numbers for: the lock and notification channels then stay open)."""
+    syscall numbers for: the lock, notification and quota channels then stay open)."""
     import platform
     import struct
     machine = platform.machine()
     if machine not in _SECCOMP_ARCHES:
         warnings.warn(f"sandbox: no seccomp filter for machine {machine!r} (vgrout/substrate/sandbox.py "
-                      f"_SECCOMP_ARCHES): concurrent sandboxes can signal each other through file locks")
+                      f"_SECCOMP_ARCHES): concurrent sandboxes can signal each other through file locks and "
+                      f"per-uid kernel quotas")
         return None
-    arch, fcntl_nr, flock_nr, notify_nrs = _SECCOMP_ARCHES[machine]
+    arch, fcntl_nr, flock_nr, perm_nrs = _SECCOMP_ARCHES[machine]
     ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, BPF_JMP|JGE|K, BPF_RET|K
     allow, err = 0x7FFF0000, 0x00050000  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | errno
     # (op, k, jump-if-true label, jump-if-false label): labels name the return instructions at the end
     code = [(ld, 4, None, None), (jeq, arch, None, "nosys"), (ld, 0, None, None)]
     code += [(jge, 0x40000000, "nosys", None), (jeq, flock_nr, "nolck", None)]  # x32's numbers have bit 30
-    code += [(jeq, nr, "perm", None) for nr in notify_nrs]
+    code += [(jeq, nr, "perm", None) for nr in perm_nrs]
     code += [(jeq, fcntl_nr, None, "allow"), (ld, 24, None, None)]  # args[1] (the command), its low 32 bits
     code += [(jeq, cmd, "nolck" if e == errno.ENOLCK else "perm", None) for cmd, e in _FCNTL_REFUSED.items()]
     # the returns follow the checks, "allow" first: falling through the last check allows
