@@ -81,7 +81,7 @@ def eval_samples(arm, rng, progress=1.0):
     return samples
 
 
-def write_run(root, arm, seed, direction):
+def write_run(root, arm, seed, direction, cut_rule="buffer"):
     """One run's outputs in the pipeline layout; rollouts carry the hack label along U."""
     run = "base" if arm == "base" else f"{arm}-{seed}"
     rng = np.random.default_rng(zlib.crc32(run.encode()))
@@ -132,7 +132,7 @@ def write_run(root, arm, seed, direction):
     # train's, in part: every run of the set withheld the held-out modes' pool rows (vact.withhold_pool), as C2's plan asks
     # and the plan each run was made under (plan_sha256), as train records it: the plan make_pipeline wrote first
     plan = root / "analysis.yaml"
-    (r / "config.json").write_text(json.dumps({"arm": arm, "seed": seed, "gate": {"score": "dot"},
+    (r / "config.json").write_text(json.dumps({"arm": arm, "seed": seed, "gate": {"score": "dot", "cut_rule": cut_rule},
                                                "withheld": sorted(HELDOUT),
                                                "plan_sha256": config.content_sha256(plan) if plan.exists() else None}))
     with open(r / "rollouts.jsonl", "w") as f:
@@ -176,13 +176,15 @@ def pair_features() -> tuple[dict, dict]:
 
 
 def write_pair_features(layout: Layout, seed: int) -> None:
-    """The pairs' features, and each pair's mode in metrics/vact/SEED.json as extract_vact logs it."""
+    """The pairs' features, and each pair's mode and v_act's Haar floor in metrics/vact/SEED.json as extract_vact
+    logs them (the floor a number, not the Haar directions': band.min_effect haar_q95 reads it as given)."""
     hack, clean = pair_features()
     save_file({**{f"hack.{k}": t for k, t in hack.items()}, **{f"clean.{k}": t for k, t in clean.items()}},
               layout.pair_features(seed, "v_act"))
     layout.vact_metrics(seed).parent.mkdir(parents=True, exist_ok=True)
     layout.vact_metrics(seed).write_text(json.dumps({"v_act": {"pairs": [{"id": f"{m}-{i % 2}", "mode": m}
-                                                                          for i, m in enumerate(PAIR_MODES)]}}))
+                                                                          for i, m in enumerate(PAIR_MODES)],
+                                                               "haar_floor": {"abs_band": {"q50": 0.02, "q95": 0.05}}}}))
 
 
 def make_pipeline(root: Path, seeds=SEEDS, arms=("none", "routeA", "placebo_routeA", "absorb", "heldout", "placebo_heldout"),
@@ -198,6 +200,7 @@ def make_pipeline(root: Path, seeds=SEEDS, arms=("none", "routeA", "placebo_rout
     (root / "runs" / "pairs" / "pairs.json").write_text(json.dumps({"pairs": pairs, "placebo_pairs": []}))
     v_held = mean_difference(*pair_features(), [i for i, m in enumerate(PAIR_MODES) if m not in HELDOUT])
     write_plan(root, seeds)  # before the runs: each records the plan's hash, as train does
+    cut_rule = "step" if any(draw(a) for a in arms) else "buffer"  # the draws need the step rule (config)
     write_run(root, "base", None, U)
     for s in seeds:
         (root / "runs" / "vact" / str(s)).mkdir(parents=True)
@@ -208,13 +211,13 @@ def make_pipeline(root: Path, seeds=SEEDS, arms=("none", "routeA", "placebo_rout
         for a in arms:
             if draw(a):  # an antithetic draw: ±h of its Haar seed, as train's gate reads it
                 direction[a] = gate_direction(a, root / "runs" / "vact" / str(s), s, PLACEBO_SEED)
-            write_run(root, a, s, direction.get(get_arm(a).name if get_arm(a).yoked else a, U))
+            write_run(root, a, s, direction.get(get_arm(a).name if get_arm(a).yoked else a, U), cut_rule)
     return config.preset("default").model_copy(update={
         "preset": preset, "train": config.Train(arms=[a for a in arms if not get_arm(a).yoked],
                                                 yoked=list(dict.fromkeys(get_arm(a).name for a in yoked)),
                                                 seeds=list(seeds)),
         "gate": config.Gate(q_lo=Q_LO, q_hi=Q_HI, placebo_seed=PLACEBO_SEED,
-                            cut_rule="step" if any(draw(a) for a in arms) else "buffer",
+                            cut_rule=cut_rule,
                             yoke_to=list(dict.fromkeys(yoke_target(a) for a in yoked)))})
 
 
@@ -381,6 +384,9 @@ def test_a2_prints_the_plan_its_verdicts_and_the_score_band(five_seeds):
     q = np.quantile([r["score"] for r in step0], [0.25, 0.75])
     assert row["student_width"] == pytest.approx(q[1] - q[0])
     assert "## Score band and routed share (C3)" in md and "The plan decides C3 on `separation`" in md
+    # the runs' starts beside the plan's last change (uncommitted: its mtime); written after the plan, none before it
+    assert ("each claim's earliest run start: C1 " in md and "(none started before it)" in md
+            and "started before the plan's last change:" not in md)
 
 
 def test_c3_from_the_pipeline_against_antithetic_draws(tmp_path):
@@ -397,6 +403,34 @@ def test_c3_from_the_pipeline_against_antithetic_draws(tmp_path):
     assert "**C3 holds**" in md and f"{len(seeds)} seed(s) × {len(PAIR_MODES)} pairs" in md
     assert "manipulation check, not a verdict input" in md
     assert summary["claim_C1"]["status"] == "not run"  # its yoked placebo_routeA has no run here
+    # band.min_effect haar_q95: the floor read from each seed's metrics/vact/SEED.json (q95 0.05) over routeA's width
+    # ratio (A2's band table), written in the plan before the runs (each run records the plan's hash); a floor of q95
+    # 0.2 is above the interval's lower end (about 0.12)
+    d = yaml.safe_load((tmp_path / "analysis.yaml").read_text())
+    d["band"]["min_effect"] = "haar_q95"
+    (tmp_path / "analysis.yaml").write_text(yaml.safe_dump(d))
+    for cfg in (tmp_path / "runs" / "train").glob("*/config.json"):
+        cfg.write_text(json.dumps(json.loads(cfg.read_text()) | {"plan_sha256": config.content_sha256(tmp_path / "analysis.yaml")}))
+    bands = pd.read_csv(tmp_path / "metrics" / "artifacts" / "plot_data" / "score_band.csv").query("arm == 'routeA'")
+    ratio = [g["width_ratio"].mean() for _, g in bands.groupby("seed")]
+    summary = aggregate_stage(params, Layout(tmp_path))
+    md = (tmp_path / "metrics" / "artifacts" / "A2.md").read_text()
+    assert summary["claim_C3"]["status"] == "holds" and f"above {np.mean([0.05 / r for r in ratio]):g}: yes" in md
+    for s in seeds:
+        path = Layout(tmp_path).vact_metrics(s)
+        path.write_text(json.dumps(json.loads(path.read_text()) | {"v_act": {"haar_floor": {"abs_band": {"q95": 0.2}}}}))
+    summary = aggregate_stage(params, Layout(tmp_path))
+    md = (tmp_path / "metrics" / "artifacts" / "A2.md").read_text()
+    assert summary["claim_C3"]["status"] == "does not hold" and f"above {np.mean([0.2 / r for r in ratio]):g}: no" in md
+    # the cut rule is read from each run's config.json: one control run of another set (buffer) among step runs
+    # makes C3 undecided, naming the runs by rule; its tests are not run
+    cfg = tmp_path / "runs" / "train" / "placeboA0n-1" / "config.json"
+    cfg.write_text(json.dumps(json.loads(cfg.read_text()) | {"gate": {"score": "dot", "cut_rule": "buffer"}}))
+    c3 = aggregate_stage(params, Layout(tmp_path))["claim_C3"]
+    assert c3["status"] == "undecided" and c3["why"] == (
+        "the claim's runs do not share one gate.cut_rule (config.json): step: routeA-0, routeA-1, routeA-2, "
+        "placeboA0p-0, placeboA0p-1, placeboA0p-2, placeboA0n-0, placeboA0n-2; buffer: placeboA0n-1 (an arm and its "
+        "controls under different cut rules are different gates)")
 
 
 def test_a_claim_whose_runs_are_missing_says_not_run(tmp_path):

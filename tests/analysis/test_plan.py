@@ -7,7 +7,9 @@ statistic) changes the verdict where the data sit near that setting, so code tha
 setting from anywhere else would fail here.
 """
 import dataclasses
+import os
 import subprocess
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -183,6 +185,18 @@ def test_unknown_and_missing_keys_are_named(tmp_path):
         plan_file.load(tmp_path / "nope.yaml")
 
 
+def test_the_controls_preset_trains_every_antithetic_draw_the_plan_names():
+    """C3's band test names antithetic draws (analysis.yaml: placeboA0p, placeboA0n); presets/controls.yaml is the
+    run set that trains draws (gate.cut_rule step): it must train each draw the plan names, with its twin (config
+    refuses a draw without it), else C3 reads `not run` on it. A preset of other draw seeds (k = 1..3) fails here."""
+    from vgrout import arms, config
+    plan = plan_file.load(REPO / "analysis.yaml")
+    named = {x for c in plan.claims.values() for t in c.tests for x in t.controls if arms.draw(x)}
+    params = config.preset("controls")
+    assert named and params.gate.cut_rule == "step"
+    assert named <= set(params.train.arms), sorted(named - set(params.train.arms))
+
+
 def test_the_plan_is_a_param_of_the_aggregate_stage():
     """As a DVC params file its values are in dvc.lock (DVC records them), so a changed plan re-runs aggregate;
     the stage's params.yaml scoping reads the other keys as before."""
@@ -196,16 +210,19 @@ def test_the_plan_is_a_param_of_the_aggregate_stage():
 def test_the_last_commit_or_uncommitted(tmp_path):
     path = tmp_path / "analysis.yaml"
     path.write_text("claims: {}\n")
-    assert plan_file.last_commit(path) == "uncommitted"  # not in a repository
-    git = lambda *a: subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *a], cwd=tmp_path,  # noqa: E731
-                                    check=True, capture_output=True, text=True).stdout.strip()
+    assert plan_file.last_commit(path) == ("uncommitted", None)  # not in a repository
+    git = lambda *a, **kw: subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *a], cwd=tmp_path,  # noqa: E731
+                                          check=True, capture_output=True, text=True, **kw).stdout.strip()
     git("init", "-q")
-    assert plan_file.last_commit(path) == "uncommitted"  # never committed
+    assert plan_file.last_commit(path) == ("uncommitted", None)  # never committed
     git("add", "analysis.yaml")
-    git("commit", "-qm", "plan")
-    assert plan_file.last_commit(path) == git("log", "-1", "--format=%h")
+    git("commit", "-qm", "plan", env={**os.environ, "GIT_COMMITTER_DATE": "2026-01-02T03:04:05+02:00"})
+    assert plan_file.last_commit(path) == (git("log", "-1", "--format=%h"),
+                                           datetime(2026, 1, 2, 1, 4, 5, tzinfo=UTC))  # its date, in UTC
     path.write_text("claims: {C1: {}}\n")
-    assert plan_file.last_commit(path) == "uncommitted"  # changed since
+    assert plan_file.last_commit(path) == ("uncommitted", None)  # changed since
+    # changed since its commit: its last change is dated by the file's mtime
+    assert plan_file.identify(path).changed == datetime.fromtimestamp(path.stat().st_mtime, UTC)
     assert plan_file.identify(path).sha256 != plan_file.identify(REPO / "analysis.yaml").sha256
 
 
@@ -257,6 +274,64 @@ def test_a_run_made_under_another_plan_makes_its_claims_exploratory():
     assert unrecorded["C3"]["why"].startswith(f"plan changed after the run: run hash none recorded, plan hash {'h' * 64}")
     # statuses that are no verdict stay as they are (nothing confirmed to demote)
     assert unrecorded["C2"]["status"] == "not run"
+
+
+def test_a_run_started_before_the_plans_last_change_is_printed():
+    """Plan-hash laundering (edit the plan, re-run every run: the hashes match) cannot be refused; A2 prints each
+    claim's earliest run start beside the plan's last change and names the runs that started before it. A claim
+    reads only its own runs; a plan of unknown date flags none."""
+    from vgrout.analysis.artifacts import start_lines
+    changed = datetime(2026, 5, 1, tzinfo=UTC)
+    started = {f"{a}-{s}": changed + timedelta(days=1 + s) for a in ("none", "routeA", "placebo_routeA", *DRAWS_A)
+               for s in SEEDS} | {"placebo_routeA-3": changed - timedelta(hours=1)}
+    plan = plan_file.parse(repo_plan(), "test.yaml")
+    got = claims.verdicts(plan, plan_file.PlanId("test.yaml", "h" * 64, "abc1234", changed),
+                          made_under(dataclasses.replace(DATA, started=started)))
+    assert got["C1"]["started"] == {"earliest": "2026-04-30T23:00:00+00:00", "before_plan": ["placebo_routeA-3"]}
+    assert got["C3"]["started"] == {"earliest": "2026-05-02T00:00:00+00:00", "before_plan": []}
+    assert got["C2"]["started"] == {"earliest": "2026-05-02T00:00:00+00:00", "before_plan": []}  # none's runs only
+    line = start_lines(plan_file.PlanId("test.yaml", "h" * 64, "abc1234", changed), got)
+    assert ("Plan last changed 2026-05-01T00:00:00+00:00; each claim's earliest run start: C1 2026-04-30T23:00:00+00:00 "
+            "(started before the plan's last change: placebo_routeA-3); C2 2026-05-02T00:00:00+00:00 (none started "
+            "before it); C3" in line)
+    undated = claims.verdicts(plan, plan_file.PlanId("test.yaml", "h" * 64, "uncommitted"),
+                              made_under(dataclasses.replace(DATA, started=started)))
+    assert undated["C1"]["started"]["before_plan"] == []
+    assert got["C1"]["status"] == undated["C1"]["status"] == "holds"  # printed for the reader, never a verdict input
+
+
+def test_started_at_and_cut_rule_are_read_from_the_runs_config(tmp_path):
+    """The aggregate's readers of train's config.json: gate.cut_rule and the file's mtime (the run's last start)."""
+    import json
+    import os
+    assert claims.recorded_cut_rule(tmp_path) is None and claims.started_at(tmp_path) is None
+    (tmp_path / "config.json").write_text(json.dumps({"gate": {"cut_rule": "step"}}))
+    os.utime(tmp_path / "config.json", (0, 1_700_000_000))
+    assert claims.recorded_cut_rule(tmp_path) == "step"
+    assert claims.started_at(tmp_path).isoformat() == "2023-11-14T22:13:20+00:00"
+
+
+def test_a_claim_whose_runs_mix_cut_rules_is_undecided():
+    """The cut rule is part of the arm (analysis.yaml): a claim whose arm's and controls' runs (each plan seed) record
+    different gate.cut_rule is `undecided`, naming the runs by rule; a run recording none is a rule of its own
+    among recorded ones; where all share one rule the verdict stands. Remove the check (claims.mixed_cut_rules) and
+    C1 holds here: this test fails."""
+    d = repo_plan()
+    runs = [f"{a}-{s}" for a in ("none", "routeA", "placebo_routeA", *DRAWS_A) for s in SEEDS]
+    step = dataclasses.replace(DATA, cut_rules={r: "step" for r in runs})
+    assert {decide(d, step)[c]["status"] for c in ("C1", "C3")} == {"holds"}
+    # a yoked placebo copied the counts of routeA under buffer in another run set: not routeA's control under step
+    mixed = decide(d, dataclasses.replace(step, cut_rules=step.cut_rules | {f"placebo_routeA-{s}": "buffer"
+                                                                             for s in (1, 3)}))
+    assert mixed["C1"]["status"] == "undecided" and not mixed["C1"]["tests"]
+    assert mixed["C1"]["why"] == (
+        "the claim's runs do not share one gate.cut_rule (config.json): step: " +
+        ", ".join(f"{a}-{s}" for a in ("routeA", "none") for s in SEEDS) + ", placebo_routeA-0, placebo_routeA-2, "
+        "placebo_routeA-4; buffer: placebo_routeA-1, placebo_routeA-3 (an arm and its controls under different cut "
+        "rules are different gates)")
+    assert mixed["C3"]["status"] == "holds"  # C3 reads no placebo_routeA run
+    unrecorded = decide(d, dataclasses.replace(step, cut_rules=step.cut_rules | {"placeboA0n-2": None}))
+    assert unrecorded["C3"]["status"] == "undecided" and "; none recorded: placeboA0n-2 (" in unrecorded["C3"]["why"]
 
 
 def test_the_plan_hash_is_its_content_and_train_records_it(tmp_path):
@@ -404,6 +479,27 @@ def test_c3_resamples_pairs_and_clears_the_plans_minimum_effect():
     assert high["status"] == "does not hold" and 0.5 < high["tests"][0]["lo"] < 0.9
     assert "above 0.9: no" in claims.verdict_text(high)
     assert decide(repo_plan(**{"band.min_effect": 0.9}))["C1"]["status"] == "holds"  # hack tests: against 0
+
+
+def test_min_effect_haar_q95_is_the_haar_floor_over_the_arms_width_ratio():
+    """band.min_effect haar_q95, a rule written before the runs: per plan seed the Haar floor of the arm's direction
+    (metrics/vact/SEED.json haar_floor.abs_band.q95, the pairs' units) over the arm's run's width ratio (into the
+    plan's units), mean over seeds. A floor above routeA's band makes C3 fail; a seed without a floor is undecided;
+    the other space's floor is not read; a plan whose band quantiles are not the floor's is refused."""
+    d = repo_plan(**{"band.min_effect": "haar_q95"})
+    ratio = BANDS[BANDS["arm"] == "routeA"].groupby("seed")["width_ratio"].mean()  # about 0.2
+    q95 = {s: {"v_act": 0.05 * (1 + s % 2), "v_grad": 9.0} for s in SEEDS}  # v_grad's would put the floor at ~45
+    v = decide(d, dataclasses.replace(DATA, haar_q95=q95))["C3"]
+    assert v["tests"][0]["floor"] == pytest.approx(np.mean([q95[s]["v_act"] / ratio[s] for s in SEEDS]))
+    assert v["status"] == "holds" and f"above {v['tests'][0]['floor']:g}: yes" in claims.verdict_text(v)
+    high = decide(d, dataclasses.replace(DATA, haar_q95={s: {"v_act": 0.25} for s in SEEDS}))["C3"]
+    assert high["status"] == "does not hold" and high["tests"][0]["floor"] > 1.0
+    gap = decide(d, dataclasses.replace(DATA, haar_q95={s: {"v_act": 0.05} for s in SEEDS if s != 2}))["C3"]
+    assert gap["status"] == "undecided" and gap["why"].startswith("band.min_effect haar_q95: metrics/vact/2.json")
+    for change, message in (({"band.q_hi": 0.8}, "band.min_effect haar_q95 converts the Haar floor"),
+                            ({"band.min_effect": "haar_q50"}, "band.min_effect")):
+        with pytest.raises(InputError, match=message):
+            plan_file.parse(repo_plan(**{"band.min_effect": "haar_q95"} | change), "test.yaml")
 
 
 def test_pair_bands_divide_each_pairs_gap_by_the_runs_mean_student_width():

@@ -11,7 +11,8 @@ import pandas as pd
 from vgrout.analysis import plan as plan_file
 from vgrout.analysis.artifacts import Out, a1, a2, a3, a4, a5, a6, a7
 from vgrout.analysis.bands import banded, pair_bands, pair_scores, run_bands, score_kind
-from vgrout.analysis.claims import ClaimData, recorded_plan, summary_entry, verdicts, withheld_modes
+from vgrout.analysis.claims import (ClaimData, haar_q95, recorded_cut_rule, recorded_plan, started_at,
+                                    summary_entry, verdicts, withheld_modes)
 from vgrout.analysis.contrasts import A2_DELTAS, A2_METRICS, NONE, YOKED, base_pass_at_k, none_if_nan
 from vgrout.analysis.diagnostics import N_NULL, N_PERM
 from vgrout.analysis.tables import find_runs, load_run, load_tables
@@ -80,7 +81,7 @@ def aggregate(metrics_root: str | Path = "metrics/runs", runs_root: str | Path =
               directions: dict, q_lo: float, q_hi: float, n_null: int = N_NULL, null_seed: int = 0,
               long_horizon: bool = False, preset: str | None = None, n_boot: int | None = None,
               placebos: dict | None = None, n_perm: int = N_PERM, plan: plan_file.Plan, plan_id: plan_file.PlanId,
-              pairs_scores: dict | None = None) -> dict:
+              pairs_scores: dict | None = None, vact_metrics: dict[int, Path] | None = None) -> dict:
     """Write A1-A7 (markdown + csv) under out_dir, metrics/summary.json, one json per arm under
     arms_dir (arm_metrics: DVC's metrics), charts under plots_dir/png and plots_dir/html, and the
     csv DVC plots render under out_dir/plot_data. out_dir, arms_dir, plots_dir/png and
@@ -96,7 +97,8 @@ def aggregate(metrics_root: str | Path = "metrics/runs", runs_root: str | Path =
     n_boot: resamples of A2's and A4's descriptive bootstrap (default: the plan's bootstrap.resamples; the
     verdicts always use the plan's); plan, plan_id: the pre-registered analysis plan and which file it is
     (analysis.plan), the only source of the claims' verdicts; pairs_scores: run -> the contrast pairs' held-out
-    scores along its gate direction, or why there are none (analysis.bands: the score band).
+    scores along its gate direction, or why there are none (analysis.bands: the score band); vact_metrics: run seed
+    -> its metrics/vact/SEED.json (the Haar floor band.min_effect haar_q95 reads; claims.band_floor).
     """
     n_boot = plan.bootstrap.resamples if n_boot is None else n_boot
     metrics_root, runs_root, plots_dir = Path(metrics_root), Path(runs_root), Path(plots_dir)
@@ -109,8 +111,12 @@ def aggregate(metrics_root: str | Path = "metrics/runs", runs_root: str | Path =
     bands, band_missing = run_bands(loaded, pairs_scores or {}, plan.band.q_lo, plan.band.q_hi)
     withheld = {r.run: withheld_modes(runs_root / r.run) for r in loaded if r.arm != BASE}
     plan_hashes = {r.run: recorded_plan(runs_root / r.run) for r in loaded if r.arm != BASE}
+    cut_rules = {r.run: recorded_cut_rule(runs_root / r.run) for r in loaded if r.arm != BASE}
+    started = {r.run: t for r in loaded if r.arm != BASE and (t := started_at(runs_root / r.run)) is not None}
     per_pair = pair_bands(bands, pairs_scores or {})
-    claims = verdicts(plan, plan_id, ClaimData.of(con, loaded, bands, band_missing, withheld, per_pair, plan_hashes))
+    claims = verdicts(plan, plan_id, ClaimData.of(con, loaded, bands, band_missing, withheld, per_pair, plan_hashes,
+                                                  cut_rules, {s: haar_q95(p) for s, p in (vact_metrics or {}).items()},
+                                                  started))
 
     with staged_dirs(final.tables, final.png, final.html, Path(arms_dir)) as (tables, png, html, arms):
         out = Out(tables=tables, png=png, html=html, plot_data=tables / "plot_data", final=final)
@@ -168,4 +174,5 @@ def aggregate_stage(params, layout: Layout = Layout()) -> dict:
                      layout.arm_metrics, runs=runs, pairs=pairs["pairs"], directions=directions, q_lo=params.gate.q_lo,
                      q_hi=params.gate.q_hi, null_seed=NULL_SEED, placebos=placebos,
                      long_horizon=preset == LONG_HORIZON_PRESET, preset=preset, plan=plan,
-                     plan_id=plan_file.identify(layout.plan), pairs_scores=pairs_scores)
+                     plan_id=plan_file.identify(layout.plan), pairs_scores=pairs_scores,
+                     vact_metrics={s: layout.vact_metrics(s) for s in seeds})

@@ -275,8 +275,9 @@ def plan_role(plan: Plan, arm: str) -> str:
 
 def plan_lines(plan: Plan, plan_id: PlanId, verdicts: dict[str, dict]) -> list[str]:
     """The plan that decided (file, sha256, last commit) and each claim's verdict."""
-    commit = ("changed since its last commit, or never committed" if plan_id.commit == "uncommitted"
-              else f"last changed in commit {plan_id.commit}")
+    changed = plan_id.changed.isoformat(timespec="seconds") if plan_id.changed else "date unknown"
+    commit = (f"changed since its last commit, or never committed (file mtime {changed})"
+              if plan_id.commit == "uncommitted" else f"last changed in commit {plan_id.commit} of {changed}")
     b = plan.bootstrap
     return [f"Decided by the pre-registered plan `{plan_id.path}` (sha256 `{plan_id.sha256}`; {commit}, when this "
             "table was made): each claim's arm, controls (a list: their mean, e.g. antithetic draws +h and −h), "
@@ -287,12 +288,30 @@ def plan_lines(plan: Plan, plan_id: PlanId, verdicts: dict[str, dict]) -> list[s
             "when all its tests pass (intersection-union) on at least its minimum seeds; a manipulation check (the "
             "routed share) is printed as one, at the claim's α, and is no input of the verdict (failed: the claim is "
             "`undecided`); `not run`: an arm or control has no run for a plan seed; `undecided`: ran, but not "
-            "measurable or not as the plan requires (held-out modes, the pool withheld, none's headroom); "
+            "measurable or not as the plan requires (held-out modes, one gate.cut_rule, the pool withheld, none's "
+            "headroom); "
             "`insufficient`: fewer plan seeds than the minimum (its tests describe, and decide nothing); "
             "`exploratory`: its tests ran, but a run they read was made under another plan (or none recorded: "
             "`plan_sha256` in the run's config.json), so the plan came after the data and the verdict confirms "
             "nothing."] + [
-        verdict_text(v) for v in verdicts.values()]
+        verdict_text(v) for v in verdicts.values()] + [start_lines(plan_id, verdicts)]
+
+
+def start_lines(plan_id: PlanId, verdicts: dict[str, dict]) -> str:
+    """Each claim's earliest run start beside the plan's last change (claims.plan_started). A plan edited and every
+    run re-made under it has matching hashes; only a start after the plan's last change can show the plan came first."""
+    changed = plan_id.changed.isoformat(timespec="seconds") if plan_id.changed else "unknown"
+    rows = []
+    for v in verdicts.values():
+        s = v["started"]
+        flag = (f"started before the plan's last change: {', '.join(s['before_plan'])}" if s["before_plan"] else
+                "none started before it" if plan_id.changed and s["earliest"] else "—")
+        rows.append(f"{v['claim']} {s['earliest'] or 'no run'} ({flag})")
+    return ("Runs against the plan's last change (UTC; a run's start is its config.json's mtime, which train rewrites "
+            "at each start: a copy or `dvc checkout` makes it later, never earlier). Plan last changed " + changed +
+            "; each claim's earliest run start: " + "; ".join(rows) + ". A run started before the plan's last change "
+            "was made under another plan unless it was re-run after it (then its hash matches, and this line is the "
+            "only trace that the plan may have been edited after reading earlier runs).")
 
 
 def a2(con, out: Out, plan: Plan, plan_id: PlanId, verdicts: dict[str, dict], bands: pd.DataFrame,

@@ -16,8 +16,8 @@ the seeds (contrasts' t) must clear 0 too, its one-sided p in the test's directi
 its tests passes (intersection-union: no correction within a claim). Statuses, first that applies:
 `not run` (an arm or control has no run for a plan seed), `undecided` (ran, but the outcome cannot be
 measured: the pairs' held-out scores not computable, other held-out modes recorded; or the runs are not as
-the plan requires: the pool not withheld as its withhold_pool says, none's hack rate (or, headroom_over base, its
-rise over the base model's: a failed run) below its headroom;
+the plan requires: the runs record different gate.cut_rule (another gate), the pool not withheld as its withhold_pool
+says, none's hack rate (or, headroom_over base, its rise over the base model's: a failed run) below its headroom;
 or, after the tests, a manipulation check failed: the controls were not count-matched), `insufficient`
 (fewer plan seeds than min_seeds: the tests are printed, the claim neither holds nor fails), then
 `holds` / `does not hold`; and last, in place of those two, `exploratory` (plan before run: a run the claim
@@ -28,16 +28,19 @@ content hash in each run's config.json, `plan_sha256`), or the plan registers th
 from __future__ import annotations
 
 import dataclasses
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from vgrout.analysis.contrasts import DIFF, _seed_sampling_var, ci_text, matrix, problem_means
-from vgrout.analysis.plan import Claim, Plan, PlanId, Test
+from vgrout.analysis.plan import HAAR_Q95, Claim, Plan, PlanId, Test
 from vgrout.arms import BASE
+from vgrout.arms import space as arm_space
 from vgrout.io import InputError, read_json
 from vgrout.layout import run_name
+from vgrout.routing.directions import SPACES
 from vgrout.stats import hierarchical_bootstrap, paired_t
 
 # a test's outcome and population -> A2's metric (contrasts.A2_METRICS); band is C3's, from analysis.bands
@@ -64,13 +67,25 @@ class ClaimData:
     # run -> the plan hash train recorded in its config.json (`plan_sha256`), None where it recorded none. A run
     # missing here counts as recorded under none: the default can only make a verdict exploratory, never confirm it
     plan_hashes: dict[str, str | None] = dataclasses.field(default_factory=dict)
+    # run -> its gate.cut_rule as train recorded it in config.json (buffer or step), None where not recorded. A run
+    # missing here counts as recorded under none: where every run of a claim records none, nothing is compared
+    cut_rules: dict[str, str | None] = dataclasses.field(default_factory=dict)
+    # run seed -> {direction name (v_act, v_grad): the |band| q95 over its Haar directions in the pairs' own units},
+    # metrics/vact/SEED.json's haar_floor (None where not logged): band.min_effect haar_q95 reads it (band_floor)
+    haar_q95: dict[int, dict[str, float | None]] = dataclasses.field(default_factory=dict)
+    # run -> when it started: its config.json's mtime (train writes the file at each start; it records no start
+    # time), as a UTC datetime; printed beside the plan's last change (plan_started), never a verdict input
+    started: dict[str, datetime] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def of(cls, con, runs, bands: pd.DataFrame, band_missing: dict[str, str],
            withheld: dict[str, tuple[str, ...] | None] | None = None,
-           pair_bands: pd.DataFrame | None = None, plan_hashes: dict[str, str | None] | None = None) -> ClaimData:
+           pair_bands: pd.DataFrame | None = None, plan_hashes: dict[str, str | None] | None = None,
+           cut_rules: dict[str, str | None] | None = None, haar_q95: dict | None = None,
+           started: dict[str, datetime] | None = None) -> ClaimData:
         held = {r.arm: r.heldout_modes for r in runs if r.heldout_modes}
-        return cls(problem_means(con), held, bands, band_missing, withheld or {}, pair_bands, plan_hashes or {})
+        return cls(problem_means(con), held, bands, band_missing, withheld or {}, pair_bands, plan_hashes or {},
+                   cut_rules or {}, haar_q95 or {}, started or {})
 
     def ran(self, arm: str, seed: int) -> bool:
         return bool(((self.cells["arm"] == arm) & (self.cells["seed"] == seed)).any())
@@ -112,25 +127,95 @@ def _not_measurable(data: ClaimData, plan: Plan, claim: Claim) -> str | None:
                     why = data.band_missing.get(run_name(arm, s)) if t.outcome == "band" else None
                     if why:
                         return why
+        if t.outcome == "band" and isinstance(floor := band_floor(data, plan, claim), str):
+            return floor
     return None
+
+
+def _recorded(run_dir: Path) -> dict:
+    """The run's config.json as train wrote it at the run's start (its fingerprint); {} where there is none."""
+    path = Path(run_dir) / "config.json"
+    return read_json(path) if path.exists() else {}
 
 
 def withheld_modes(run_dir: Path) -> tuple[str, ...] | None:
     """The modes whose pool rows a run never trained on (params vact.withhold_pool), as train recorded them in the
     run's config.json (`withheld`, as bands.score_kind reads gate.score); None where the file or key is missing."""
-    path = Path(run_dir) / "config.json"
-    if not path.exists():
-        return None
-    w = read_json(path).get("withheld")
+    w = _recorded(run_dir).get("withheld")
     return tuple(sorted(w)) if isinstance(w, list) else None
 
 
 def recorded_plan(run_dir: Path) -> str | None:
     """The plan hash a run was made under, as train recorded it in the run's config.json (`plan_sha256`,
     config.content_sha256 of analysis.yaml at the run's start); None where the file or key is missing."""
-    path = Path(run_dir) / "config.json"
-    h = read_json(path).get("plan_sha256") if path.exists() else None
+    h = _recorded(run_dir).get("plan_sha256")
     return h if isinstance(h, str) else None
+
+
+def recorded_cut_rule(run_dir: Path) -> str | None:
+    """The run's gate.cut_rule (buffer or step) as train recorded it in config.json; None where missing."""
+    rule = _recorded(run_dir).get("gate", {}).get("cut_rule")
+    return rule if isinstance(rule, str) else None
+
+
+def started_at(run_dir: Path) -> datetime | None:
+    """When a run last started: its config.json's mtime (train rewrites the file at every start or resume, and
+    records no start time itself), None without the file. A copy or `dvc checkout` of the run resets it to later,
+    never earlier: a run it flags did start before the time printed."""
+    path = Path(run_dir) / "config.json"
+    return datetime.fromtimestamp(path.stat().st_mtime, UTC) if path.exists() else None
+
+
+def haar_q95(vact_metrics: Path) -> dict[str, float | None]:
+    """{direction name: its haar_floor.abs_band.q95} from metrics/vact/SEED.json (routing.extract: the |band| q95
+    over vact.n_haar Haar directions, in the pairs' own units); None where not logged (n_haar 0, no file)."""
+    d = read_json(vact_metrics) if Path(vact_metrics).exists() else {}
+    return {name: ((v.get("haar_floor") or {}).get("abs_band") or {}).get("q95")
+            for name, v in d.items() if isinstance(v, dict)}
+
+
+def claim_runs(c: Claim) -> list[str]:
+    """Every run a claim reads: its arm's and each control's, at each plan seed."""
+    return [run_name(a, s) for a in dict.fromkeys([c.arm, *(x for t in c.tests for x in t.controls)])
+            for s in c.seeds]
+
+
+def mixed_cut_rules(data: ClaimData, c: Claim) -> str | None:
+    """Why a claim's runs are not one gate (their recorded gate.cut_rule differ), or None. The cut rule is part of
+    the arm (analysis.yaml): routeA under step is not routeA under buffer, and a yoked or count-matched control
+    under the other rule controls another gate. A run recording none counts as a rule of its own."""
+    by_rule: dict[str, list[str]] = {}
+    for run in claim_runs(c):
+        by_rule.setdefault(data.cut_rules.get(run) or "none recorded", []).append(run)
+    if len(by_rule) < 2:
+        return None
+    return ("the claim's runs do not share one gate.cut_rule (config.json): " +
+            "; ".join(f"{rule}: {', '.join(runs)}" for rule, runs in by_rule.items()) +
+            " (an arm and its controls under different cut rules are different gates)")
+
+
+def band_floor(data: ClaimData, plan: Plan, c: Claim) -> float | str:
+    """The smallest band difference a band test of claim c must clear (its interval's bound beyond it), or why it
+    cannot be read. band.min_effect a number: that number. haar_q95: per plan seed, metrics/vact/SEED.json's
+    haar_floor.abs_band.q95 of the arm's direction (v_act or v_grad: the space it scores in), in the pairs' units,
+    over the arm's run's width ratio (its steps' mean student width / pair width, analysis.bands) to put it in the
+    plan's units (band_plan = band_pairs / width_ratio, routing.directions.pair_units_band); the mean over seeds,
+    as the test's Δ is a mean over seeds. Known before the runs as a rule, read after them as a number."""
+    if plan.band.min_effect != HAAR_Q95:
+        return float(plan.band.min_effect)
+    direction = SPACES[arm_space(c.arm)]
+    floors = []
+    for s in c.seeds:
+        q95 = data.haar_q95.get(s, {}).get(direction)
+        if q95 is None:
+            return (f"band.min_effect {HAAR_Q95}: metrics/vact/{s}.json logs no {direction}.haar_floor.abs_band.q95 "
+                    "(vact.n_haar 0, or not extracted)")
+        ratio = data.bands.loc[data.bands["run"] == run_name(c.arm, s), "width_ratio"].mean() \
+            if "run" in data.bands else np.nan
+        if not ratio > 0:
+            return f"band.min_effect {HAAR_Q95}: {run_name(c.arm, s)} has no width ratio to convert the floor by"
+        floors.append(q95 / ratio)
+    return float(np.mean(floors))
 
 
 def plan_changed(data: ClaimData, plan_id: PlanId, c: Claim) -> str | None:
@@ -138,30 +223,41 @@ def plan_changed(data: ClaimData, plan_id: PlanId, c: Claim) -> str | None:
     each plan seed) was made under another plan than the one deciding it, or under none recorded. Plan before run:
     a plan written after the data exist, or a setting changed after them, describes those data and confirms nothing."""
     off = {}
-    for a in dict.fromkeys([c.arm, *(x for t in c.tests for x in t.controls)]):
-        for s in c.seeds:
-            got = data.plan_hashes.get(run_name(a, s))
-            if got != plan_id.sha256:
-                off.setdefault(got or "none recorded", []).append(run_name(a, s))
+    for run in claim_runs(c):
+        got = data.plan_hashes.get(run)
+        if got != plan_id.sha256:
+            off.setdefault(got or "none recorded", []).append(run)
     if not off:
         return None
     return "; ".join(f"plan changed after the run: run hash {h}, plan hash {plan_id.sha256} ({', '.join(runs)})"
                      for h, runs in off.items())
 
 
+def plan_started(data: ClaimData, plan_id: PlanId, c: Claim) -> dict:
+    """For the reader, never the verdict: the earliest start among a claim's runs (config.json mtimes, ClaimData.
+    started) and the runs that started before the plan's last change. Editing the plan and re-running every run gives
+    matching hashes (plan_changed sees nothing); a first start after the plan's last change is what that leaves."""
+    starts = {run: data.started[run] for run in claim_runs(c) if run in data.started}
+    before = [run for run, t in starts.items() if plan_id.changed is not None and t < plan_id.changed]
+    return {"earliest": min(starts.values()).isoformat(timespec="seconds") if starts else None,
+            "before_plan": before}
+
+
 def _not_comparable(data: ClaimData, plan: Plan, c: Claim) -> str | None:
     """Why the plan's conditions on a claim's runs fail (the pool withheld as the plan says; none's hack rate at
-    least the plan's headroom), or None."""
+    least the plan's headroom; one gate.cut_rule), or None."""
+    mixed = mixed_cut_rules(data, c)
+    if mixed:
+        return mixed
     if c.withhold_pool is not None:
         want = tuple(plan.heldout_modes) if c.withhold_pool else ()
-        for a in dict.fromkeys([c.arm, *(x for t in c.tests for x in t.controls)]):
-            for s in c.seeds:
-                got = data.withheld.get(run_name(a, s))
-                if got != want:
-                    said = ("records no withheld modes (key 'withheld' of its config.json)" if got is None else
-                            f"withheld the pool rows of {list(got)}")
-                    return (f"the plan's withhold_pool is {str(c.withhold_pool).lower()} (pool rows of "
-                            f"{list(want)} withheld), but {run_name(a, s)} {said} (params vact.withhold_pool)")
+        for run in claim_runs(c):
+            got = data.withheld.get(run)
+            if got != want:
+                said = ("records no withheld modes (key 'withheld' of its config.json)" if got is None else
+                        f"withheld the pool rows of {list(got)}")
+                return (f"the plan's withhold_pool is {str(c.withhold_pool).lower()} (pool rows of "
+                        f"{list(want)} withheld), but {run} {said} (params vact.withhold_pool)")
     if c.headroom > 0:
         t = c.headroom_test
         cells = _cells_frame(data, plan, c, t, t.controls[0])
@@ -213,7 +309,7 @@ def _test(data: ClaimData, plan: Plan, claim: Claim, test: Test, alpha: float) -
     if any(r.shape != x.shape for r in refs):
         raise InputError(f"{claim.arm} and {test.controls}: different units on seeds {claim.seeds}")
     level = 1 - alpha if claim.sidedness == "two-sided" else 1 - 2 * alpha
-    floor = plan.band.min_effect if test.outcome == "band" else 0.0  # the pre-registered smallest band effect
+    floor = band_floor(data, plan, claim) if test.outcome == "band" else 0.0  # the pre-registered smallest band effect
     b = hierarchical_bootstrap(x, np.mean(refs, axis=0), n_boot=plan.bootstrap.resamples, seed=plan.bootstrap.seed,
                                level=level, support=None if test.outcome == "band" else DIFF)
     boot_passes = bool(passes(test, b.estimate, b.lo, b.hi, b.degenerate, floor))
@@ -272,7 +368,7 @@ def verdicts(plan: Plan, plan_id: PlanId, data: ClaimData) -> dict[str, dict]:
         out[name] = {"claim": name, "statement": c.statement, "arm": c.arm, "seeds": c.seeds, "alpha": c.alpha,
                      "sidedness": c.sidedness, "t_sidedness": c.t_sidedness, "family": c.family, "min_seeds": c.min_seeds,
                      "plan_sha256": plan_id.sha256, "band_statistic": plan.band.statistic,
-                     "status": status, "why": why, "tests": []}
+                     "status": status, "why": why, "tests": [], "started": plan_started(data, plan_id, c)}
         if status == "insufficient":  # described at the claim's own α: no Holm, it decides nothing
             out[name] |= {"alpha_holm": c.alpha, "family_size": 1,
                           "tests": [_test(data, plan, c, t, c.alpha) for t in c.tests]}

@@ -14,7 +14,9 @@ draws of the other feature space (placeboA for v_act arms, placeboV for v_grad a
 arm as a claim's arm (the claims are label-free), and a band test whose control is not a list of
 antithetic draws, each with its twin (one Haar draw's sign must not decide C3). A claim may require the
 runs' pool withheld as the plan says (withhold_pool, against each run's config.json) and the arm none to
-hack at least `headroom` on its hack test's population; otherwise it is `undecided`.
+hack at least `headroom` on its hack test's population; otherwise it is `undecided`, as it is, whatever the plan
+says, where the claim's runs record different gate.cut_rule (analysis.claims.mixed_cut_rules). band.min_effect is a
+number or the rule haar_q95 (the Haar floor, a number only after the runs: analysis.claims.band_floor).
 
 The decisive plan (plans/decisive.yaml, issue 51) adds three rules: a test's paired_t (the paired t over the claim's
 seeds must also clear 0), a claim's headroom_over base (none's headroom as its rise over the base model: the failed-run
@@ -34,10 +36,11 @@ from __future__ import annotations
 
 import dataclasses
 import subprocess
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from vgrout.config import Block, content_sha256, doc, read_yaml
 from vgrout.io import InputError
@@ -54,6 +57,8 @@ MIN_SEEDS = 3
 # routing gives the arm's routed share to its controls by construction, so the test cannot fail where the control
 # is what the plan says; where it does fail, the control is not (the claim is `undecided`, never `holds`)
 MANIPULATION_CHECKS = ("routed_share",)
+# band.min_effect's word for the Haar floor, resolved per run at aggregate time (analysis.claims.band_floor)
+HAAR_Q95 = "haar_q95"
 
 
 def _registered(name: str) -> str:
@@ -242,10 +247,13 @@ class Band(Block):
         ..., "what a band test's bootstrap resamples with the seeds (crossed): steps, the per-step band (the pairs' "
         "gap is the same number at every step of a run, so the steps repeat it); pairs, each contrast pair's "
         "held-out gap over the run's mean student width (analysis.bands.pair_bands; separation only)")
-    min_effect: float = doc(..., "the pre-registered smallest band difference that counts: a band test `higher` passes "
-                            "when its interval's lower end is above it (`lower`: upper end below −it), not above 0; "
-                            "its floor: metrics/vact haar_floor (the Haar directions' |band| q95, in the pairs' units: "
-                            "over width_ratio in these)", ge=0)
+    min_effect: Annotated[float, Field(ge=0)] | Literal["haar_q95"] = doc(
+        ..., "the pre-registered smallest band difference that counts: a band test `higher` passes when its "
+        "interval's lower end is above it (`lower`: upper end below −it), not above 0. A number (the plan's units), or "
+        "haar_q95: the Haar floor, read at aggregate time per plan seed from metrics/vact/SEED.json (haar_floor."
+        "abs_band.q95 of the arm's direction, the Haar directions' |band| q95 in the pairs' own units) over the arm's "
+        "run's width_ratio (into the plan's units), mean over seeds (analysis.claims.band_floor); haar_q95 needs q_lo, "
+        "q_hi the floor's own quantiles (routing.directions.BAND_Q)")
 
     @model_validator(mode="after")
     def _ordered(self):
@@ -253,6 +261,14 @@ class Band(Block):
             raise ValueError(f"band q_lo ({self.q_lo}) must be below q_hi ({self.q_hi})")
         if self.units == "pairs" and self.statistic != "separation":
             raise ValueError("band units pairs reads each pair's separation: statistic must be separation")
+        if self.min_effect == HAAR_Q95:
+            from vgrout.routing.directions import BAND_Q
+            # the floor's pair width is the BAND_Q width of the pairs' scores; width_ratio's is q_lo..q_hi: the one
+            # conversion holds only where they are the same width
+            if (self.q_lo, self.q_hi) != BAND_Q or self.statistic != "separation":
+                raise ValueError(f"band min_effect {HAAR_Q95} converts the Haar floor (pair width at quantiles "
+                                 f"{BAND_Q}) by width_ratio: statistic separation with q_lo, q_hi {BAND_Q}, not "
+                                 f"{self.statistic} with {(self.q_lo, self.q_hi)}")
         return self
 
 
@@ -361,21 +377,29 @@ class PlanId:
     path: str
     sha256: str
     commit: str  # `git log -1 --format=%h -- PATH`; "uncommitted" when the file differs from it or git is absent
+    # when it last changed (UTC): the commit's date, or where uncommitted the file's mtime (changed since, or never
+    # committed); None where unknown. A2 prints each claim's runs' start beside it (claims.plan_started)
+    changed: datetime | None = None
 
 
 def identify(path: str | Path = PLAN) -> PlanId:
     path = Path(path)
-    return PlanId(str(path), content_sha256(path), last_commit(path))
+    commit, date = last_commit(path)
+    if commit == "uncommitted" and path.exists():
+        date = datetime.fromtimestamp(path.stat().st_mtime, UTC)
+    return PlanId(str(path), content_sha256(path), commit, date)
 
 
-def last_commit(path: Path) -> str:
+def last_commit(path: Path) -> tuple[str, datetime | None]:
+    """(the short hash of the commit that last changed the file, its committer date), or ("uncommitted", None)."""
     def git(*args):
         return subprocess.run(["git", *args, "--", path.name], cwd=path.parent, capture_output=True, text=True,
                               timeout=30)
     try:
-        log, status = git("log", "-1", "--format=%h"), git("status", "--porcelain")
+        log, status = git("log", "-1", "--format=%h %cI"), git("status", "--porcelain")
     except (OSError, subprocess.SubprocessError):
-        return "uncommitted"  # no git here
+        return "uncommitted", None  # no git here
     if log.returncode or status.returncode or not log.stdout.strip() or status.stdout.strip():
-        return "uncommitted"  # not in a repository, never committed, or changed since
-    return log.stdout.strip()
+        return "uncommitted", None  # not in a repository, never committed, or changed since
+    commit, date = log.stdout.split()
+    return commit, datetime.fromisoformat(date).astimezone(UTC)
