@@ -736,8 +736,9 @@ def test_varlen_layout_under_a_frozen_trunk_with_empty_rows_and_recompute_matche
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="flash's variable-length kernel runs on a GPU")
 def test_varlen_flash_gives_the_bucketed_logprobs_and_grads_on_a_gpu(monkeypatch):
     """On a GPU in bf16 the completion pass attends through flash's variable-length kernel; it gives
-    the log-probs and adapter gradients of the pass in groups of like length (the same model, bf16
-    rounding apart), with ragged prompts and completions and keep / absorb / route rows mixed."""
+    the log-probs of the pass in groups of like length (the same model, bf16 rounding apart), and adapter
+    gradients as close to the fp32 model's as that pass's are, with ragged prompts and completions and
+    keep / absorb / route rows mixed."""
     monkeypatch.setattr(logprob, "shares_prompts", lambda seqs: True)
     torch.manual_seed(0)
     cfg = Qwen3Config(vocab_size=V, hidden_size=256, intermediate_size=512, num_hidden_layers=2,
@@ -765,8 +766,16 @@ def test_varlen_flash_gives_the_bucketed_logprobs_and_grads_on_a_gpu(monkeypatch
     got, mask, grads = run("cuda")
     assert torch.equal(mask, ref_mask)
     torch.testing.assert_close(got, ref, atol=3e-2, rtol=0)
-    for a, b in zip(grads, ref_g):
-        assert (a - b).norm() <= 2e-2 * b.norm(), ((a - b).norm() / b.norm()).item()
+    # the truth: the same model and adapter in fp32 through the bucketed path (flash's kernel is bf16
+    # only). Each bf16 path's gradient error is its own attention backend's rounding: since cuDNN's
+    # SDPA is off (vgrout.engine), the bucketed path's backward runs on another kernel, and the two
+    # bf16 paths differed by 2.07% on the H200 against the former fixed 2% bound. varlen must be as
+    # exact as the bucketed path is (a masking or packing error is tens of percent).
+    model.float()
+    _, _, exact_g = run("never")
+    for a, b, t in zip(grads, ref_g, exact_g):
+        err_varlen, err_bucketed = ((a - t).norm() / t.norm()).item(), ((b - t).norm() / t.norm()).item()
+        assert err_varlen <= max(2 * err_bucketed, 1e-2), (err_varlen, err_bucketed)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs run on a GPU")
