@@ -197,6 +197,30 @@ def test_the_controls_preset_trains_every_antithetic_draw_the_plan_names():
     assert named <= set(params.train.arms), sorted(named - set(params.train.arms))
 
 
+def test_the_controls_plan_names_what_the_controls_preset_trains():
+    """plans/controls.yaml (issue 50's confirmatory plan for presets/controls.yaml, written before its runs): every arm
+    and control it names is an arm the preset trains, every claim's seeds are the preset's (fresh: 200-202), C1 and C3
+    read three antithetic draws of the arm's own space, never one, and C3's minimum effect is the Haar floor. A preset
+    that trained one draw, or other seeds, disagrees (the guard bites)."""
+    from vgrout import arms, config
+    plan, params = plan_file.load(REPO / "plans" / "controls.yaml"), config.preset("controls")
+
+    def drift(params) -> list[str]:
+        named = {a for c in plan.claims.values() for a in [c.arm, *(x for t in c.tests for x in t.controls)]}
+        out = [f"names {sorted(named - set(params.train.arms))}, not trained"] if named - set(params.train.arms) else []
+        return out + [f"{n} seeds {c.seeds}, the preset's {params.train.seeds}" for n, c in plan.claims.items()
+                      if c.seeds != params.train.seeds]
+    assert drift(params) == [] and params.train.seeds == [200, 201, 202] and plan.band.min_effect == "haar_q95"
+    for name, c in plan.claims.items():
+        lists = [t.controls for t in c.tests if len(t.controls) > 1]
+        assert lists and all(len(x) == 6 and all(arms.draw(d) for d in x) for x in lists), name
+    one_draw = [a for a in params.train.arms if not a.startswith(("placeboA1", "placeboA2", "placeboV1", "placeboV2"))]
+    fewer = params.model_copy(update={"train": params.train.model_copy(update={"arms": one_draw})})
+    assert drift(fewer)[0].startswith("names ['placeboA1n'")
+    other = params.model_copy(update={"train": params.train.model_copy(update={"seeds": [0]})})
+    assert len(drift(other)) == len(plan.claims)
+
+
 def test_the_plan_is_a_param_of_the_aggregate_stage():
     """As a DVC params file its values are in dvc.lock (DVC records them), so a changed plan re-runs aggregate;
     the stage's params.yaml scoping reads the other keys as before."""
