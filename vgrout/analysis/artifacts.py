@@ -275,9 +275,10 @@ def plan_role(plan: Plan, arm: str) -> str:
 
 def plan_lines(plan: Plan, plan_id: PlanId, verdicts: dict[str, dict]) -> list[str]:
     """The plan that decided (file, sha256, last commit) and each claim's verdict."""
+    # no file mtime here: A2 is a DVC output, and a reproduction must give the same bytes (a commit's date is fixed)
     changed = plan_id.changed.isoformat(timespec="seconds") if plan_id.changed else "date unknown"
-    commit = (f"changed since its last commit, or never committed (file mtime {changed})"
-              if plan_id.commit == "uncommitted" else f"last changed in commit {plan_id.commit} of {changed}")
+    commit = ("changed since its last commit, or never committed" if plan_id.commit == "uncommitted"
+              else f"last changed in commit {plan_id.commit} of {changed}")
     b = plan.bootstrap
     return [f"Decided by the pre-registered plan `{plan_id.path}` (sha256 `{plan_id.sha256}`; {commit}, when this "
             "table was made): each claim's arm, controls (a list: their mean, e.g. antithetic draws +h and −h), "
@@ -298,20 +299,21 @@ def plan_lines(plan: Plan, plan_id: PlanId, verdicts: dict[str, dict]) -> list[s
 
 
 def start_lines(plan_id: PlanId, verdicts: dict[str, dict]) -> str:
-    """Each claim's earliest run start beside the plan's last change (claims.plan_started). A plan edited and every
-    run re-made under it has matching hashes; only a start after the plan's last change can show the plan came first."""
-    changed = plan_id.changed.isoformat(timespec="seconds") if plan_id.changed else "unknown"
+    """Per claim, the runs that started before the plan's last change (claims.plan_started). A plan edited and every
+    run re-made under it has matching hashes; only a start after the plan's last change can show the plan came first.
+    The start times themselves are not printed: A2 is a DVC output, and a reproduction starts its runs at other times
+    (the same runs, the same bytes); they are in each run's config.json's mtime."""
     rows = []
     for v in verdicts.values():
         s = v["started"]
         flag = (f"started before the plan's last change: {', '.join(s['before_plan'])}" if s["before_plan"] else
                 "none started before it" if plan_id.changed and s["earliest"] else "—")
-        rows.append(f"{v['claim']} {s['earliest'] or 'no run'} ({flag})")
-    return ("Runs against the plan's last change (UTC; a run's start is its config.json's mtime, which train rewrites "
-            "at each start: a copy or `dvc checkout` makes it later, never earlier). Plan last changed " + changed +
-            "; each claim's earliest run start: " + "; ".join(rows) + ". A run started before the plan's last change "
-            "was made under another plan unless it was re-run after it (then its hash matches, and this line is the "
-            "only trace that the plan may have been edited after reading earlier runs).")
+        rows.append(f"{v['claim']} {flag}")
+    return ("Runs against the plan's last change (a run's start is its config.json's mtime, which train rewrites at "
+            "each start: a copy or `dvc checkout` makes it later, never earlier): " + "; ".join(rows) + ". A run "
+            "started before the plan's last change was made under another plan unless it was re-run after it (then "
+            "its hash matches, and this line is the only trace that the plan may have been edited after reading "
+            "earlier runs).")
 
 
 def a2(con, out: Out, plan: Plan, plan_id: PlanId, verdicts: dict[str, dict], bands: pd.DataFrame,
