@@ -184,8 +184,10 @@ def test_stopping_dvc_repro_stops_the_stage(tmp_path, how, shell):
         env["SHELL"] = shell
     sh("git init -q && dvc init -q", repo)
     log = open(tmp_path / "dvc.log", "w")
+    # SIGINT at its default, as under a terminal: a disposition of SIG_IGN is inherited through exec, and a
+    # test process that ran other things first may carry one (two full-suite runs saw the stage ignore Ctrl-C)
     dvc = subprocess.Popen(["dvc", "repro"], cwd=repo, env=env, stdout=log, stderr=subprocess.STDOUT,
-                           start_new_session=True)
+                           start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     pid = None
     try:
         deadline = time.monotonic() + 60
