@@ -306,8 +306,12 @@ def start_lines(plan_id: PlanId, verdicts: dict[str, dict]) -> str:
     rows = []
     for v in verdicts.values():
         s = v["started"]
-        flag = (f"started before the plan's last change: {', '.join(s['before_plan'])}" if s["before_plan"] else
-                "none started before it" if plan_id.changed and s["earliest"] else "—")
+        # against a commit's date only: an uncommitted plan's change time is its file's mtime, which a copy or a
+        # checkout moves, so a flag against it would differ between two reproductions of the same runs
+        committed = plan_id.changed and plan_id.commit != "uncommitted"
+        flag = ("—" if not committed or not s["earliest"] else
+                f"started before the plan's last change: {', '.join(s['before_plan'])}" if s["before_plan"] else
+                "none started before it")
         rows.append(f"{v['claim']} {flag}")
     return ("Runs against the plan's last change (a run's start is its config.json's mtime, which train rewrites at "
             "each start: a copy or `dvc checkout` makes it later, never earlier): " + "; ".join(rows) + ". A run "
