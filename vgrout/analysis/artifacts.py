@@ -15,7 +15,7 @@ import scipy.stats as sps
 from tqdm import tqdm
 
 from vgrout.analysis import plots
-from vgrout.analysis.claims import verdict_text
+from vgrout.analysis.claims import plan_dated, verdict_text
 from vgrout.analysis.contrasts import (A2_METRICS, NONE, ROUTE, YOKED, a2_table, arm_kind, base_pass_at_k, label_free,
                                        none_if_nan, ref_arm)
 from vgrout.analysis.plan import Plan, PlanId
@@ -306,10 +306,7 @@ def start_lines(plan_id: PlanId, verdicts: dict[str, dict]) -> str:
     rows = []
     for v in verdicts.values():
         s = v["started"]
-        # against a commit's date only: an uncommitted plan's change time is its file's mtime, which a copy or a
-        # checkout moves, so a flag against it would differ between two reproductions of the same runs
-        committed = plan_id.changed and plan_id.commit != "uncommitted"
-        flag = ("—" if not committed or not s["earliest"] else
+        flag = ("—" if not plan_dated(plan_id) or not s["earliest"] else
                 f"started before the plan's last change: {', '.join(s['before_plan'])}" if s["before_plan"] else
                 "none started before it")
         rows.append(f"{v['claim']} {flag}")

@@ -238,9 +238,16 @@ def plan_started(data: ClaimData, plan_id: PlanId, c: Claim) -> dict:
     started) and the runs that started before the plan's last change. Editing the plan and re-running every run gives
     matching hashes (plan_changed sees nothing); a first start after the plan's last change is what that leaves."""
     starts = {run: data.started[run] for run in claim_runs(c) if run in data.started}
-    before = [run for run, t in starts.items() if plan_id.changed is not None and t < plan_id.changed]
+    before = [run for run, t in starts.items() if plan_dated(plan_id) and t < plan_id.changed]
     return {"earliest": min(starts.values()).isoformat(timespec="seconds") if starts else None,
             "before_plan": before}
+
+
+def plan_dated(plan_id: PlanId) -> bool:
+    """Whether run starts are compared with the plan's last change: against a commit's date only. An uncommitted
+    plan's change time is its file's mtime, which a copy or a checkout moves, so a comparison with it would differ
+    between two reproductions of the same runs."""
+    return plan_id.changed is not None and plan_id.commit != "uncommitted"
 
 
 def _not_comparable(data: ClaimData, plan: Plan, c: Claim) -> str | None:
