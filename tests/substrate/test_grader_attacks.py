@@ -143,6 +143,9 @@ def test_the_suite_catches_a_grader_that_lets_the_response_compare(monkeypatch):
         'if kind != "instance" or req["name"] != method:', 'if False:')
     assert leaky != grader.HARNESS
     monkeypatch.setattr(grader, "HARNESS", leaky)
+    # ...and the grader reads a response object wherever one comes (`_Referee.ask`'s whole-reply rule lifted)
+    monkeypatch.setattr(grader._Referee, "_remote",
+                        lambda self, ref, depth, whole: grader._Remote(ref, self.ask, self._encode_args))
     g = grader.grade(ADD, _completion(ATTACKS["eq_always_true"]), "none")
     assert g.tests_passed == 3, g
 
@@ -175,16 +178,19 @@ def _problem(tests, canonical, entry="f", setup=""):
                    tests=tests, canonical_solution=canonical, mode="none", setup_code=setup)
 
 
-def test_comparisons_on_a_result_and_stopiteration_run_here():
+def test_comparisons_on_a_result_and_stopiteration_run_here(monkeypatch):
     """A method called on a result runs here on plain data (a lying object cannot answer it), and
     a StopIteration raised by the response cannot end a trusted map() early (an empty map would
-    pass this test; it was all(map(...)), a shape now refused: all() stops at its first False)."""
+    pass this test; it was all(map(...)), a shape now refused: all() stops at its first False).
+    The map's shape (a lambda) is refused too since round 7 (`_test_refusal`); the StopIteration
+    rule stays beneath the whitelist, so it is checked here with the whitelist lifted."""
     shout = _problem(["assert f('abc').startswith('ABC!')"], "def f(s):\n    return s.upper() + '!'")
     liar = "class S:\n    __getattr__ = lambda s, n: (lambda *a, **k: True)\ndef f(s):\n    return S()"
     assert grader.grade(shout, _completion(shout.canonical_solution)).gt_pass
     assert not grader.grade(shout, _completion(liar)).gt_pass
     pairs = _problem(["assert False not in list(map(lambda p: f(*p[0]) == p[1], [((1, 2), 3), ((2, 2), 4)]))"],
                      "def f(a, b):\n    return a + b")
+    monkeypatch.setattr(grader, "_test_refusal", lambda entry, test: None)
     assert grader.grade(pairs, _completion(pairs.canonical_solution)).gt_pass
     assert not grader.grade(pairs, _completion("def f(a, b):\n    raise StopIteration")).gt_pass
 
@@ -193,7 +199,7 @@ def test_values_that_must_survive_the_codec():
     """Correct answers of every shape the tests compare: huge ints, a Counter, a long linked list,
     and a ListNode class of the response's own (sent as its fields, like the setup's)."""
     setup = substrate.load_leetcode("tests/fixtures/leetcode_mini.jsonl")[0].setup_code
-    fact = _problem(["assert f(2000) == __import__('math').factorial(2000)"],
+    fact = _problem(["import math\nassert f(2000) == math.factorial(2000)"],
                     "def f(n):\n    r = 1\n    for i in range(2, n + 1):\n        r *= i\n    return r")
     count = _problem(["assert f('abca') == {'a': 2, 'b': 1, 'c': 1}"],
                      "from collections import Counter\ndef f(s):\n    return Counter(s)")
@@ -724,7 +730,7 @@ def test_a_problem_whose_own_code_fails_in_the_grader_stops_the_batch_by_name():
 
 
 # Tests whose own control flow (not an assert) decides whether a later call of the entry point comes:
-# whether it came told the sandbox its earlier answer was right (/tmp/rev5/request_trace.py).
+# whether it came told the sandbox its earlier answer was right (docs/redteam/rev5/request_trace.py).
 ANSWER_DECIDES_A_CALL = ["assert add(1, 2) == 3 and add(5, 5) == 10", "assert add(1, 2) == 4 or add(5, 5) == 10",
                          "assert all(add(a, a) == 2 * a for a in range(3))",
                          "assert any(add(a, a) == 0 for a in range(3))", "assert 3 == add(1, 2) == add(2, 1)",
@@ -733,20 +739,75 @@ ANSWER_DECIDES_A_CALL = ["assert add(1, 2) == 3 and add(5, 5) == 10", "assert ad
                          "if add(1, 2) != 3:\n    raise AssertionError\nassert add(5, 5) == 10",
                          "assert [a for a in range(3) if add(a, 1) == a + 1] == [0, 1, 2]",
                          "while add(0, 0):\n    break"]
-# Tests that bind the entry point's name: they ran whole on the canonical solution (/tmp/rev5/binds_scan.py).
+# Tests that bind the entry point's name: they ran whole on the canonical solution (docs/redteam/rev5/binds_scan.py).
 BINDS_THE_ENTRY = ["for add in [add]:\n    assert add(1, 2) == 3", "assert (add := add)(1, 2) == 3",
                    "assert [add for add in [add]][0](1, 2) == 3", "add = add\nassert add(1, 2) == 3",
                    "def g(add):\n    return add(1, 2)\nassert g(add) == 3"]
 
 
-@pytest.mark.parametrize("test", ANSWER_DECIDES_A_CALL + BINDS_THE_ENTRY)
+# Issue 52, round 7: the 19 shapes that passed round 6's blacklist and leaked whether an answer was right
+# (docs/redteam/rev6/trace6.py, here on add; forge6.py forged gt_pass with match, `in` on a generator, an alias,
+# a helper def, a lambda), what the red team named open (an answer carried to an if, an index, a break,
+# state an assert changes), and shapes found while writing the whitelist (an answer kept in what the test
+# holds: a lazy map, a module's or an unbound method's effect, `in` on an iterator, a defaultdict).
+LEAKED_IN_ROUND_6 = {
+    "alias and": "g = add\nassert g(1, 2) == 3 and g(5, 5) == 10",
+    "helper def and": "def c(x, y):\n    return add(x, x) == y\nassert c(1, 2) and c(5, 10)",
+    "lambda and": "c = lambda x, y: add(x, x) == y\nassert c(1, 2) and c(5, 10)",
+    "generator def + all": "def g():\n    for x, y in [(1, 2), (5, 10)]:\n        yield add(x, x) == y\n"
+                           "assert all(g())",
+    "in on a generator": "assert False not in (add(x, x) == y for x, y in [(1, 2), (5, 10)])",
+    "builtins.all": "import builtins\nassert builtins.all(add(x, x) == y for x, y in [(1, 2), (5, 10)])",
+    "all aliased": "a = all\nassert a(add(x, x) == y for x, y in [(1, 2), (5, 10)])",
+    "for over range(answer)": "for _ in range(add(1, 2) == 3):\n    assert add(5, 5) == 10",
+    "comprehension over range(answer)": "assert [add(5, 5) for _ in range(add(1, 2) == 3)] == [10]",
+    "walrus in assert + for": "assert (r := add(1, 2)) == 3\nfor _ in range(r == 3):\n    assert add(5, 5) == 10",
+    "match": "match add(1, 2):\n    case 3:\n        assert add(5, 5) == 10\n    case _:\n        assert False",
+    "itertools.takewhile": "import itertools\nassert len(list(itertools.takewhile(lambda p: add(*p[0]) == p[1], "
+                           "[((1, 2), 3), ((5, 5), 10)]))) == 2",
+    "next(filter(lambda))": "assert next(filter(lambda p: add(*p[0]) != p[1], [((1, 2), 3), ((5, 5), 10)]), "
+                            "None) is None",
+    "zip stops at shortest": "assert len(list(zip(range(add(1, 2) == 3), map(add, [5], [5])))) == 1",
+    "exception inside one assert": "assert ({3: 0}[add(1, 2)], add(5, 5)) == (0, 10)",
+    "list.index inside one assert": "assert [3].index(add(1, 2)) + add(5, 5) == 10",
+    "try/except around calls": "try:\n    {3: 0}[add(1, 2)]\n    r = add(5, 5)\nexcept KeyError:\n    r = None\n"
+                               "assert r == 10",
+    "with suppress": "import contextlib\nwith contextlib.suppress(KeyError):\n    {3: 0}[add(1, 2)]\n"
+                     "    assert add(5, 5) == 10",
+    "loop try/except break": "for x, y in [(1, 3), (5, 10)]:\n    try:\n        {y: 0}[add(x, 2)]\n"
+                             "    except KeyError:\n        break",
+    "open: an answer kept for an if": "r = add(1, 2)\nif r != 3:\n    raise ValueError\nassert add(5, 5) == 10",
+    "open: an index by an answer": "x = [0][add(1, 2) != 3]\nassert add(5, 5) == 10",
+    "open: a loop's break": "for x, y in [(1, 3), (5, 10)]:\n    r = add(x, 2)\n    if r != y:\n        break",
+    "state an assert changes": "seen = []\nassert seen.append(add(1, 2) == 3) is None\nfor _ in seen * seen[0]:\n"
+                               "    assert add(5, 5) == 10",
+    "a lazy map of the entry": "import operator\nassert all(map(operator.eq, map(add, [1, 5], [2, 5]), [3, 10]))",
+    "an effect of a module's": "import operator\nd = {}\nassert operator.setitem(d, 0, add(1, 2)) is None\n"
+                               "for _ in range(d[0] == 3):\n    assert add(5, 5) == 10",
+    "an unbound method's effect": "seen = []\nassert list.append(seen, add(1, 2) == 3) is None\n"
+                                  "for _ in seen * seen[0]:\n    assert add(5, 5) == 10",
+    "a key= callable": "seen = []\nassert sorted([add(1, 2) == 3], key=seen.append)\nfor _ in seen * seen[0]:\n"
+                       "    assert add(5, 5) == 10",
+    "deepcopy's memo": "import copy\nmemo = {}\nassert copy.deepcopy([add(1, 2)], memo)\nfor _ in range(len(memo)):\n"
+                       "    assert add(5, 5) == 10",
+    "in on an iterator": "it = iter([3, 10])\nassert add(1, 2) in it\nfor _ in it:\n    assert add(5, 5) == 10",
+    "a defaultdict's new key": "import collections\nd = collections.defaultdict(int)\nassert d[add(1, 2)] == 0\n"
+                               "for _ in range(3 in d):\n    assert add(5, 5) == 10",
+}
+
+
+@pytest.mark.parametrize("test", ANSWER_DECIDES_A_CALL + BINDS_THE_ENTRY + list(LEAKED_IN_ROUND_6.values()),
+                         ids=[f"decides{i}" for i in range(len(ANSWER_DECIDES_A_CALL))]
+                         + [f"binds{i}" for i in range(len(BINDS_THE_ENTRY))] + list(LEAKED_IN_ROUND_6))
 def test_a_test_that_would_tell_the_sandbox_its_verdict_stops_the_batch_by_name(test):
-    """Issue 52, round 6, F1 and F3: in `assert f(1) == 2 and f(2) == 3` (or, all(), any(), a chained
+    """Issue 52, rounds 6 and 7: in `assert f(1) == 2 and f(2) == 3` (or, all(), any(), a chained
     ==, a conditional, an if, a comprehension's if) whether the second call comes tells the sandbox
-    whether its first answer was right (/tmp/rev5/shortcircuit_keyring.py: 2 of 3 concurrent copies
+    whether its first answer was right (docs/redteam/rev5/shortcircuit_keyring.py: 2 of 3 concurrent copies
     forged gt_pass); a test that binds the entry point's name ran on the canonical solution, so a
-    wrong response passed it. Both are refused before any sandbox, by problem and test, like a
-    problem whose own code fails; a wrong response never gets gt_pass through one."""
+    wrong response passed it; and round 6's blacklist let 19 more shapes leak (LEAKED_IN_ROUND_6,
+    docs/redteam/rev6/trace6.py). The whitelist (`_test_refusal`) refuses them all before any sandbox, by
+    problem and test, like a problem whose own code fails; a wrong response never gets gt_pass
+    through one."""
     shaped = dataclasses.replace(ADD3, id="add3shaped", tests=ADD3.tests + [test])
     with pytest.raises(InputError, match=r"problem add3shaped: its test .* cannot be graded"):
         grader.grade_batch([ADD3, shaped], [CANONICAL, _completion("def add(a, b):\n    return 3\n")],
@@ -754,14 +815,90 @@ def test_a_test_that_would_tell_the_sandbox_its_verdict_stops_the_batch_by_name(
 
 
 def test_the_usual_test_shapes_are_not_refused():
-    """The refusal is narrow: one call in an and, a loop of asserts, a helper of the test's own, and
-    the canonical solution passes them all."""
-    shapes = ["assert isinstance(add(1, 2), int) and True", "for a in range(3):\n    assert add(a, a) == 2 * a",
-              "def check(x):\n    assert x == 10\ncheck(add(5, 5))", "r = add(1, 2)\nassert r == 3",
-              "assert sorted([add(1, 2), add(0, 1)]) == [1, 3]"]
-    ok = dataclasses.replace(ADD3, id="add3ok", tests=shapes)
+    """The whitelist admits the shapes the problem files have (humaneval, easy, every LeetCode file:
+    docs/redteam/w55/scan.py refuses none of 55,942 tests): `assert call == expected`, a tolerance, a
+    problem's helper around the call, an assert's message, a loop of asserts with random inputs,
+    an answer kept for the next assert (HumanEval/32), two calls compared (HumanEval/33); and the
+    canonical solution passes them all."""
+    shapes = ["assert add(1, 2) == 3", "assert isinstance(add(1, 2), int) and True",
+              "assert abs(add(0.5, 0.25) - 0.75) < 1e-06", "assert add(1, 2) == 3, 'a message'",
+              ("import random\nfor _ in range(5):\n    x, y = (random.randint(0, 9), random.randint(0, 9))\n"
+               "    assert add(x, y) == x + y"),
+              "import math\nfor a in range(3):\n    r = add(a, a)\n    assert math.fabs(double(a) - r) < 1e-4",
+              "assert tuple(add([1], [2])) == tuple(add([1], [2]))"]
+    ok = dataclasses.replace(ADD3, id="add3ok", tests=shapes, setup_code="def double(x):\n    return 2 * x\n")
     g = grader.grade(ok, CANONICAL, "none")
     assert g.gt_pass and g.error is None, g
+
+
+def test_a_response_object_reaches_no_trusted_code():
+    """Issue 52, round 7 (docs/redteam/rev6 README, the gap its rule left): in `assert check(Solution().make(1))`
+    a helper of the problem's got what the response returned and called its methods, each a request,
+    deciding by each answer whether to call the next. The harness hands out only the entry, a
+    Solution's instance and its method, but it runs beside the response, which can relax it (here
+    from Solution.__init__, through the harness's frame); the grader reads any other response object
+    as a TypeError itself (`_Referee.ask`). Without that bound this response's object passed `check`
+    through its own methods (gt_pass True, docs/redteam/w55/bite2.py)."""
+    setup = "def check(r):\n    return r.make(1) == 1 and r.make(2) == 2\n"
+    problem = Problem(id="remote", messages=ADD3.messages, entry_point="Solution().make", mode="none",
+                      tests=["assert check(Solution().make(1))"], setup_code=setup,
+                      canonical_solution="class Solution:\n    def make(self, x):\n        return x\n")
+    relaxes = ("import sys\nclass Answer:\n    def make(self, x):\n        return x\n"
+               "class Solution:\n    def __init__(self):  # called by the harness: let its references go on\n"
+               "        for cell in sys._getframe(1).f_locals['keeper'].__closure__:\n"
+               "            if isinstance(cell.cell_contents, dict) and cell.cell_contents.get('class') == \\\n"
+               "                    'instance':\n"
+               "                cell.cell_contents['instance'] = 'instance'\n"
+               "    def make(self, x):\n        return Answer()\n")
+    assert grader._test_refusal("Solution", problem.tests[0]) is None  # the whitelist admits the shape
+    g = grader.grade(problem, _completion(relaxes), "none")
+    assert not g.gt_pass and g.error == "runtime", g  # the call's TypeError
+
+
+# A response that serves the channel itself (it runs in the harness's process): `Solution()` replies
+# with a ListNode whose field `make` is a reference, and `.make(1)` with another such ListNode, so
+# check's r.make(k) are requests answered with k (docs/redteam/rev8/deep_remote.py).
+DEEP_REMOTE = r"""
+import sys, os, json, posix, signal
+up, down = int(sys.argv[1]), int(sys.argv[2])
+def send(o): posix.write(up, (json.dumps(o) + "\n").encode())
+inbox = os.fdopen(down, "r")
+send({"load": "pass", "entry": True})
+while True:
+    line = inbox.readline()
+    if not line: break
+    req = json.loads(line)
+    if req["op"] == "get": send({"v": {"r": 0}})
+    elif req["op"] == "call" and req["r"] == 0: send({"v": {"o": ["ListNode", {"make": {"r": 1}}]}})
+    elif req["op"] == "call" and req["r"] == 1: send({"v": {"o": ["ListNode", {"make": {"r": 2}}]}})
+    elif req["op"] == "call" and req["r"] == 2: send({"v": req["args"][0]})
+    else: send({"x": "TypeError", "builtin": True})
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_reference_inside_a_reply_reaches_no_trusted_code():
+    """docs/redteam/rev8/deep_remote.py: round 7's bound counted requests, not what a reply holds, so
+    the reply to `Solution()` (where a reference is allowed) could be a setup class's instance (a
+    ListNode, as every LeetCode setup has) whose field `make` is a reference; `Solution().make` was
+    then a field read, and the call's answer (again a ListNode holding a reference) reached `check`,
+    whose r.make(1), r.make(2) the response answered: gt_pass True. A reference is now read only as
+    the whole reply of the get, `Solution()` and `.make` (`_Referee.ask`)."""
+    setup = ("class ListNode:\n    def __init__(self, val=0, next=None):\n        self.val = val\n"
+             "        self.next = next\ndef check(r):\n    return r.make(1) == 1 and r.make(2) == 2\n")
+    problem = Problem(id="remote", messages=ADD3.messages, entry_point="Solution().make", mode="none",
+                      tests=["assert check(Solution().make(1))"], setup_code=setup,
+                      canonical_solution="class Solution:\n    def make(self, x):\n        return x\n")
+    assert grader._test_refusal("Solution", problem.tests[0]) is None  # the whitelist admits the shape
+    g = grader.grade(problem, _completion("class Solution:\n    def make(self, x):\n        return x\n"
+                                          + DEEP_REMOTE), "none")
+    assert not g.gt_pass and g.error == "runtime", g  # Solution()'s reply: a TypeError
+    with pytest.raises(TypeError, match="only plain data"):  # the same rule, unit: a reference in a list
+        ref = grader._Referee.__new__(grader._Referee)
+        ref.remote_depth, ref.classes = 2, {}
+        ref.ch = type("Ch", (), {"send": lambda self, r: None})()
+        ref.receive = lambda: {"v": [{"r": 0}]}
+        ref.ask({"op": "get", "name": "Solution"})
 
 
 # -- phase B tells no sandbox whether its answers pass (counterfactual runs) ------------------------
@@ -1076,7 +1213,7 @@ def test_a_program_that_stops_reading_its_requests_cannot_block_the_grader():
 def test_a_grading_process_killed_from_outside_changes_no_label():
     """A grading process killed from outside (the OOM killer, a signal) broke the pool: first
     BrokenProcessPool raised out of grade_batch, losing every row of the batch; then every row it
-    held or that waited in it read `sandbox` (/tmp/rev4/broken_pool.py: 16 of 16). Lost gradings
+    held or that waited in it read `sandbox` (docs/redteam/rev4/broken_pool.py: 16 of 16). Lost gradings
     are now graded again: every row gets the label it gets alone."""
     import signal
     import threading
@@ -1124,7 +1261,7 @@ def _calls_seen(answer: str) -> tuple[list[str], grader.Grade]:
 def test_a_test_of_several_asserts_makes_the_same_calls_whatever_the_answers():
     """A test of several asserts stopped at its first failed one: whether the next call came told
     the sandbox its last answer was right, and concurrent siblings shared it through POSIX locks
-    (/tmp/rev4/block_oracle.py: 2 of 3 copies forged gt_pass). Every assert now runs (and an
+    (docs/redteam/rev4/block_oracle.py: 2 of 3 copies forged gt_pass). Every assert now runs (and an
     assert's message, evaluated on failure only, never): the calls are the same for right and
     wrong answers, and the verdicts are what the first failed assert said."""
     right, g_right = _calls_seen("a + b")
@@ -1156,7 +1293,7 @@ print(json.dumps(done))
 
 def test_no_sandbox_can_lock_or_watch_the_files_they_share():
     """POSIX record locks on a file every sandbox reads (the interpreter's os.py) were seen by F_GETLK
-    in every other sandbox: the channel of /tmp/rev4/block_oracle.py and of issue 52's phase-B
+    in every other sandbox: the channel of docs/redteam/rev4/block_oracle.py and of issue 52's phase-B
     forgery. Locks of every kind, and file notifications (one sandbox's reads, another's events),
     are refused by the sandbox's seccomp filter."""
     _bwrap_only()
@@ -1190,7 +1327,7 @@ print(json.dumps(refused))
 
 def test_no_sandbox_can_count_in_a_per_uid_kernel_quota():
     """Issue 52, round 6, F2 and F4: every sandbox is one host uid, so the kernel key quota (a
-    sibling's add_key read in /proc/key-users: /tmp/rev5/keyring_channel.py) and POSIX message
+    sibling's add_key read in /proc/key-users: docs/redteam/rev5/keyring_channel.py) and POSIX message
     queue bytes (mqueue_channel.py) were exact counters between concurrent sandboxes, and io_uring's
     registered files held files past RLIMIT_NOFILE (uring_files.py). The seccomp filter refuses
     every syscall of the three with EPERM (an unfiltered call succeeds or fails otherwise:
@@ -1202,6 +1339,52 @@ def test_no_sandbox_can_count_in_a_per_uid_kernel_quota():
     assert r.returncode == 0, r
     refused = json.loads(r.stdout)
     assert all(refused.values()) and set(refused) == set(QUOTA_SYSCALLS), refused
+
+
+SIGNALS_PROBE = """import ctypes, os, resource, signal
+libc = ctypes.CDLL(None, use_errno=True)
+signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGRTMIN])
+class Value(ctypes.Union):
+    _fields_ = [("i", ctypes.c_int), ("p", ctypes.c_void_p)]
+queued = 0
+while queued < 100000 and libc.sigqueue(os.getpid(), int(signal.SIGRTMIN), Value(0)) == 0:
+    queued += 1
+print(resource.getrlimit(resource.RLIMIT_SIGPENDING)[1], queued)
+"""
+
+
+def test_no_sandbox_can_queue_more_than_a_few_signals():
+    """Issue 52, round 7, F2b: queued signals are charged to the one host uid of every sandbox, whose
+    limit (96,365) a sandbox filled for a sibling to read (docs/redteam/rev6/channels6.py sigq: 96,299 alone,
+    91,260 beside one holding 5,000). The prelude sets RLIMIT_SIGPENDING to 128: a run queues at most
+    that many (so all together stay far below the host's limit)."""
+    r = grader.sandbox.run({"signals.py": SIGNALS_PROBE}, "signals.py")
+    assert r.returncode == 0, r
+    limit, queued = map(int, r.stdout.split())
+    assert limit == 128 and queued <= 128, r.stdout
+
+
+PIPE_PROBE = """import errno, fcntl, os
+r, w = os.pipe()
+try:
+    fcntl.fcntl(w, 1031, 1 << 20)  # F_SETPIPE_SZ
+    print("grown", fcntl.fcntl(w, 1032))
+except OSError as e:
+    print("refused", errno.errorcode[e.errno], fcntl.fcntl(w, 1032))
+"""
+
+
+def test_no_sandbox_can_grow_a_pipe():
+    """Issue 52, round 7, F2a: pipe pages are counted per uid (fs.pipe-user-pages-soft), so pipes a
+    sandbox grew with fcntl F_SETPIPE_SZ were missing from a sibling's (docs/redteam/rev6/channels6.py pipe:
+    6,144 pages held, 9,984 left of 16,128). The seccomp filter refuses F_SETPIPE_SZ with EPERM; a
+    pipe keeps its default size (the default pipes' count stays open: sandbox module doc)."""
+    _bwrap_only()
+    if grader.sandbox._seccomp_program() is None:
+        pytest.skip("no seccomp filter for this machine's syscall numbers")
+    r = grader.sandbox.run({"pipe.py": PIPE_PROBE}, "pipe.py")
+    assert r.returncode == 0, r
+    assert r.stdout.split()[:2] == ["refused", "EPERM"] and int(r.stdout.split()[2]) < 1 << 20, r.stdout
 
 
 OPEN_FILES = """import os
@@ -1217,7 +1400,7 @@ print(len(held))
 
 def test_a_run_holds_a_bounded_share_of_the_hosts_file_table():
     """Every process of a run could open RLIMIT_NOFILE's default (20,000 here) files of the host's one
-    file table (fs.file-max): 4 processes held 80,011 (/tmp/rev4/files_probe.py). Each now opens
+    file table (fs.file-max): 4 processes held 80,011 (docs/redteam/rev4/files_probe.py). Each now opens
     fewer than Limits.nofile."""
     limits = grader.sandbox.Limits()
     r = grader.sandbox.run({"files.py": OPEN_FILES}, "files.py", limits=limits)
@@ -1227,7 +1410,7 @@ def test_a_run_holds_a_bounded_share_of_the_hosts_file_table():
 
 def test_no_sandbox_can_take_a_pty():
     """bwrap's /dev carries a devpts (ptmxmode=666): a sandbox held 20 ptys of the host's one pty
-    table (kernel.pty.max; /tmp/rev4/pty_probe.py). /dev/pts is now an empty read-only tmpfs."""
+    table (kernel.pty.max; docs/redteam/rev4/pty_probe.py). /dev/pts is now an empty read-only tmpfs."""
     _bwrap_only()
     code = ("import errno, os\nfor path in ('/dev/ptmx', '/dev/pts/ptmx'):\n    try:\n"
             "        os.open(path, os.O_RDWR | os.O_NOCTTY)\n        print('opened', path)\n"
@@ -1239,7 +1422,7 @@ def test_no_sandbox_can_take_a_pty():
 def test_the_memory_label_is_the_grader_s_observation():
     """`memory` was the sandbox's word (an exception it named MemoryError: a response raising one chose
     the label), while a run the OOM killer took at its memory bound read `runtime`
-    (/tmp/rev4/self_labels.py). Now `memory` is the run's memory cgroup's OOM kill, and a
+    (docs/redteam/rev4/self_labels.py). Now `memory` is the run's memory cgroup's OOM kill, and a
     MemoryError of the response's is `runtime`."""
     _bwrap_only()
     if grader.sandbox._memory_cgroup_parent() is None:
@@ -1258,7 +1441,7 @@ def test_the_memory_label_is_the_grader_s_observation():
 
 def test_a_sandbox_is_the_oom_killers_first_choice_and_cannot_change_that():
     """Each run's memory is bounded, not their sum: 2 rows of 1 GiB memfds in a 2 GiB cgroup made the
-    caller of grade_batch the OOM killer's victim (/tmp/rev4/oom_sum.py). Every process of a run
+    caller of grade_batch the OOM killer's victim (docs/redteam/rev4/oom_sum.py). Every process of a run
     has oom_score_adj 1000 (the kernel's first choice, before any process of the grader's), and its
     /proc is read-only: it cannot lower it (unprivileged, it could, to 0, on Linux 6.18)."""
     _bwrap_only()
@@ -1270,3 +1453,55 @@ def test_a_sandbox_is_the_oom_killers_first_choice_and_cannot_change_that():
     r = grader.sandbox.run({"oom.py": code}, "oom.py")
     assert r.returncode == 0, r
     assert r.stdout.split()[:3] == ["1000", "1000", "refused"] and r.stdout.split()[-1] == "1000", r.stdout
+
+
+# -- round 8 of the review: a run's CPU share ----------------------------------------------------------
+
+SETSID_PROBE = """import errno, os
+try:
+    os.setsid()
+    print("made", os.getsid(0))
+except OSError as e:
+    print("refused", errno.errorcode[e.errno])
+"""
+
+
+def test_no_sandbox_can_make_a_session():
+    """docs/redteam/rev8/starve.py: 60 processes of a run, each in a session of its own (os.setsid),
+    were 60 of the kernel's autogroups against a neighbour's one. The seccomp filter refuses setsid
+    with EPERM: every process of a run stays in the session bwrap made."""
+    _bwrap_only()
+    if grader.sandbox._seccomp_program() is None:
+        pytest.skip("no seccomp filter for this machine's syscall numbers")
+    r = grader.sandbox.run({"setsid.py": SETSID_PROBE}, "setsid.py")
+    assert r.returncode == 0 and r.stdout.split() == ["refused", "EPERM"], r
+
+
+MEDHARD = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "data", "leetcode",
+                       "leetcode_test_medhard.jsonl.gz")
+# 60 spinners, each trying a session of its own (refused now: then they spin in the run's one)
+SPINNERS = ("import os\nfor i in range(60):\n    if os.fork() == 0:\n        try:\n            os.setsid()\n"
+            "        except OSError:\n            pass\n        while True:\n            pass\nwhile True:\n    pass\n")
+
+
+@pytest.mark.skipif(not os.path.exists(MEDHARD), reason="the offline test_medhard copy (../shared/data) is absent")
+def test_a_hostile_neighbour_cannot_starve_an_honest_run_into_a_timeout():
+    """docs/redteam/rev8/starve.py (starve_setsid_3337_at1.out): a completion forking 60 spinners, each
+    in a session of its own, took nearly all of the host's CPU (the kernel's autogroup gives each
+    session one share, and the run cgroups had no CPU weight), so problem 3337's canonical solution
+    graded beside it (2.4 CPU s alone) got ~1 CPU s within its wall backstop: `timeout`, 63/112.
+    Each run now has a CPU cgroup of equal weight (`sandbox._cpu_cgroup_parent`, or cpu.weight
+    where the v2 run cgroups have the cpu controller) and cannot setsid (the seccomp filter), so
+    its share does not depend on how many processes or sessions it makes: the neighbour keeps its
+    label. The same problem for every row (a prompt group), 2 workers, the neighbour second."""
+    _bwrap_only()
+    problem = next(p for p in substrate.load_leetcode(MEDHARD) if p.id == "3337")  # the heaviest canonical
+    canon = _completion(problem.canonical_solution)
+    (alone,) = grader.grade_batch([problem], [canon], workers=2, progress=False)
+    assert alone.gt_pass and alone.error is None, alone
+    rows = [_completion(SPINNERS)] * 10  # enough to outlast the neighbour's wall backstop (17 s) at HEAD
+    rows.insert(1, canon)
+    beside = grader.grade_batch([problem] * len(rows), rows, workers=2, progress=False)
+    assert beside[1].gt_pass and beside[1].error is None, beside[1]
+    assert beside[1].tests_passed == alone.tests_passed
+    assert {g.error for i, g in enumerate(beside) if i != 1} == {"timeout"}

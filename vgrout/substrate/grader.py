@@ -22,13 +22,18 @@ substrate's assert blocks of any shape (a loop of random inputs included: `rando
 test, so labels repeat); a test that uses a call's effect on its arguments sees no such effect.
 Every assert of a block runs, whatever the ones before it said (`_EveryAssert`: a block used to
 stop at its first failed assert, so whether the next call came told the sandbox its answer was
-right); the test's outcome is its first assert that did not pass. A test whose other control flow
-(and/or, a conditional, an if, all(), a chained comparison) decides whether a later call comes, or
-that binds the entry point's name itself, is refused before any grading (`_test_refusal`).
+right); the test's outcome is its first assert that did not pass. A test is run only if its shape
+is one of a whitelist (`_test_refusal`: each call of the response whole, in an assert's condition
+or kept for one, at most one a condition, beside pure calls only), so that no answer reaches
+anything that decides whether a later call comes; any other test is refused before any grading.
+Only plain data is read from a call's answer, at any depth of its value (a response object is only
+the whole reply that gives the entry itself, or a Solution's instance or method: `_Referee.ask`;
+docs/redteam/rev8/deep_remote.py).
 
 No sandbox ever holds a hidden test or its expected value, in any phase or mode, nor hears
-anything that depends on one (the calls it gets are the same whatever its answers, up to the
-shapes of a test's own control flow that `_test_refusal` names as not caught). Sandboxes share a
+anything that depends on one (the calls it gets are the same whatever its answers, up to what
+`_test_refusal` states it trusts: the problem's helpers and the test's own objects keep nothing
+of an answer). Sandboxes share a
 kernel with every other one, concurrent or later (the page cache of the shared read-only /usr, CPU
 time): whatever one held it could leave for another to read, and no list of closed channels is
 complete. So nothing needs closing: what a sandbox can tell another is only what its own response
@@ -532,7 +537,8 @@ NOT_RERAISED = (StopIteration, StopAsyncIteration, GeneratorExit)
 class _Remote:
     """A response object that is not plain data, kept in the sandbox: the test may call it or read
     its attributes (each a request), and nothing else. Comparing, hashing, iterating or testing its
-    truth is a TypeError here, so no method of the response's decides anything in a test."""
+    truth is a TypeError here, so no method of the response's decides anything in a test. Only the
+    entry, and a Solution's instance and method, are ever one (`_Referee.ask`)."""
     __slots__ = ("_ref", "_ask", "_encode")
 
     def __init__(self, ref: int, ask, encode_args):
@@ -594,71 +600,158 @@ class _EveryAssert(ast.NodeTransformer):
         return ast.copy_location(stmt, node)
 
 
-def _binds(entry: str, node: ast.AST) -> bool:
-    """Whether the node binds the name `entry` (an assignment, a for target, :=, a comprehension
-    variable, a def, class, import, argument, except or match name, global or nonlocal)."""
+def _bound(node: ast.AST) -> list[str]:
+    """The names a node binds, other than a plain `import M` (which binds M to that module): an
+    assignment, a for target, :=, a comprehension variable, a def, class, `import M as N`, from-import,
+    argument, except or match name, global or nonlocal."""
     if isinstance(node, ast.Name):
-        return node.id == entry and not isinstance(node.ctx, ast.Load)
+        return [] if isinstance(node.ctx, ast.Load) else [node.id]
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.ExceptHandler, ast.MatchAs,
                          ast.MatchStar)):
-        return node.name == entry
-    if isinstance(node, ast.alias):
-        return (node.asname or node.name).split(".")[0] == entry
+        return [node.name] if node.name else []
+    if isinstance(node, ast.Import):
+        return [a.asname for a in node.names if a.asname] + [a.name.split(".")[0] for a in node.names if not a.asname
+                                                             and "." in a.name]
+    if isinstance(node, ast.ImportFrom):
+        return [a.asname or a.name for a in node.names]
     if isinstance(node, ast.arg):
-        return node.arg == entry
-    return isinstance(node, (ast.Global, ast.Nonlocal)) and entry in node.names
+        return [node.arg]
+    return list(node.names) if isinstance(node, (ast.Global, ast.Nonlocal)) else []
 
 
-def _governed(node: ast.AST) -> list[ast.AST]:
-    """The parts of a node that run or not, or run more or fewer times, by a value computed before
-    them: a BoolOp's later operands, an IfExp's branches, an if's or while's test and bodies, a
-    comprehension's element and its ifs, a chained comparison's later comparators, and all()'s or
-    any()'s argument (they stop at the first false or true item)."""
-    if isinstance(node, ast.BoolOp):
-        return node.values[1:]
-    if isinstance(node, ast.IfExp):
-        return [node.body, node.orelse]
-    if isinstance(node, (ast.If, ast.While)):
-        return [node.test, *node.body, *node.orelse]
-    if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
-        filtered = [i for c in node.generators for i in c.ifs]
-        if not filtered:
-            return []
-        return filtered + ([node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt])
-    if isinstance(node, ast.Compare):
-        return node.comparators[1:]
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("all", "any"):
-        return node.args
-    return []
+# What an assert's condition may call besides the response (`_test_refusal`, 5): functions that read
+# their arguments and keep nothing ("M.f" and "M.*", every function of M: M imported as `import M`).
+PURE_CALLS = frozenset({"abs", "bool", "float", "frozenset", "int", "isinstance", "len", "list", "max", "min", "repr",
+                        "range", "round", "set", "sorted", "str", "sum", "tuple", "math.*", "copy.deepcopy"})
+# What an assert's condition may be built of (`_test_refusal`, 6): no subscript, `in`, starred,
+# conditional, f-string, comprehension or lambda.
+_CONDITION_NODES = (ast.BoolOp, ast.BinOp, ast.UnaryOp, ast.Compare, ast.Call, ast.keyword, ast.Name, ast.Constant,
+                    ast.Attribute, ast.List, ast.Tuple, ast.Set, ast.Dict, ast.expr_context, ast.boolop, ast.operator,
+                    ast.unaryop, ast.cmpop)
+# Conversions that may wrap both sides of `assert W(f(a)) == W(f(b))` (HumanEval/33): each reads one answer alone.
+_PAIR_WRAPS = frozenset({"frozenset", "list", "set", "sorted", "str", "tuple", "len"})
 
 
 @functools.lru_cache(maxsize=4096)  # every row of a problem asks again
 def _test_refusal(entry: str, test: str) -> str | None:
-    """Why the grader cannot run this test without telling the sandbox something that depends on its
-    answers (None: it can). Checked for every test of a problem before any grading (`_prepare`).
-    - A test that binds the entry point's name itself ran whole on trusted names, the canonical
-      solution, so any response passed it (issue 52, round 6, F3: `for f in [f]: assert f(7) == 0`).
-    - A test that can call the entry point more than once (two references, or one in a loop,
-      comprehension, lambda or def) with a call in a part that runs by a value computed before it
-      (`_governed`): whether that later call comes tells the sandbox whether its earlier answer
-      was right, as a failed assert did before `_EveryAssert` (issue 52, round 6, F1:
-      `assert f(1) == 2 and f(2) == 3`, all(gen), a chained ==, an if; 2 of 3 concurrent copies
-      forged gt_pass). A conservative rule: no test of humaneval, easy or the LeetCode files has
-      such a shape. Not caught: an answer carried in a variable to an if that raises or breaks, or
-      to a statement outside an assert that raises on it (indexing with it, unpacking it)."""
+    """Why the grader cannot run this test without telling the sandbox something that depends on
+    whether its answers are right (None: it can). Checked for every test of a problem before any
+    grading (`_prepare`). A whitelist of test shapes (issue 52, round 7: the round-6 blacklist, the
+    entry's name inside and/or, if, all(), ..., let 19 shapes through, docs/redteam/rev6/trace6.py: an
+    alias, a helper def or lambda, a generator, builtins.all, range(answer), match, takewhile,
+    try/except, contextlib.suppress, an exception between two calls of one assert; forge6.py forged
+    gt_pass with them). A test is run only if all of these hold; each clause closes a way for an
+    answer to decide, here, whether a later call comes:
+    1. It binds neither the entry's name (such a test ran whole on the canonical solution, round 6
+       F3) nor anything with def, lambda, class or := (a function or a walrus carries an answer out
+       of the assert that computed it: helper-def-and, generator + all(), walrus + for).
+    2. Every read of the entry is a whole call: `f(args)`, or `Solution().m(args)` for a Solution
+       entry, args free of the entry. So no response object (the function, a class, a bound
+       method) is handed to trusted code that calls it lazily (map, filter, takewhile, a helper).
+    3. Every such call is in an assert, not inside a comprehension (a generator is lazy: `x in gen`,
+       all(gen), zip), or is the value of a statement `v = f(args)` whose v is read only in asserts
+       (HumanEval/32). A condition's verdict and exceptions are only recorded and an assert's
+       message never runs (`_EveryAssert`), so nothing outside the asserts ever sees an answer: no
+       if, for, while, match, try or with of the test's runs by one.
+    4. A condition calls the entry at most once (an exception raised here on the first answer would
+       stop the second call: `({F: 0}[f(7)], f(0))`, list.index), except `W(f(a)) == W(f(b))` with W
+       one of _PAIR_WRAPS or none (HumanEval/33): W reads one answer alone, the == runs after both.
+    5. Everything else a condition calls is in PURE_CALLS (M.f: of `import M`), a name the test
+       neither binds nor imports and no builtin has (the problem's own helpers: is_same_list,
+       tree_node, poly), or a method of an answer or of a constant (`f(a).startswith('x')`), with
+       positional arguments only (copy.deepcopy with one). So no answer reaches the test's state
+       through a method (`seen.append(f(7))`, list.append(seen, ..)), setattr, operator.setitem,
+       random.seed, globals(), a key= callable or deepcopy's memo, to steer a later statement.
+    6. A condition is built only of names, constants, displays, attributes, operators, and/or,
+       comparisons other than `in` and the calls of 2 and 5 (_CONDITION_NODES): `f(a) in it`
+       consumes an iterator the test holds up to the answer, `d[f(a)]` adds the answer to a
+       defaultdict, and a later loop over either would run by it. No test of the files has one.
+    What the rule trusts (open, not looked for; no file has one): the problem's helpers (setup and
+    canonical code) keep nothing of what they are given, which is plain data only (`_Referee.ask`:
+    a response object reaches no trusted code); and the test's own statements build no object that
+    keeps what a condition hands it (a class made with type() whose __eq__ or __instancecheck__
+    stores its argument, then `f(a) == obj`). The rule reads shapes: it bounds honest tests, not
+    one written to leak. No test of humaneval, easy or the LeetCode files is refused
+    (docs/redteam/w55/scan.py: 0 of 55,942)."""
     tree = ast.parse(test)
-    if any(_binds(entry, n) for n in ast.walk(tree)):
+    parent = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    bound = {name for node in ast.walk(tree) for name in _bound(node)}
+    modules = {a.name for node in ast.walk(tree) if isinstance(node, ast.Import) for a in node.names if not a.asname}
+    if entry in bound or entry in modules:
         return f"it binds the entry point's name {entry!r} itself"
+    if any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.NamedExpr))
+           for n in ast.walk(tree)):
+        return "it defines a function, lambda or class, or uses :=, which can carry an answer out of its assert"
 
-    def calls(node):
-        return any(isinstance(n, ast.Name) and n.id == entry for n in ast.walk(node))
-    repeats = (ast.For, ast.AsyncFor, ast.While, ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp, ast.Lambda,
-               ast.FunctionDef, ast.AsyncFunctionDef)
-    many = sum(isinstance(n, ast.Name) and n.id == entry for n in ast.walk(tree)) > 1 or any(
-        isinstance(n, repeats) and calls(n) for n in ast.walk(tree))
-    if many and any(calls(part) for n in ast.walk(tree) for part in _governed(n)):
-        return (f"whether a call of {entry!r} comes depends on what an earlier call returned (and/or, a conditional, "
-                f"an if or while, a comprehension's if, a chained comparison, all() or any())")
+    def call_of(read):  # the whole call a read of the entry begins, else None
+        callee = read
+        if entry == "Solution":  # Solution().m(args): the instance, then its method
+            new, attr = parent.get(read), parent.get(parent.get(read))
+            if not (isinstance(new, ast.Call) and new.func is read and not new.args and not new.keywords
+                    and isinstance(attr, ast.Attribute)):
+                return None
+            callee = attr
+        call = parent.get(callee)
+        if not (isinstance(call, ast.Call) and call.func is callee):
+            return None
+        args = call.args + [k.value for k in call.keywords]
+        return None if any(isinstance(m, ast.Name) and m.id == entry for a in args for m in ast.walk(a)) else call
+
+    def enclosing(node, kinds):
+        while node in parent and not isinstance(node, kinds):
+            node = parent[node]
+        return node if isinstance(node, kinds) else None
+    comprehensions = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+    answers = set()  # the v of each statement `v = f(args)`
+    for read in (n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == entry):
+        call = call_of(read)
+        if call is None:
+            return f"it reads {entry!r} other than as a whole call ({entry}(args) or Solution().m(args))"
+        if enclosing(read, comprehensions) is not None:
+            return f"it calls {entry!r} inside a comprehension or generator"
+        statement = parent[call]
+        if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0],
+                                                                                             ast.Name):
+            answers.add(statement.targets[0].id)
+        elif enclosing(read, ast.Assert) is None:
+            return f"it calls {entry!r} outside an assert"
+    for name in answers:
+        for n in ast.walk(tree):
+            if (isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
+                    and enclosing(n, ast.Assert) is None):
+                return f"it reads {name!r}, an answer of {entry!r}, outside an assert"
+
+    def wrapped_call(side):  # W(call) or call, W in _PAIR_WRAPS: the call, else None
+        if (isinstance(side, ast.Call) and isinstance(side.func, ast.Name) and side.func.id in _PAIR_WRAPS
+                and len(side.args) == 1 and not side.keywords):
+            side = side.args[0]
+        return side if any(call_of(m) is side for m in ast.walk(side) if isinstance(m, ast.Name)) else None
+    for a in (n for n in ast.walk(tree) if isinstance(n, ast.Assert)):
+        cond = a.test
+        if any(not isinstance(n, _CONDITION_NODES) or isinstance(n, (ast.In, ast.NotIn)) for n in ast.walk(cond)):
+            return ("an assert's condition holds a subscript, `in`, starred, conditional, f-string or comprehension "
+                    "(_CONDITION_NODES), which can keep an answer in what the test holds")
+        calls = [call_of(m) for m in ast.walk(cond) if isinstance(m, ast.Name) and m.id == entry]
+        pair = (isinstance(cond, ast.Compare) and len(cond.ops) == 1 and isinstance(cond.ops[0], ast.Eq)
+                and wrapped_call(cond.left) is not None and wrapped_call(cond.comparators[0]) is not None)
+        if len(calls) > 1 and not pair:
+            return f"one assert calls {entry!r} more than once (an exception on one answer would stop the next call)"
+        for call in (n for n in ast.walk(cond) if isinstance(n, ast.Call) and n not in calls
+                     and not (entry == "Solution" and isinstance(n.func, ast.Name) and n.func.id == entry)):
+            f = call.func
+            if isinstance(f, ast.Name):  # a pure builtin, or a helper of the problem's
+                ok = f.id not in bound and f.id not in modules and (f.id in PURE_CALLS or not hasattr(builtins, f.id))
+            elif isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name):  # M.f of `import M`
+                m = f.value.id
+                ok = m in modules and m not in bound and (f"{m}.{f.attr}" in PURE_CALLS or f"{m}.*" in PURE_CALLS)
+            else:  # a method of an answer (plain data: it changes only itself) or of a constant ('-'.join)
+                ok = isinstance(f, ast.Attribute) and (f.value in calls or isinstance(f.value, ast.Constant))
+            if not ok:
+                return (f"an assert's condition calls {ast.unparse(f)!r}, neither a pure function (PURE_CALLS) nor "
+                        f"one of the problem's own helpers")
+            if call.keywords or (ast.unparse(f) == "copy.deepcopy" and len(call.args) != 1):
+                return (f"an assert's condition calls {ast.unparse(f)!r} with a keyword or a memo, where a key= "
+                        f"callable or deepcopy's memo would keep an answer")
     return None
 
 
@@ -666,7 +759,7 @@ def _test_refusal(entry: str, test: str) -> str | None:
 def _compile_test(entry: str, test: str):
     """The test with the entry point's name (the one thing the response is graded on) read from the
     sandbox: __vg_get('<name>'), a reference to the response's object; every other name is the
-    trusted namespace's (a test that binds the name itself was refused: `_test_refusal`). Every
+    trusted namespace's (a test that binds the name itself is refused: `_test_refusal`). Every
     assert is recorded and passed over (`_EveryAssert`)."""
     tree = _EveryAssert().visit(ast.parse(test))
 
@@ -727,6 +820,15 @@ def _name(x) -> str:
     return x[:NAME_CHARS] if isinstance(x, str) else "?"
 
 
+# `_Referee.ask`: the one request at each depth whose whole reply may be a reference (the entry's get,
+# `Solution()`, the instance's `.m`); a reference anywhere else is _NotPlain (docs/redteam/rev8/deep_remote.py).
+_REMOTE_OPS = ("get", "call", "attr")
+
+
+class _NotPlain(TypeError):
+    """A reference where `_Referee.ask` reads only plain data."""
+
+
 class _Referee:
     """The grader's side of one sandbox's channel: receives the sandbox's lines within the grading's
     budget, and runs trusted tests whose calls of the response are requests to it. What it learns
@@ -739,6 +841,7 @@ class _Referee:
         self.cpu_until = time.thread_time() + cpu_s  # this conversation's CPU here (TRUSTED_CPU_FACTOR)
         self.base, self.classes = _trusted(problem.setup_code, problem.canonical_solution)
         self.entry, self.class_names = _entry_name(problem), set(self.classes)
+        self.remote_depth = 2 if self.entry == "Solution" else 0  # `ask`: Solution, Solution(), Solution().m
         self.names: list[str] = []
         self.over_budget = False
         self.asked_entry = self.entry_given = False
@@ -771,9 +874,20 @@ class _Referee:
     def _encode_args(self, v):  # plain data, our setup classes' fields, or a reference the sandbox gave us
         return encode(v, self.class_names, lambda x: x._ref if type(x) is _Remote else None)
 
-    def ask(self, req: dict):
+    def ask(self, req: dict, depth: int = 0):
         """One request: the value the sandbox answers (plain data, or a _Remote), else the exception
-        it names raised here (a builtin as itself, anything else as _Raised / _Exited)."""
+        it names raised here (a builtin as itself, anything else as _Raised / _Exited). `depth`: how
+        many requests the one asked of stands from the entry (0 the entry's get; a _Remote asks at its
+        own depth + 1). A reference is accepted only as the whole reply of the entry's get (depth 0),
+        and for a Solution of `Solution()` (a call, depth 1) and of the instance's `.m` (an attribute
+        read, depth 2): the harness's own rule, which the response beside it can relax, here the
+        grader's. A reference anywhere else, and one inside a value at any depth (a list, a dict, a
+        setup class's instance: a ListNode whose field is a reference, docs/redteam/rev8/deep_remote.py,
+        where counting requests alone let `Solution()` reply with one and `.m` be a plain field
+        read), is a TypeError, so what `f(a)` or `Solution().m(a)` returns is plain data at any
+        depth of its value, and no trusted code (a helper of the problem's, `check(Solution().make(1))`)
+        ever calls a method of the response's and decides by its answer whether to call the next
+        (issue 52, round 7)."""
         try:
             self.ch.send(req)
         except EOFError:  # the sandbox closed its end
@@ -782,8 +896,14 @@ class _Referee:
         if reply is _TOO_COSTLY:
             raise TypeError("the response's value is too large to read")
         if "v" in reply:
+            v = reply["v"]
+            # a reference only as the whole reply, of the one request at its depth that may give one
+            whole = (type(v) is dict and len(v) == 1 and "r" in v and depth <= self.remote_depth
+                     and req.get("op") == _REMOTE_OPS[depth])
             try:
-                value = decode(reply["v"], self.classes, lambda ref: _Remote(ref, self.ask, self._encode_args), Guard())
+                value = decode(v, self.classes, lambda ref: self._remote(ref, depth, whole), Guard())
+            except _NotPlain:
+                raise TypeError("a response object where only plain data is read") from None
             except Exception:  # not plain data as the codec writes it, or past the guard's bounds
                 raise TypeError("the response's value could not be read") from None
             self.entry_given |= req["op"] == "get"
@@ -796,6 +916,11 @@ class _Referee:
         if isinstance(exc, type) and issubclass(exc, Exception) and not issubclass(exc, NOT_RERAISED):
             raise exc()
         raise _Raised(name)
+
+    def _remote(self, ref: int, depth: int, whole: bool) -> _Remote:
+        if not whole:
+            raise _NotPlain()
+        return _Remote(ref, functools.partial(self.ask, depth=depth + 1), self._encode_args)
 
     def get(self, name: str):
         self.asked_entry = True

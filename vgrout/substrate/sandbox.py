@@ -23,11 +23,19 @@ the runs' own bounds (their sum is not bounded) the OOM killer takes a run's pro
 grader's or its caller's; with /proc read-only the program cannot lower it. A seccomp filter
 (`_seccomp_program`) refuses file locks and file notifications (through the files all sandboxes
 share read-only they were exact channels between concurrent sandboxes), and kernel keys, POSIX
-message queues and io_uring (counted in per-uid quotas that all sandboxes, one host uid, share).
-One exact channel stays open: file descriptors in flight over unix sockets (SCM_RIGHTS) count
-against one per-uid limit (/tmp/rev5/channels_probe.py: 65 alone, 45 beside a sibling holding 20);
-a filter cannot read a message's control data, and sockets are ordinary. What it carries is only
-what a response already knows: the grader tells no sandbox anything that depends on a hidden test.
+message queues, io_uring and growing a pipe (fcntl F_SETPIPE_SZ) (counted in per-uid quotas that
+all sandboxes, one host uid, share). The prelude bounds a sandbox's pending signals at 128
+(RLIMIT_SIGPENDING: each sandbox's own count, in its user namespace, is charged to the host uid
+too, so together they stay far below the host's limit, 96,365 here, for any concurrency the
+grader runs). Two per-uid channels stay open (docs/redteam/rev6/channels6.py; one host uid per concurrent
+sandbox would close both): file descriptors in flight over unix sockets (SCM_RIGHTS) count
+against one per-uid limit (docs/redteam/rev5/channels_probe.py: 65 alone, 45 beside a sibling holding 20;
+a filter cannot read a message's control data, and sockets are ordinary); and default pipes'
+pages, counted per uid against fs.pipe-user-pages-soft (16,384): a sandbox's nproc x nofile / 2
+pipes of 16 pages each (32,768) pass it, and past it every sandbox's new pipe gets one page
+(channels6.py pipedef: 65,536 bytes alone, 8,192 beside 40 processes of 30 pipes), which a sibling
+reads by filling one. What they carry is only what a response already knows: the grader tells no
+sandbox anything that depends on a hidden test.
 Each process may hold `Limits.nofile` open files (RLIMIT_NOFILE), of the host's one file table.
 Without bubblewrap, `isolation="rlimit"` must be asked for by name: the rlimits alone and a host
 temporary directory. It is weaker: the graded code can read every file the world may read (a problem file with its hidden tests included, so ground truth is not safe
@@ -119,7 +127,9 @@ _TICKS = os.sysconf("SC_CLK_TCK")
 
 # Trusted code that runs first inside the sandbox: lock the limits (soft = hard, but for the CPU:
 # SIGXCPU at the soft limit, SIGKILL a second later; each process has its own CPU seconds, and the
-# meter outside counts them all together), write the program's files from their descriptor into
+# meter outside counts them all together; RLIMIT_SIGPENDING 128: queued signals are charged to the
+# one host uid of every sandbox, whose limit (96,365 here) one sandbox filled for another to read,
+# issue 52 round 7, docs/redteam/rev6/channels6.py sigq), write the program's files from their descriptor into
 # the working directory, say that it started (one byte on its own pipe), then run the main file as
 # __main__.
 PRELUDE = """\
@@ -131,7 +141,7 @@ for name, text in files.items():
     with open(name, "w") as f:
         f.write(text)
 for lim, v in ((resource.RLIMIT_AS, mem), (resource.RLIMIT_NPROC, nproc), (resource.RLIMIT_FSIZE, fsize),
-               (resource.RLIMIT_NOFILE, nofile), (resource.RLIMIT_CORE, 0)):
+               (resource.RLIMIT_NOFILE, nofile), (resource.RLIMIT_CORE, 0), (resource.RLIMIT_SIGPENDING, 128)):
     resource.setrlimit(lim, (v, v))
 resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
 os.write(ready_fd, b"1")
@@ -714,9 +724,16 @@ _OOM_FIRST_ARGV = [SH, "-c", 'echo 1000 > /proc/self/oom_score_adj && exec "$@"'
 # and file-access notifications (dnotify F_NOTIFY, inotify, fanotify: one sandbox's reads are
 # another's events), and what every sandbox, all being one host uid, would count in the same
 # per-uid kernel quota (issue 52, round 6, F2/F4): the kernel key quota (add_key, request_key,
-# keyctl: one sandbox's keys were read in /proc/key-users by another, /tmp/rev5/keyring_channel.py),
-# POSIX message queues (mq_*: RLIMIT_MSGQUEUE's bytes, mqueue_channel.py), and io_uring (its
-# registered files outlive their fds past RLIMIT_NOFILE, uring_files.py). Locks fail with ENOLCK,
+# keyctl: one sandbox's keys were read in /proc/key-users by another, docs/redteam/rev5/keyring_channel.py),
+# POSIX message queues (mq_*: RLIMIT_MSGQUEUE's bytes, mqueue_channel.py), io_uring (its
+# registered files outlive their fds past RLIMIT_NOFILE, uring_files.py), and growing a pipe past
+# its default size (fcntl F_SETPIPE_SZ: 6,144 pages one sandbox held were missing from another's,
+# issue 52 round 7, docs/redteam/rev6/channels6.py pipe), and setsid: every process of a run stays in
+# the one session bwrap made (--new-session), so that the kernel's autogroup (one CFS group per
+# session) gives a run one share however many processes it makes; 60 sessions of spinners took a
+# neighbour's share and its honest canonical solution hit its wall backstop
+# (docs/redteam/rev8/starve.py; the per-run CPU cgroup, `_cpu_cgroup_parent`, bounds it too). Nothing
+# trusted inside the sandbox calls setsid (the prelude and the grader's harness do not). Locks fail with ENOLCK,
 # everything else with EPERM; a syscall of another ABI (i386, x32) with ENOSYS. The page cache they
 # share stays (what a sandbox read is faster for the next): no filter closes timing, so no sandbox
 # may learn anything a sibling must not know (the grader's design); the filter closes the cheap,
@@ -724,13 +741,14 @@ _OOM_FIRST_ARGV = [SH, "-c", 'echo 1000 > /proc/self/oom_score_adj && exec "$@"'
 _SECCOMP_ARCHES = {
     # machine: (AUDIT_ARCH, fcntl, flock, refused with EPERM: (inotify_init, inotify_init1,
     # inotify_add_watch, fanotify_init, mq_open .. mq_getsetattr, add_key, request_key, keyctl,
-    # io_uring_setup, io_uring_enter, io_uring_register)); aarch64's are asm-generic/unistd.h's
-    "x86_64": (0xC000003E, 72, 73, (253, 294, 254, 300, *range(240, 246), 248, 249, 250, 425, 426, 427)),
-    "aarch64": (0xC00000B7, 25, 32, (26, 27, 262, *range(180, 186), 217, 218, 219, 425, 426, 427)),
+    # io_uring_setup, io_uring_enter, io_uring_register, setsid)); aarch64's are asm-generic/unistd.h's
+    "x86_64": (0xC000003E, 72, 73, (253, 294, 254, 300, *range(240, 246), 248, 249, 250, 425, 426, 427, 112)),
+    "aarch64": (0xC00000B7, 25, 32, (26, 27, 262, *range(180, 186), 217, 218, 219, 425, 426, 427, 157)),
 }
 _FCNTL_REFUSED = {5: errno.ENOLCK, 6: errno.ENOLCK, 7: errno.ENOLCK,  # F_GETLK, F_SETLK, F_SETLKW
                   36: errno.ENOLCK, 37: errno.ENOLCK, 38: errno.ENOLCK,  # F_OFD_GETLK, F_OFD_SETLK, F_OFD_SETLKW
-                  1024: errno.EPERM, 1025: errno.EPERM, 1026: errno.EPERM}  # F_SETLEASE, F_GETLEASE, F_NOTIFY
+                  1024: errno.EPERM, 1025: errno.EPERM, 1026: errno.EPERM,  # F_SETLEASE, F_GETLEASE, F_NOTIFY
+                  1031: errno.EPERM}  # F_SETPIPE_SZ: pipe pages, counted per uid (module doc)
 
 
 @functools.cache
@@ -827,24 +845,9 @@ def _memory_cgroup_parent() -> str | None:
     (made, limited, entered, emptied, removed). None where there is none of ours: runs then have
     no bound on their memory together (RLIMIT_AS bounds each process's mappings only)."""
     try:
-        mount = own = None
-        with open("/proc/self/mountinfo") as f:
-            for line in f:
-                left, _, right = line.partition(" - ")
-                fstype, _, options = right.split(" ")[:3]
-                if fstype == "cgroup" and "memory" in options.strip().split(","):
-                    root, mount = left.split(" ")[3:5]
-                    break
-        with open("/proc/self/cgroup") as f:
-            for line in f:
-                _, controllers, path = line.rstrip("\n").split(":", 2)
-                if "memory" in controllers.split(","):
-                    own = path
-        if mount is None or own is None or SH is None or not (own + "/").startswith(root.rstrip("/") + "/"):
+        parent = _v1_parent("memory")
+        if parent is None:
             return None
-        parent = os.path.join(mount + own[len(root.rstrip("/")):], "vgrout")
-        os.makedirs(parent, exist_ok=True)
-        _remove_stale_cgroups(parent)
         probe = _new_memory_cgroup(parent, 64 << 20)
         try:
             ok = subprocess.run([*_cgroup_join_argv(os.path.join(probe[0], "cgroup.procs")), "true"],
@@ -855,6 +858,120 @@ def _memory_cgroup_parent() -> str | None:
         return parent if ok else None
     except (OSError, RuntimeError, ValueError, subprocess.SubprocessError):
         return None
+
+
+def _v1_parent(controller: str) -> str | None:
+    """`vgrout` under our own cgroup of a cgroup v1 hierarchy holding `controller` (made, its stale
+    run cgroups removed), or None where there is no such mount of ours (OSError where not ours to write)."""
+    mount = own = None
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            left, _, right = line.partition(" - ")
+            fstype, _, options = right.split(" ")[:3]
+            if fstype == "cgroup" and controller in options.strip().split(","):
+                root, mount = left.split(" ")[3:5]
+                break
+    with open("/proc/self/cgroup") as f:
+        for line in f:
+            _, controllers, path = line.rstrip("\n").split(":", 2)
+            if controller in controllers.split(","):
+                own = path
+    if mount is None or own is None or SH is None or not (own + "/").startswith(root.rstrip("/") + "/"):
+        return None
+    parent = os.path.join(mount + own[len(root.rstrip("/")):], "vgrout")
+    os.makedirs(parent, exist_ok=True)
+    _remove_stale_cgroups(parent)
+    return parent
+
+
+# Every run's CPU weight (its cgroup's, v2 cpu.weight, or v1 cpu.shares, their defaults): all equal,
+# so a run's share of a busy CPU does not depend on how many processes or sessions it makes
+# (docs/redteam/rev8/starve.py: 60 spinners, each in a session of its own, left a neighbour's
+# canonical solution so little CPU that it hit its wall backstop, labelled `timeout`).
+# The parent of the run cgroups weighs as one run per CPU of the host (capped at the kernel's
+# maximum), so the runs together keep about what one session per run had under autogroup.
+CPU_WEIGHT_V2 = 100
+CPU_SHARES_V1 = 1024
+
+
+def _parent_weight(one: int, most: int) -> bytes:
+    return str(min(most, one * (os.cpu_count() or 1))).encode()
+
+
+@functools.cache
+def _cpu_weight_v2() -> bool:
+    """Whether the run cgroups (`_cgroup_parent`) have the cpu controller: where our cgroup offers it
+    (cgroup.controllers), it is enabled for them here (+cpu in the parent's cgroup.subtree_control;
+    the parent holds no process, only run cgroups) and each run's gets cpu.weight CPU_WEIGHT_V2.
+    Checked once per process (a run cgroup made, weighted, removed)."""
+    parent = _cgroup_parent()
+    if parent is None:
+        return False
+    try:
+        with open(os.path.join(parent, "cgroup.controllers")) as f:
+            if "cpu" not in f.read().split():
+                return False
+        with open(os.path.join(parent, "cgroup.subtree_control"), "w") as f:
+            f.write("+cpu")
+        with open(os.path.join(parent, "cpu.weight"), "wb") as f:
+            f.write(_parent_weight(CPU_WEIGHT_V2, 10000))
+        probe = _new_cgroup(parent)
+        try:
+            _write_at("cpu.weight", str(CPU_WEIGHT_V2).encode(), probe[1])
+        finally:
+            _remove_cgroup(*probe)
+        return True
+    except (OSError, RuntimeError):
+        return False
+
+
+@functools.cache
+def _cpu_cgroup_parent() -> str | None:
+    """Where the run cgroups have no cpu controller (`_cpu_weight_v2` False; hosts whose v2 hierarchy
+    has no controllers): the directory of a cgroup v1 cpu controller under which each run gets a cpu
+    cgroup of its own with cpu.shares CPU_SHARES_V1, entered before bwrap starts as the memory
+    cgroup is; checked once per process (made, weighted, entered, emptied, removed). None where
+    there is none of ours: runs then have no CPU share of their own, and what holds is that every
+    process of a run stays in the one session bwrap made (the seccomp filter refuses setsid), so
+    the kernel's autogroup, where enabled, gives each run one share (the rlimit-only path has
+    neither: its programs may setsid)."""
+    if _cpu_weight_v2():
+        return None
+    try:
+        parent = _v1_parent("cpu")
+        if parent is None:
+            return None
+        with open(os.path.join(parent, "cpu.shares"), "wb") as f:
+            f.write(_parent_weight(CPU_SHARES_V1, 262144))
+        probe = _new_cpu_cgroup(parent)
+        try:
+            ok = subprocess.run([*_cgroup_join_argv(os.path.join(probe[0], "cgroup.procs")), "true"],
+                                check=False, capture_output=True, timeout=30).returncode == 0
+        finally:
+            _remove_v1_cgroup(*probe, "the cpu cgroup")
+        return parent if ok else None
+    except (OSError, RuntimeError, ValueError, subprocess.SubprocessError):
+        return None
+
+
+def _new_cpu_cgroup(parent: str) -> tuple[str, int]:
+    """A run's cpu cgroup (v1) under `parent`, of weight CPU_SHARES_V1 (as every run's)."""
+    path, fd = _new_cgroup(parent)
+    try:
+        _write_at("cpu.shares", str(CPU_SHARES_V1).encode(), fd)
+    except BaseException:
+        os.close(fd)
+        os.rmdir(path)
+        raise
+    return path, fd
+
+
+def _remove_v1_cgroup(path: str, cgroup_fd: int, what: str) -> None:
+    """Remove a run's v1 cgroup once it is empty (its processes are gone or on their way out)."""
+    try:
+        _rmdir_once_empty(path, what)
+    finally:
+        os.close(cgroup_fd)
 
 
 def _new_memory_cgroup(parent: str, limit: int) -> tuple[str, int]:
@@ -939,6 +1056,7 @@ def run(files: dict[str, str], main: str, stdin: str = "", limits: Limits = Limi
     iso = isolation(limits.isolation)
     uid = (NOBODY if iso == "bwrap" else _fresh_uid()) if _is_root() else None
     fds, work, proc, ns_init, meter, cgroup, memory, failure = [], None, None, None, None, None, None, None
+    cpu_group = None
     try:
         files_fd = _memfd("files", json.dumps(files).encode())
         in_fd, out_fd, err_fd = _memfd("stdin", stdin.encode()), _memfd("stdout"), _memfd("stderr")
@@ -959,6 +1077,18 @@ def run(files: dict[str, str], main: str, stdin: str = "", limits: Limits = Limi
                 cgroup = _new_cgroup(_cgroup_parent())
             except OSError as e:  # (a limit on descendants, a full disk): this run's failure, not the caller's
                 return Result(-1, "", "", False, False, iso, 0.0, False, f"the run's cgroup could not be made: {e}")
+            if _cpu_weight_v2():  # the same CPU weight as every run's (docs/redteam/rev8/starve.py)
+                try:
+                    _write_at("cpu.weight", str(CPU_WEIGHT_V2).encode(), cgroup[1])
+                except OSError as e:
+                    return Result(-1, "", "", False, False, iso, 0.0, False, f"the run's CPU weight could not be set: {e}")
+        if iso == "bwrap" and _cpu_cgroup_parent() is not None:
+            # a v1 cpu cgroup of the run's own, of the same weight as every run's: its share of a busy
+            # CPU is one, however many processes or sessions it makes (docs/redteam/rev8/starve.py)
+            try:
+                cpu_group = _new_cpu_cgroup(_cpu_cgroup_parent())
+            except OSError as e:
+                return Result(-1, "", "", False, False, iso, 0.0, False, f"the run's cpu cgroup could not be made: {e}")
         if iso == "bwrap" and _memory_cgroup_parent() is not None:
             # every byte the run's processes hold, counted together: past it the kernel's OOM killer
             # picks among the run's processes only, never the caller (memfd pages are no one's RSS)
@@ -1005,6 +1135,8 @@ def run(files: dict[str, str], main: str, stdin: str = "", limits: Limits = Limi
             argv = _cgroup_join_argv(os.path.join(cgroup[0], "cgroup.procs")) + argv
         if memory is not None:
             argv = _cgroup_join_argv(os.path.join(memory[0], "cgroup.procs")) + argv
+        if cpu_group is not None:
+            argv = _cgroup_join_argv(os.path.join(cpu_group[0], "cgroup.procs")) + argv
         argv = _OOM_FIRST_ARGV + argv
         proc = subprocess.Popen(argv, stdin=in_fd, stdout=out_fd, stderr=err_fd, cwd=cwd, env=env,
                                 pass_fds=passed, start_new_session=True, **as_user)
@@ -1084,6 +1216,8 @@ def run(files: dict[str, str], main: str, stdin: str = "", limits: Limits = Limi
             _remove_cgroup(*cgroup)
         if memory is not None:
             _remove_memory_cgroup(*memory)
+        if cpu_group is not None:
+            _remove_v1_cgroup(*cpu_group, "the cpu cgroup")
         if uid is not None and iso == "rlimit":
             _kill_uid(uid)  # stragglers that left the process group (setsid) die here
             _sweeper.sweep(uid)
