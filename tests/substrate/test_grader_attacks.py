@@ -7,6 +7,7 @@ import dataclasses
 import json
 import os
 import random
+import time
 
 import pytest
 
@@ -1055,7 +1056,9 @@ def test_replies_costly_to_read_do_not_make_their_neighbours_time_out():
     """Replies that are costly to read (within every per-reply bound) were read in the grader's
     threads under one GIL: canonical rows graded beside 4 such gradings waited past their wall
     backstop (`timeout`, with 87 to 319 of the 400 tests answered in three runs). Each grading's trusted side now has a
-    process and a CPU bound of its own: the neighbours get the labels they get alone."""
+    process and a CPU bound of its own, and a conversation cut by that bound is graded again alone
+    (contention inflates a thread's CPU time: with the runs' CPU quota lengthening the overlap, a
+    canonical row was cut at 393 of 400 tests in 3 of 5 runs): the neighbours get the labels they get alone."""
     limits = grader.sandbox.Limits(cpu_s=1, wall_s=4)
     canonical = _completion(MANY.canonical_solution)
     want = tuple(getattr(grader.grade(MANY, canonical, limits=limits), k) for k in LABELS)
@@ -1088,7 +1091,8 @@ def test_the_grader_spends_a_bounded_cpu_time_reading_one_gradings_replies():
     seconds (16 replies just under REPLY_COST); its conversation now ends (output_limit, or the
     wall backstop first) once this side has spent TRUSTED_CPU_FACTOR of the CPU limit."""
     import time
-    limits = grader.sandbox.Limits(cpu_s=1, wall_s=3)
+    limits = grader.sandbox.Limits(cpu_s=1, wall_s=5)  # the first grading's program starts before `until`
+    # (4 s after the batch starts), and its second grading starts after its wall backstop (5 s)
     t = time.thread_time()
     g = grader.grade(MANY, _completion(HEAVY), limits=limits)  # this thread is the grading's trusted side
     spent = time.thread_time() - t
@@ -1479,29 +1483,73 @@ def test_no_sandbox_can_make_a_session():
 
 MEDHARD = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "data", "leetcode",
                        "leetcode_test_medhard.jsonl.gz")
-# 60 spinners, each trying a session of its own (refused now: then they spin in the run's one)
-SPINNERS = ("import os\nfor i in range(60):\n    if os.fork() == 0:\n        try:\n            os.setsid()\n"
-            "        except OSError:\n            pass\n        while True:\n            pass\nwhile True:\n    pass\n")
+# 63 spinning tasks in one run and one session (docs/redteam/rev9 disturb_variants.py's spinT): 21
+# processes of 3 threads, spinning until `seconds` have passed on the clock, so the run outlasts a
+# neighbour's wall backstop with or without a CPU quota (at its CPU limit it would end sooner unquoted)
+SPIN_TASKS = ("import os, threading, time\nEND = time.time() + {seconds}\ndef spin():\n"
+              "    while time.time() < END:\n        pass\n    os._exit(0)\nfor i in range(20):\n"
+              "    if os.fork() == 0:\n        break\nfor j in range(2):\n"
+              "    threading.Thread(target=spin, daemon=True).start()\nspin()\n")
+
+
+def _medhard(pid: str) -> Problem:
+    return next(p for p in substrate.load_leetcode(MEDHARD) if p.id == pid)
 
 
 @pytest.mark.skipif(not os.path.exists(MEDHARD), reason="the offline test_medhard copy (../shared/data) is absent")
 def test_a_hostile_neighbour_cannot_starve_an_honest_run_into_a_timeout():
-    """docs/redteam/rev8/starve.py (starve_setsid_3337_at1.out): a completion forking 60 spinners, each
-    in a session of its own, took nearly all of the host's CPU (the kernel's autogroup gives each
-    session one share, and the run cgroups had no CPU weight), so problem 3337's canonical solution
-    graded beside it (2.4 CPU s alone) got ~1 CPU s within its wall backstop: `timeout`, 63/112.
-    Each run now has a CPU cgroup of equal weight (`sandbox._cpu_cgroup_parent`, or cpu.weight
-    where the v2 run cgroups have the cpu controller) and cannot setsid (the seccomp filter), so
-    its share does not depend on how many processes or sessions it makes: the neighbour keeps its
-    label. The same problem for every row (a prompt group), 2 workers, the neighbour second."""
+    """docs/redteam/rev9 (disturb2_3337.out): beside a completion whose 63 tasks spin, in one session
+    (no setsid: round 8's seccomp rule refuses it), problem 3337's canonical solution got 0.34 CPU s
+    before its wall backstop: `timeout`, 20/112, though each run had a CPU cgroup of equal weight
+    (on that kernel equal cpu.shares did not give equal CPU: rev9/sched_micro.py). Now each run has
+    a CPU quota (`sandbox.Limits.cpus`: the host's CPUs over the workers), and a run its wall
+    backstop stopped below its CPU limit is graded again alone: the neighbour keeps its label.
+    The neighbour's CPU limit is 1.5 x its canonical's CPU measured here first (2.4 s on one machine,
+    5 s on another), so its backstop is short; the hostile row (another problem's, with room for the
+    CPU of 63 tasks) spins 3 s past that backstop. 2 workers, both start together."""
     _bwrap_only()
-    problem = next(p for p in substrate.load_leetcode(MEDHARD) if p.id == "3337")  # the heaviest canonical
+    problem = _medhard("3337")  # the heaviest canonical of test_medhard
     canon = _completion(problem.canonical_solution)
-    (alone,) = grader.grade_batch([problem], [canon], workers=2, progress=False)
+    calibrating = grader.sandbox.Limits().with_cpu(30)
+    (alone,) = grader.grade_batch([problem], [canon], workers=2, progress=False, limits=calibrating)
     assert alone.gt_pass and alone.error is None, alone
-    rows = [_completion(SPINNERS)] * 10  # enough to outlast the neighbour's wall backstop (17 s) at HEAD
-    rows.insert(1, canon)
-    beside = grader.grade_batch([problem] * len(rows), rows, workers=2, progress=False)
+    neighbour = dataclasses.replace(problem, cpu_limit_s=max(4.0, 1.5 * alone.cpu_s))
+    hostile = dataclasses.replace(ADD3, cpu_limit_s=100.0)
+    spin = _completion(SPIN_TASKS.format(seconds=grader.sandbox.Limits().with_cpu(neighbour.cpu_limit_s).wall + 3))
+    beside = grader.grade_batch([hostile, neighbour], [spin, canon], workers=2, progress=False)
     assert beside[1].gt_pass and beside[1].error is None, beside[1]
     assert beside[1].tests_passed == alone.tests_passed
-    assert {g.error for i, g in enumerate(beside) if i != 1} == {"timeout"}
+
+
+def test_a_run_stopped_by_its_wall_backstop_below_its_cpu_limit_is_graded_again_alone():
+    """What a run got of the CPU must not decide its label: a row whose run the wall backstop
+    stopped below its CPU limit is graded again once the batch is done, and that grading is its
+    label. The completion waits (it sleeps past the backstop) only until a moment on the clock
+    that the first grading reaches and the second is past: graded once it is `timeout`, graded
+    again it passes. A row stopped at its CPU limit is graded once (its label is its own)."""
+    limits = grader.sandbox.Limits(cpu_s=1, wall_s=5)  # the first grading's program starts before `until`
+    # (4 s after the batch starts), and its second grading starts after its wall backstop (5 s)
+    waits = ("import time\nif time.time() < {until}:\n    time.sleep(60)\n" + ADD3.canonical_solution)
+    spins = "while True:\n    pass\n" + ADD3.canonical_solution
+    start = time.time()
+    first, spun = grader.grade_batch([ADD3, ADD3], [_completion(waits.format(until=start + 4)), _completion(spins)],
+                                     workers=2, progress=False, limits=limits)
+    assert first.gt_pass and first.error is None, first
+    assert spun.error == "timeout" and not spun.gt_pass, spun
+    (once,) = grader.grade_batch([ADD3], [_completion(waits.format(until=time.time() + 60))], workers=2,
+                                 progress=False, limits=limits)
+    assert once.error == "timeout" and not once.gt_pass, once  # waits in both gradings: the second's label
+
+
+def test_a_runs_cpu_quota_bounds_what_its_many_tasks_take():
+    """`Limits.cpus` is the most CPU a run's processes take together at once, however many tasks
+    it makes (docs/redteam/rev9: 63 spinning tasks took a 2-CPU host from a sibling run of equal
+    weight). 63 tasks spinning for 3 s under half a CPU spend about 1.5 CPU s; unquoted they
+    would spend up to the host's CPUs x 3 s."""
+    _bwrap_only()
+    if grader.sandbox._cpu_v2() is False and grader.sandbox._cpu_cgroup_parent() is None:
+        pytest.skip("no cpu cgroup of ours on this host (the runs have no quota: the grader's regrade holds)")
+    r = grader.sandbox.run({"m.py": SPIN_TASKS.format(seconds=3)}, "m.py",
+                           limits=grader.sandbox.Limits(cpu_s=30, wall_s=10, cpus=0.5))
+    assert not r.timed_out and r.failure is None, r
+    assert 0.5 < r.cpu_s < 0.5 * 3 + 0.5, r.cpu_s

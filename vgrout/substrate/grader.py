@@ -844,6 +844,7 @@ class _Referee:
         self.remote_depth = 2 if self.entry == "Solution" else 0  # `ask`: Solution, Solution(), Solution().m
         self.names: list[str] = []
         self.over_budget = False
+        self.cpu_spent = False  # over budget by this side's CPU alone: what else ran can move it (grade_batch)
         self.asked_entry = self.entry_given = False
 
     def note(self, name: str) -> None:
@@ -860,6 +861,7 @@ class _Referee:
         self.budget[0] -= cost
         if self.budget[0] < 0 or time.thread_time() > self.cpu_until:
             self.over_budget = True
+            self.cpu_spent = self.budget[0] >= 0
             raise _Gone()
         if cost > REPLY_COST:
             return _TOO_COSTLY
@@ -979,6 +981,7 @@ def _referee_a(ch: sandbox.Channel, g: _Grading) -> None:
         first = ref.receive()
     except _Gone:
         g.over_budget |= ref.over_budget
+        g.again |= ref.cpu_spent
         return
     if first is _TOO_COSTLY or "load" not in first:
         return
@@ -991,6 +994,7 @@ def _referee_a(ch: sandbox.Channel, g: _Grading) -> None:
     finally:
         g.report["entry_missing"] = ref.asked_entry and not ref.entry_given
         g.over_budget |= ref.over_budget
+        g.again |= ref.cpu_spent
 
 
 def _referee_b(ch: sandbox.Channel, g: _Grading, run: dict) -> None:
@@ -1024,6 +1028,7 @@ def _referee_b(ch: sandbox.Channel, g: _Grading, run: dict) -> None:
         pass
     finally:
         run["over_budget"] = ref.over_budget
+        run["cpu_spent"] = ref.cpu_spent
 
 
 @dataclass
@@ -1040,6 +1045,9 @@ class _Grading:
     b: sandbox.Result | None = None
     env_finished: bool = False  # phase B: the kept run is the one assigned "pass" (_phase_b)
     over_budget: bool = False  # phase A's replies, or the kept phase B run's after them, past a bound
+    # a run of it stopped by its wall backstop below its CPU limit, or a conversation by this side's CPU
+    # bound: bounds that what else the machine ran can move, so grade_batch grades it again alone
+    again: bool = False
     budget: list = dataclasses.field(default_factory=lambda: [GRADING_COST])
 
     @property
@@ -1061,6 +1069,7 @@ class _Grading:
 def _phase_a(g: _Grading) -> None:
     g.a = sandbox.run({"harness.py": HARNESS}, "harness.py", stdin=json.dumps(g.job("A")), limits=g.limits,
                       talk=lambda ch: _referee_a(ch, g))
+    g.again |= g.a.wall_stopped
 
 
 def _phase_b(g: _Grading) -> None:
@@ -1090,9 +1099,11 @@ def _phase_b(g: _Grading) -> None:
     stdin = json.dumps({**g.job("B"), **env})
     runs = {}
     for assigned in ("pass", "fail"):
-        run = runs[assigned] = {"assigned": assigned, "asked": False, "verdict": None, "over_budget": False}
+        run = runs[assigned] = {"assigned": assigned, "asked": False, "verdict": None, "over_budget": False,
+                                "cpu_spent": False}
         run["result"] = sandbox.run({"harness.py": HARNESS}, "harness.py", stdin=stdin, limits=g.limits,
                                     talk=lambda ch, run=run: _referee_b(ch, g, run))
+        g.again |= run["result"].wall_stopped or run["cpu_spent"]
         first = runs["pass"]
         if not first["asked"] or first["result"].failure is not None or not first["result"].started:
             break
@@ -1362,6 +1373,17 @@ def grade_batch(problems: list[Problem], completions: list[str], modes: list[str
     (namespaces, exec), which a second job per core fills. A grading process killed from outside
     (BrokenProcessPool) raises nothing here: its gradings and those still queued are graded again
     (in a fresh pool, then each alone); only a row whose grading alone lost its process is `sandbox`.
+
+    Each run's CPU quota (`sandbox.Limits.cpus`) is the host's CPUs over the runs at once (at most the
+    caller's, at least a third of a CPU: with it a run can spend its CPU limit before its wall
+    backstop), so the runs together ask no more than the host has, and a run's many tasks cannot
+    take a neighbour's share (docs/redteam/rev9). A row stopped by a bound that what else ran can
+    move is graded again once the batch is done, alone, and that grading is its label: one of its
+    runs stopped by the wall backstop below its CPU limit (`sandbox.Result.wall_stopped`: it waited,
+    or something starved it), or one of this side's conversations by its CPU bound (contention
+    inflates a thread's CPU time: a canonical row beside 4 gradings of costly replies was cut at
+    393 of 400 tests). So neither a `timeout` nor such an `output_limit` depends on its neighbours;
+    rows that wait until their wall backstop, or spend this side's CPU, cost it twice.
     """
     if len(problems) != len(completions) or (modes is not None and len(modes) != len(problems)):
         raise ValueError(f"grade_batch: {len(problems)} problems, {len(completions)} completions, "
@@ -1373,22 +1395,36 @@ def grade_batch(problems: list[Problem], completions: list[str], modes: list[str
     if not live:
         return [g for g in rows]
     workers = workers or 2 * (os.cpu_count() or 1)
+    cpus = max(min(limits.cpus, (os.cpu_count() or 1) / min(workers, len(live))), 1 / 3)  # each run's share of the host
+    for i in live:
+        rows[i].limits = dataclasses.replace(rows[i].limits, cpus=cpus)
     with tqdm(total=len(live), desc="grade", disable=not progress) as bar:
-        if not TRUSTED_PROCESSES:
-            with ThreadPoolExecutor(workers) as pool:
-                _collect(rows, {pool.submit(_grade, rows[i]): i for i in live}, bar)
-        else:
-            # A grading process killed from outside (a signal, the OOM killer) breaks the pool, and with
-            # it every grading it held or that waited in it. Those are graded again in a fresh pool,
-            # then each alone: a row is `sandbox` only when its own grading, alone, lost its process,
-            # never because of a neighbour or of what happened to the machine once.
-            lost = _grade_in_pool(rows, live, workers, bar)
-            lost = _grade_in_pool(rows, lost, workers, bar) if lost else lost
-            for i in lost:
-                for j in _grade_in_pool(rows, [i], 1, bar):
-                    rows[j] = _lost(rows[j])
-                    bar.update()
+        _grade_rows(rows, live, workers, bar)
+        # graded again alone (the caller's own quota), one after another, once nothing else of the batch runs
+        again = [i for i in live if rows[i].again]
+        bar.total += len(again)
+        for i in again:
+            rows[i] = _prepare(problems[i], completions[i], modes[i], limits, max_chars)
+            _grade_rows(rows, [i], 1, bar)
     return [_finish(g) if isinstance(g, _Grading) else g for g in rows]
+
+
+def _grade_rows(rows: list, idx: list[int], workers: int, bar) -> None:
+    """Grade rows[i], i in idx, `workers` at a time, in place."""
+    if not TRUSTED_PROCESSES:
+        with ThreadPoolExecutor(workers) as pool:
+            _collect(rows, {pool.submit(_grade, rows[i]): i for i in idx}, bar)
+        return
+    # A grading process killed from outside (a signal, the OOM killer) breaks the pool, and with
+    # it every grading it held or that waited in it. Those are graded again in a fresh pool,
+    # then each alone: a row is `sandbox` only when its own grading, alone, lost its process,
+    # never because of a neighbour or of what happened to the machine once.
+    lost = _grade_in_pool(rows, idx, workers, bar)
+    lost = _grade_in_pool(rows, lost, workers, bar) if lost else lost
+    for i in lost:
+        for j in _grade_in_pool(rows, [i], 1, bar):
+            rows[j] = _lost(rows[j])
+            bar.update()
 
 
 def grade_files(problems_path, completions_path, out_path, mode: str | None = None,

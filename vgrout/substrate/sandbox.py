@@ -17,7 +17,9 @@ one table); it can make no namespace (--disable-userns: all sandboxes run as one
 namespace quota one of them could otherwise hold); and all its processes together hold at most
 `Limits.ram` of memory, whatever holds it (memory files included), through a memory cgroup of the
 run's own where this process has a memory controller (`_memory_cgroup_parent`): past it the
-kernel's OOM killer picks among the run's processes only (`Result.oom_killed` says it did). Every
+kernel's OOM killer picks among the run's processes only (`Result.oom_killed` says it did). Its
+processes together use at most `Limits.cpus` CPUs at once (a quota on a cpu cgroup of the run's
+own, `_cpu_settings`), however many tasks it makes. Every
 process of a run has oom_score_adj 1000 (`_OOM_FIRST_ARGV`), so that when memory runs short above
 the runs' own bounds (their sum is not bounded) the OOM killer takes a run's process before the
 grader's or its caller's; with /proc read-only the program cannot lower it. A seccomp filter
@@ -81,7 +83,10 @@ What a run reports is what this side observed, never what the program says about
   is the run's failure (`Result.failure`), never an exception out of `run`: the run is killed and
   the caller labels that grading.
 - `timed_out`: the wall backstop passed, or the CPU count (above) reached the limit. A program
-  that kills itself, or prints what bwrap prints, chooses no label.
+  that kills itself, or prints what bwrap prints, chooses no label. `wall_stopped` says the wall
+  backstop stopped it below its CPU limit: then what it got of the CPU, not only its program, may
+  have decided it (a neighbour can starve a run; `Limits.cpus` bounds how much, the grader grades
+  such a run again alone).
 - `started`: the trusted prelude ran (it writes one byte on a pipe of its own before any of the
   program's code runs); a run that ends without it is the sandbox's failure, not the program's.
 """
@@ -158,6 +163,12 @@ exec(compile(source, sys.argv[0], "exec"), {"__name__": "__main__", "__file__": 
 class Limits:
     cpu_s: float = 4.0  # RLIMIT_CPU: CPU seconds of the whole program (load-independent); decides `timeout`
     wall_s: float | None = None  # wall-clock backstop for programs that wait; None: 3·cpu_s + 5
+    # CPUs the run's processes together may use at once (a quota on its cpu cgroup, where it has one:
+    # `_cpu_cgroup_parent`, or cpu.max in v2): however many tasks a run makes, it takes at most this
+    # much of the host, so runs that together ask no more than the host's CPUs each get theirs
+    # (docs/redteam/rev9: 63 spinning tasks of one run left a sibling run of equal cpu.shares 0.01 CPU s
+    # in 5 s; with a quota of one CPU it got 2.40, with half a CPU each its whole half, sched_micro)
+    cpus: float = 1.0
     memory_bytes: int = 1 << 30
     nproc: int = 64
     # open files of each process (RLIMIT_NOFILE): the host's file table (fs.file-max) is one count for
@@ -181,6 +192,8 @@ class Limits:
                              f"valid: {', '.join(ISOLATIONS)}")
         if self.cpu_s <= 0:
             raise ValueError(f"cpu_s must be positive, got {self.cpu_s}")
+        if not self.cpus > 0:
+            raise ValueError(f"cpus must be positive, got {self.cpus}")
 
     @property
     def wall(self) -> float:
@@ -210,6 +223,9 @@ class Result:
     # the kernel's OOM killer killed a process of the run at its memory bound (`Limits.ram`), as the
     # run's memory cgroup counts it (memory.oom_control's oom_kill): never the program's own word
     oom_killed: bool = False
+    # timed_out by the wall backstop, below the CPU limit: what it got of the CPU may have decided it,
+    # not only its program (a program that waits, or one a busy host starved: the grader grades it again alone)
+    wall_stopped: bool = False
 
 
 class Timeout(BaseException):
@@ -848,13 +864,13 @@ def _memory_cgroup_parent() -> str | None:
         parent = _v1_parent("memory")
         if parent is None:
             return None
-        probe = _new_memory_cgroup(parent, 64 << 20)
+        probe = _new_v1_cgroup(parent, {"memory.limit_in_bytes": str(64 << 20)})
         try:
             ok = subprocess.run([*_cgroup_join_argv(os.path.join(probe[0], "cgroup.procs")), "true"],
                                 check=False, capture_output=True, timeout=30).returncode == 0
             ok = ok and _oom_kills(probe[1]) == 0  # its OOM kills can be read (what decides `memory`)
         finally:
-            _remove_memory_cgroup(*probe)
+            _remove_v1_cgroup(*probe, "the memory cgroup")
         return parent if ok else None
     except (OSError, RuntimeError, ValueError, subprocess.SubprocessError):
         return None
@@ -884,14 +900,25 @@ def _v1_parent(controller: str) -> str | None:
     return parent
 
 
-# Every run's CPU weight (its cgroup's, v2 cpu.weight, or v1 cpu.shares, their defaults): all equal,
-# so a run's share of a busy CPU does not depend on how many processes or sessions it makes
-# (docs/redteam/rev8/starve.py: 60 spinners, each in a session of its own, left a neighbour's
-# canonical solution so little CPU that it hit its wall backstop, labelled `timeout`).
-# The parent of the run cgroups weighs as one run per CPU of the host (capped at the kernel's
-# maximum), so the runs together keep about what one session per run had under autogroup.
+# Every run's CPU (docs/redteam/rev8, rev9): a cgroup of its own, of the same weight as every run's
+# (v2 cpu.weight, or v1 cpu.shares: their defaults) and with a quota of `Limits.cpus` CPUs (v2 cpu.max,
+# v1 cpu.cfs_quota_us). The weight alone does not hold a run's share: on a 2-CPU host (kernel 6.18,
+# cgroup v1) a sibling of equal shares running 63 spinning tasks left a one-task run 0.01 CPU s in 5
+# when it talked over a pipe, 0.70 when it spun (docs/redteam/rev9/sched_micro.out), and the grader's
+# honest neighbours hit their wall backstop. The quota bounds what a run takes whatever its task count.
+# The parent of the run cgroups weighs as one run per CPU of the host (capped at the kernel's maximum),
+# so the runs together keep about what one session per run had under autogroup.
 CPU_WEIGHT_V2 = 100
 CPU_SHARES_V1 = 1024
+CPU_PERIOD_US = 100_000  # the quota's period (the kernel's default)
+
+
+def _cpu_settings(cpus: float, v2: bool) -> dict[str, str]:
+    """A run's cpu cgroup files: its weight, and its quota of `cpus` CPUs per period."""
+    quota = max(1000, round(cpus * CPU_PERIOD_US))  # the kernel's least quota is 1 ms
+    if v2:
+        return {"cpu.weight": str(CPU_WEIGHT_V2), "cpu.max": f"{quota} {CPU_PERIOD_US}"}
+    return {"cpu.shares": str(CPU_SHARES_V1), "cpu.cfs_period_us": str(CPU_PERIOD_US), "cpu.cfs_quota_us": str(quota)}
 
 
 def _parent_weight(one: int, most: int) -> bytes:
@@ -899,11 +926,11 @@ def _parent_weight(one: int, most: int) -> bytes:
 
 
 @functools.cache
-def _cpu_weight_v2() -> bool:
+def _cpu_v2() -> bool:
     """Whether the run cgroups (`_cgroup_parent`) have the cpu controller: where our cgroup offers it
     (cgroup.controllers), it is enabled for them here (+cpu in the parent's cgroup.subtree_control;
-    the parent holds no process, only run cgroups) and each run's gets cpu.weight CPU_WEIGHT_V2.
-    Checked once per process (a run cgroup made, weighted, removed)."""
+    the parent holds no process, only run cgroups) and each run's gets `_cpu_settings`.
+    Checked once per process (a run cgroup made, set, removed)."""
     parent = _cgroup_parent()
     if parent is None:
         return False
@@ -917,7 +944,7 @@ def _cpu_weight_v2() -> bool:
             f.write(_parent_weight(CPU_WEIGHT_V2, 10000))
         probe = _new_cgroup(parent)
         try:
-            _write_at("cpu.weight", str(CPU_WEIGHT_V2).encode(), probe[1])
+            _write_settings(probe[1], _cpu_settings(1.0, v2=True))
         finally:
             _remove_cgroup(*probe)
         return True
@@ -927,15 +954,15 @@ def _cpu_weight_v2() -> bool:
 
 @functools.cache
 def _cpu_cgroup_parent() -> str | None:
-    """Where the run cgroups have no cpu controller (`_cpu_weight_v2` False; hosts whose v2 hierarchy
-    has no controllers): the directory of a cgroup v1 cpu controller under which each run gets a cpu
-    cgroup of its own with cpu.shares CPU_SHARES_V1, entered before bwrap starts as the memory
-    cgroup is; checked once per process (made, weighted, entered, emptied, removed). None where
-    there is none of ours: runs then have no CPU share of their own, and what holds is that every
-    process of a run stays in the one session bwrap made (the seccomp filter refuses setsid), so
-    the kernel's autogroup, where enabled, gives each run one share (the rlimit-only path has
-    neither: its programs may setsid)."""
-    if _cpu_weight_v2():
+    """Where the run cgroups have no cpu controller (`_cpu_v2` False; hosts whose v2 hierarchy has no
+    controllers): the directory of a cgroup v1 cpu controller under which each run gets a cpu cgroup
+    of its own (`_cpu_settings`), entered before bwrap starts as the memory cgroup is; checked once
+    per process (made, set, entered, emptied, removed). None where there is none of ours: runs then
+    have no CPU share or quota of their own, and what holds is that every process of a run stays in
+    the one session bwrap made (the seccomp filter refuses setsid), so the kernel's autogroup, where
+    enabled, gives each run one share, and the grader grades again alone a run its wall backstop
+    stopped below its CPU limit (the rlimit-only path has neither: its programs may setsid)."""
+    if _cpu_v2():
         return None
     try:
         parent = _v1_parent("cpu")
@@ -943,7 +970,7 @@ def _cpu_cgroup_parent() -> str | None:
             return None
         with open(os.path.join(parent, "cpu.shares"), "wb") as f:
             f.write(_parent_weight(CPU_SHARES_V1, 262144))
-        probe = _new_cpu_cgroup(parent)
+        probe = _new_v1_cgroup(parent, _cpu_settings(1.0, v2=False))
         try:
             ok = subprocess.run([*_cgroup_join_argv(os.path.join(probe[0], "cgroup.procs")), "true"],
                                 check=False, capture_output=True, timeout=30).returncode == 0
@@ -954,11 +981,16 @@ def _cpu_cgroup_parent() -> str | None:
         return None
 
 
-def _new_cpu_cgroup(parent: str) -> tuple[str, int]:
-    """A run's cpu cgroup (v1) under `parent`, of weight CPU_SHARES_V1 (as every run's)."""
+def _write_settings(cgroup_fd: int, settings: dict[str, str]) -> None:
+    for name, value in settings.items():
+        _write_at(name, value.encode(), cgroup_fd)
+
+
+def _new_v1_cgroup(parent: str, settings: dict[str, str]) -> tuple[str, int]:
+    """A run's cgroup (v1) under `parent`, its `settings` (file: value) written."""
     path, fd = _new_cgroup(parent)
     try:
-        _write_at("cpu.shares", str(CPU_SHARES_V1).encode(), fd)
+        _write_settings(fd, settings)
     except BaseException:
         os.close(fd)
         os.rmdir(path)
@@ -967,30 +999,10 @@ def _new_cpu_cgroup(parent: str) -> tuple[str, int]:
 
 
 def _remove_v1_cgroup(path: str, cgroup_fd: int, what: str) -> None:
-    """Remove a run's v1 cgroup once it is empty (its processes are gone or on their way out)."""
+    """Remove a run's v1 cgroup once it is empty: the run's processes are gone (its pid namespace,
+    or the cgroup v2's kill) or on their way out."""
     try:
         _rmdir_once_empty(path, what)
-    finally:
-        os.close(cgroup_fd)
-
-
-def _new_memory_cgroup(parent: str, limit: int) -> tuple[str, int]:
-    """A run's memory cgroup (v1) under `parent`, holding at most `limit` bytes."""
-    path, fd = _new_cgroup(parent)
-    try:
-        _write_at("memory.limit_in_bytes", str(limit).encode(), fd)
-    except BaseException:
-        os.close(fd)
-        os.rmdir(path)
-        raise
-    return path, fd
-
-
-def _remove_memory_cgroup(path: str, cgroup_fd: int) -> None:
-    """Remove a run's memory cgroup once it is empty: the run's processes are gone (its pid
-    namespace, or the cgroup v2's kill) or on their way out."""
-    try:
-        _rmdir_once_empty(path, "the memory cgroup")
     finally:
         os.close(cgroup_fd)
 
@@ -1077,23 +1089,23 @@ def run(files: dict[str, str], main: str, stdin: str = "", limits: Limits = Limi
                 cgroup = _new_cgroup(_cgroup_parent())
             except OSError as e:  # (a limit on descendants, a full disk): this run's failure, not the caller's
                 return Result(-1, "", "", False, False, iso, 0.0, False, f"the run's cgroup could not be made: {e}")
-            if _cpu_weight_v2():  # the same CPU weight as every run's (docs/redteam/rev8/starve.py)
+            if _cpu_v2():  # every run's weight, and its quota of limits.cpus (docs/redteam/rev9)
                 try:
-                    _write_at("cpu.weight", str(CPU_WEIGHT_V2).encode(), cgroup[1])
+                    _write_settings(cgroup[1], _cpu_settings(limits.cpus, v2=True))
                 except OSError as e:
-                    return Result(-1, "", "", False, False, iso, 0.0, False, f"the run's CPU weight could not be set: {e}")
+                    return Result(-1, "", "", False, False, iso, 0.0, False, f"the run's CPU quota could not be set: {e}")
         if iso == "bwrap" and _cpu_cgroup_parent() is not None:
-            # a v1 cpu cgroup of the run's own, of the same weight as every run's: its share of a busy
-            # CPU is one, however many processes or sessions it makes (docs/redteam/rev8/starve.py)
+            # a v1 cpu cgroup of the run's own: every run's weight, and its quota of limits.cpus, which
+            # it cannot exceed however many processes, threads or sessions it makes (docs/redteam/rev9)
             try:
-                cpu_group = _new_cpu_cgroup(_cpu_cgroup_parent())
+                cpu_group = _new_v1_cgroup(_cpu_cgroup_parent(), _cpu_settings(limits.cpus, v2=False))
             except OSError as e:
                 return Result(-1, "", "", False, False, iso, 0.0, False, f"the run's cpu cgroup could not be made: {e}")
         if iso == "bwrap" and _memory_cgroup_parent() is not None:
             # every byte the run's processes hold, counted together: past it the kernel's OOM killer
             # picks among the run's processes only, never the caller (memfd pages are no one's RSS)
             try:
-                memory = _new_memory_cgroup(_memory_cgroup_parent(), limits.ram)
+                memory = _new_v1_cgroup(_memory_cgroup_parent(), {"memory.limit_in_bytes": str(limits.ram)})
             except OSError as e:
                 return Result(-1, "", "", False, False, iso, 0.0, False,
                               f"the run's memory cgroup could not be made: {e}")
@@ -1200,9 +1212,10 @@ def run(files: dict[str, str], main: str, stdin: str = "", limits: Limits = Limi
             cpu_limit = proc.returncode in CPU_LIMIT_STATUS and cpu_s >= cpu - CPU_SIGNAL_SLACK_S
         stdout, out_full = _read_capped(out_fd, limits.output_bytes)
         stderr, err_full = _read_capped(err_fd, limits.output_bytes)
+        wall_stopped = timed_out and not (cpu_exceeded or cpu_limit)
         timed_out = timed_out or cpu_exceeded or cpu_limit
         return Result(proc.returncode, stdout, stderr, timed_out, out_full or err_full, iso, cpu_s, started, failure,
-                      oom_killed)
+                      oom_killed, wall_stopped)
     finally:  # whatever happened above (the caller's talk raising included), nothing is left running
         if meter is not None and not meter.closed:
             _monitor.remove(meter)
@@ -1215,7 +1228,7 @@ def run(files: dict[str, str], main: str, stdin: str = "", limits: Limits = Limi
         if cgroup is not None:
             _remove_cgroup(*cgroup)
         if memory is not None:
-            _remove_memory_cgroup(*memory)
+            _remove_v1_cgroup(*memory, "the memory cgroup")
         if cpu_group is not None:
             _remove_v1_cgroup(*cpu_group, "the cpu cgroup")
         if uid is not None and iso == "rlimit":
