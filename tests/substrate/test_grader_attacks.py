@@ -1057,8 +1057,8 @@ def test_replies_costly_to_read_do_not_make_their_neighbours_time_out():
     threads under one GIL: canonical rows graded beside 4 such gradings waited past their wall
     backstop (`timeout`, with 87 to 319 of the 400 tests answered in three runs). Each grading's trusted side now has a
     process and a CPU bound of its own, and a conversation cut by that bound is graded again alone
-    (contention inflates a thread's CPU time: with the runs' CPU quota lengthening the overlap, a
-    canonical row was cut at 393 of 400 tests in 3 of 5 runs): the neighbours get the labels they get alone."""
+    (contention inflates a thread's CPU time: under a quota of a third of a CPU per run, which
+    lengthened the overlap, a canonical row was cut at 393 of 400 tests in 3 of 5 runs): the neighbours get the labels they get alone."""
     limits = grader.sandbox.Limits(cpu_s=1, wall_s=4)
     canonical = _completion(MANY.canonical_solution)
     want = tuple(getattr(grader.grade(MANY, canonical, limits=limits), k) for k in LABELS)
@@ -1502,7 +1502,7 @@ def test_a_hostile_neighbour_cannot_starve_an_honest_run_into_a_timeout():
     (no setsid: round 8's seccomp rule refuses it), problem 3337's canonical solution got 0.34 CPU s
     before its wall backstop: `timeout`, 20/112, though each run had a CPU cgroup of equal weight
     (on that kernel equal cpu.shares did not give equal CPU: rev9/sched_micro.py). Now each run has
-    a CPU quota (`sandbox.Limits.cpus`: the host's CPUs over the workers), and a run its wall
+    a CPU quota (`sandbox.Limits.cpus`: one CPU), and a run its wall
     backstop stopped below its CPU limit is graded again alone: the neighbour keeps its label.
     The neighbour's CPU limit is 1.5 x its canonical's CPU measured here first (2.4 s on one machine,
     5 s on another), so its backstop is short; the hostile row (another problem's, with room for the

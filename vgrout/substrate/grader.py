@@ -1374,10 +1374,13 @@ def grade_batch(problems: list[Problem], completions: list[str], modes: list[str
     (BrokenProcessPool) raises nothing here: its gradings and those still queued are graded again
     (in a fresh pool, then each alone); only a row whose grading alone lost its process is `sandbox`.
 
-    Each run's CPU quota (`sandbox.Limits.cpus`) is the host's CPUs over the runs at once (at most the
-    caller's, at least a third of a CPU: with it a run can spend its CPU limit before its wall
-    backstop), so the runs together ask no more than the host has, and a run's many tasks cannot
-    take a neighbour's share (docs/redteam/rev9). A row stopped by a bound that what else ran can
+    Each run's CPU quota is the caller's (`sandbox.Limits.cpus`, one CPU by default): a run's many
+    tasks take at most that, however many (docs/redteam/rev9), and a one-task program is never
+    throttled by it. (A tighter quota, the host's CPUs over the runs at once, throttled honest
+    programs, and the run cgroup's cpu.stat, counted by ticks where it has no cpu controller, then
+    undercounted them: in the grader bench the canonicals of 3335 and 3337 died by RLIMIT_CPU, set a
+    second above the limit, while the count read 3.80 and 3.96 CPU s of 4: `runtime`, not `timeout`.)
+    A row stopped by a bound that what else ran can
     move is graded again once the batch is done, alone, and that grading is its label: one of its
     runs stopped by the wall backstop below its CPU limit (`sandbox.Result.wall_stopped`: it waited,
     or something starved it), or one of this side's conversations by its CPU bound (contention
@@ -1395,9 +1398,6 @@ def grade_batch(problems: list[Problem], completions: list[str], modes: list[str
     if not live:
         return [g for g in rows]
     workers = workers or 2 * (os.cpu_count() or 1)
-    cpus = max(min(limits.cpus, (os.cpu_count() or 1) / min(workers, len(live))), 1 / 3)  # each run's share of the host
-    for i in live:
-        rows[i].limits = dataclasses.replace(rows[i].limits, cpus=cpus)
     with tqdm(total=len(live), desc="grade", disable=not progress) as bar:
         _grade_rows(rows, live, workers, bar)
         # graded again alone (the caller's own quota), one after another, once nothing else of the batch runs
