@@ -1380,13 +1380,15 @@ def grade_batch(problems: list[Problem], completions: list[str], modes: list[str
     programs, and the run cgroup's cpu.stat, counted by ticks where it has no cpu controller, then
     undercounted them: in the grader bench the canonicals of 3335 and 3337 died by RLIMIT_CPU, set a
     second above the limit, while the count read 3.80 and 3.96 CPU s of 4: `runtime`, not `timeout`.)
-    A row stopped by a bound that what else ran can
-    move is graded again once the batch is done, alone, and that grading is its label: one of its
-    runs stopped by the wall backstop below its CPU limit (`sandbox.Result.wall_stopped`: it waited,
-    or something starved it), or one of this side's conversations by its CPU bound (contention
-    inflates a thread's CPU time: a canonical row beside 4 gradings of costly replies was cut at
-    393 of 400 tests). So neither a `timeout` nor such an `output_limit` depends on its neighbours;
-    rows that wait until their wall backstop, or spend this side's CPU, cost it twice.
+
+    A row stopped by a bound that what else ran can move is graded again once the batch is done,
+    alone, and that grading is its label: one of its runs stopped by the wall backstop below its CPU
+    limit (`sandbox.Result.wall_stopped`: it waited, or something starved it), or one of this side's
+    conversations by its CPU bound (contention inflates a thread's CPU time: a canonical row beside 4
+    gradings of costly replies was cut at 393 of 400 tests). So neither a `timeout` nor such an
+    `output_limit` depends on its neighbours in the batch (another grading process on the host is
+    not one: docs/redteam/rev10/cross.py); rows that wait until their wall backstop, or spend this
+    side's CPU, cost it twice, one after another.
     """
     if len(problems) != len(completions) or (modes is not None and len(modes) != len(problems)):
         raise ValueError(f"grade_batch: {len(problems)} problems, {len(completions)} completions, "
@@ -1400,7 +1402,7 @@ def grade_batch(problems: list[Problem], completions: list[str], modes: list[str
     workers = workers or 2 * (os.cpu_count() or 1)
     with tqdm(total=len(live), desc="grade", disable=not progress) as bar:
         _grade_rows(rows, live, workers, bar)
-        # graded again alone (the caller's own quota), one after another, once nothing else of the batch runs
+        # graded again alone, one after another, once nothing else of the batch runs
         again = [i for i in live if rows[i].again]
         bar.total += len(again)
         for i in again:
