@@ -864,13 +864,9 @@ def _memory_cgroup_parent() -> str | None:
         parent = _v1_parent("memory")
         if parent is None:
             return None
-        probe = _new_v1_cgroup(parent, {"memory.limit_in_bytes": str(64 << 20)})
-        try:
-            ok = subprocess.run([*_cgroup_join_argv(os.path.join(probe[0], "cgroup.procs")), "true"],
-                                check=False, capture_output=True, timeout=30).returncode == 0
-            ok = ok and _oom_kills(probe[1]) == 0  # its OOM kills can be read (what decides `memory`)
-        finally:
-            _remove_v1_cgroup(*probe, "the memory cgroup")
+        # its OOM kills can be read (what decides `memory`)
+        ok = _v1_probe(parent, {"memory.limit_in_bytes": str(64 << 20)}, "the memory cgroup",
+                       lambda fd: _oom_kills(fd) == 0)
         return parent if ok else None
     except (OSError, RuntimeError, ValueError, subprocess.SubprocessError):
         return None
@@ -970,15 +966,21 @@ def _cpu_cgroup_parent() -> str | None:
             return None
         with open(os.path.join(parent, "cpu.shares"), "wb") as f:
             f.write(_parent_weight(CPU_SHARES_V1, 262144))
-        probe = _new_v1_cgroup(parent, _cpu_settings(1.0, v2=False))
-        try:
-            ok = subprocess.run([*_cgroup_join_argv(os.path.join(probe[0], "cgroup.procs")), "true"],
-                                check=False, capture_output=True, timeout=30).returncode == 0
-        finally:
-            _remove_v1_cgroup(*probe, "the cpu cgroup")
-        return parent if ok else None
+        return parent if _v1_probe(parent, _cpu_settings(1.0, v2=False), "the cpu cgroup") else None
     except (OSError, RuntimeError, ValueError, subprocess.SubprocessError):
         return None
+
+
+def _v1_probe(parent: str, settings: dict[str, str], what: str, check=lambda fd: True) -> bool:
+    """Whether a run's v1 cgroup with `settings` can be made under `parent` and entered (by a
+    process that joins it and exits), and `check` holds of it; the probe is removed."""
+    probe = _new_v1_cgroup(parent, settings)
+    try:
+        ok = subprocess.run([*_cgroup_join_argv(os.path.join(probe[0], "cgroup.procs")), "true"],
+                            check=False, capture_output=True, timeout=30).returncode == 0
+        return ok and check(probe[1])
+    finally:
+        _remove_v1_cgroup(*probe, what)
 
 
 def _write_settings(cgroup_fd: int, settings: dict[str, str]) -> None:
