@@ -7,6 +7,8 @@ import dataclasses
 import json
 import os
 import random
+import subprocess
+import sys
 import time
 
 import pytest
@@ -1503,7 +1505,7 @@ def test_a_hostile_neighbour_cannot_starve_an_honest_run_into_a_timeout():
     before its wall backstop: `timeout`, 20/112, though each run had a CPU cgroup of equal weight
     (on that kernel equal cpu.shares did not give equal CPU: rev9/sched_micro.py). Now each run has
     a CPU quota (`sandbox.Limits.cpus`: one CPU), and a run its wall
-    backstop stopped below its CPU limit is graded again alone: the neighbour keeps its label.
+    backstop stopped below its CPU limit is graded again: the neighbour keeps its label.
     The neighbour's CPU limit is 1.5 x its canonical's CPU measured here first (2.4 s on one machine,
     5 s on another), so its backstop is short; the hostile row (another problem's, with room for the
     CPU of 63 tasks) spins 3 s past that backstop. 2 workers, both start together."""
@@ -1521,7 +1523,56 @@ def test_a_hostile_neighbour_cannot_starve_an_honest_run_into_a_timeout():
     assert beside[1].tests_passed == alone.tests_passed
 
 
-def test_a_run_stopped_by_its_wall_backstop_below_its_cpu_limit_is_graded_again_alone():
+HOSTILE_PROCESS = """import dataclasses, json, sys
+from vgrout.substrate import grader
+from vgrout.substrate.problems import Problem
+rows, code = json.loads(sys.argv[1]), sys.argv[2]
+hostile = Problem(**json.loads(sys.argv[3]))
+print(grader.grade_batch([hostile] * rows, [code] * rows, workers=rows, progress=False))
+"""
+
+
+@pytest.mark.skipif(not os.path.exists(MEDHARD), reason="the offline test_medhard copy (../shared/data) is absent")
+def test_another_grading_process_cannot_starve_an_honest_run_into_a_timeout():
+    """docs/redteam/rev10/cross.py: a second grading process on the host (an evaluation beside
+    training, two trainers of a fan-out) ran 63-task spinners while this one graded problem 3472's
+    canonical solution: `timeout` at 61/153 and 36/153, its regrade starved too, since each
+    process's runs had a quota of one CPU and together they asked more than the host had. Now every
+    run of the host holds one of its run slots (as many as its CPUs), whichever process grades it.
+    Here another process fills every slot with spinners that outlast this row's first grading and
+    its regrade (wall backstop 3 x its canonical's CPU measured here + 3 s); the row keeps its label."""
+    _bwrap_only()
+    parent = grader.sandbox._cpu_cgroup_parent()
+    if not grader.sandbox._cpu_v2() and parent is None:
+        pytest.skip("no cpu cgroup of ours on this host (the runs have no quota and no slots)")
+    problem = _medhard("3472")
+    canon = _completion(problem.canonical_solution)
+    (alone,) = grader.grade_batch([problem], [canon], workers=1, progress=False,
+                                  limits=grader.sandbox.Limits().with_cpu(30))
+    assert alone.gt_pass and alone.error is None, alone
+    limits = grader.sandbox.Limits(cpu_s=max(4.0, 1.5 * alone.cpu_s), wall_s=3 * alone.cpu_s + 3)
+    rows = grader.sandbox._run_slots(1.0)
+    spin = _completion(SPIN_TASKS.format(seconds=2 * limits.wall + 10))  # both gradings, and the start
+    hostile = json.dumps(dataclasses.asdict(dataclasses.replace(ADD3, cpu_limit_s=200.0)))
+    cgroups = parent or grader.sandbox._cgroup_parent()
+    runs = lambda: sum(d.startswith("run-") for d in os.listdir(cgroups))  # the host's live runs
+    before = runs()
+    other = subprocess.Popen([sys.executable, "-c", HOSTILE_PROCESS, str(rows), spin, hostile],
+                             stdout=subprocess.DEVNULL)
+    try:
+        give_up = time.monotonic() + 60
+        while runs() < before + rows and time.monotonic() < give_up:  # its runs started
+            time.sleep(0.1)
+        time.sleep(1)  # its tasks spinning
+        (beside,) = grader.grade_batch([problem], [canon], workers=1, progress=False, limits=limits)
+    finally:
+        other.kill()
+        other.wait()
+    assert beside.gt_pass and beside.error is None, beside
+    assert beside.tests_passed == alone.tests_passed
+
+
+def test_a_run_stopped_by_its_wall_backstop_below_its_cpu_limit_is_graded_again():
     """What a run got of the CPU must not decide its label: a row whose run the wall backstop
     stopped below its CPU limit is graded again once the batch is done, and that grading is its
     label. The completion waits (it sleeps past the backstop) only until a moment on the clock

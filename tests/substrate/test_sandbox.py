@@ -7,6 +7,8 @@ and the neighbours graded correctly.
 import os
 import shutil
 import socket
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -358,3 +360,37 @@ def test_a_grader_killed_with_sigkill_leaves_no_process_and_no_file(tmp_path, is
         time.sleep(0.1)
     assert leftovers() == []
     assert left_files() == []
+
+SLOTTED = """import sys, threading
+from vgrout.substrate import sandbox
+def one():
+    print(sandbox.run({"m.py": "import time\\na = time.time()\\ntime.sleep(1)\\nprint(a, time.time())"}, "m.py").stdout,
+          end="", flush=True)
+runs = [threading.Thread(target=one) for _ in range(int(sys.argv[1]))]
+[t.start() for t in runs]
+[t.join() for t in runs]
+"""
+
+
+@pytest.mark.skipif(not BWRAP_OK, reason="bubblewrap not usable here")
+def test_the_hosts_runs_hold_at_most_its_run_slots_whichever_process_runs_them():
+    """Every run with a CPU quota holds one of the host's run slots (`sandbox._take_run_slot`, one per
+    CPU at one CPU a run): two processes each start that many runs at once, and the programs' own
+    clocks show no more than that many alive together."""
+    if not sandbox._cpu_v2() and sandbox._cpu_cgroup_parent() is None:
+        pytest.skip("no cpu cgroup of ours on this host (the runs have no quota and no slots)")
+    n = sandbox._run_slots(1.0)
+    procs = [subprocess.Popen([sys.executable, "-c", SLOTTED, str(n)], stdout=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    spans = [tuple(map(float, line.split())) for p in procs for line in p.communicate(timeout=120)[0].splitlines()]
+    assert len(spans) == 2 * n, spans
+    assert max(sum(a <= t < b for a, b in spans) for t, _ in spans) <= n, spans
+
+
+def test_a_run_slots_directory_others_can_open_is_refused_by_name(monkeypatch, tmp_path):
+    slots = tmp_path / "slots-{uid}"
+    monkeypatch.setattr(sandbox, "RUN_SLOTS_DIR", str(slots))
+    Path(str(slots).format(uid=os.getuid())).mkdir(mode=0o777)
+    os.chmod(str(slots).format(uid=os.getuid()), 0o777)
+    with pytest.raises(RuntimeError, match="slots-"):
+        sandbox._take_run_slot(1.0)

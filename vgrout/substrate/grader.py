@@ -981,7 +981,7 @@ def _referee_a(ch: sandbox.Channel, g: _Grading) -> None:
         first = ref.receive()
     except _Gone:
         g.over_budget |= ref.over_budget
-        g.again |= ref.cpu_spent
+        g.cpu_spent |= ref.cpu_spent
         return
     if first is _TOO_COSTLY or "load" not in first:
         return
@@ -994,7 +994,7 @@ def _referee_a(ch: sandbox.Channel, g: _Grading) -> None:
     finally:
         g.report["entry_missing"] = ref.asked_entry and not ref.entry_given
         g.over_budget |= ref.over_budget
-        g.again |= ref.cpu_spent
+        g.cpu_spent |= ref.cpu_spent
 
 
 def _referee_b(ch: sandbox.Channel, g: _Grading, run: dict) -> None:
@@ -1045,9 +1045,10 @@ class _Grading:
     b: sandbox.Result | None = None
     env_finished: bool = False  # phase B: the kept run is the one assigned "pass" (_phase_b)
     over_budget: bool = False  # phase A's replies, or the kept phase B run's after them, past a bound
-    # a run of it stopped by its wall backstop below its CPU limit, or a conversation by this side's CPU
-    # bound: bounds that what else the machine ran can move, so grade_batch grades it again alone
-    again: bool = False
+    # bounds that what else the machine ran can move, so grade_batch grades the row again: a run of it
+    # stopped by its wall backstop below its CPU limit, or a conversation of it by this side's CPU bound
+    wall_stopped: bool = False
+    cpu_spent: bool = False
     budget: list = dataclasses.field(default_factory=lambda: [GRADING_COST])
 
     @property
@@ -1069,7 +1070,7 @@ class _Grading:
 def _phase_a(g: _Grading) -> None:
     g.a = sandbox.run({"harness.py": HARNESS}, "harness.py", stdin=json.dumps(g.job("A")), limits=g.limits,
                       talk=lambda ch: _referee_a(ch, g))
-    g.again |= g.a.wall_stopped
+    g.wall_stopped |= g.a.wall_stopped
 
 
 def _phase_b(g: _Grading) -> None:
@@ -1103,7 +1104,8 @@ def _phase_b(g: _Grading) -> None:
                                 "cpu_spent": False}
         run["result"] = sandbox.run({"harness.py": HARNESS}, "harness.py", stdin=stdin, limits=g.limits,
                                     talk=lambda ch, run=run: _referee_b(ch, g, run))
-        g.again |= run["result"].wall_stopped or run["cpu_spent"]
+        g.wall_stopped |= run["result"].wall_stopped
+        g.cpu_spent |= run["cpu_spent"]
         first = runs["pass"]
         if not first["asked"] or first["result"].failure is not None or not first["result"].started:
             break
@@ -1374,21 +1376,26 @@ def grade_batch(problems: list[Problem], completions: list[str], modes: list[str
     (BrokenProcessPool) raises nothing here: its gradings and those still queued are graded again
     (in a fresh pool, then each alone); only a row whose grading alone lost its process is `sandbox`.
 
-    Each run's CPU quota is the caller's (`sandbox.Limits.cpus`, one CPU by default): a run's many
-    tasks take at most that, however many (docs/redteam/rev9), and a one-task program is never
-    throttled by it. (A tighter quota, the host's CPUs over the runs at once, throttled honest
-    programs, and the run cgroup's cpu.stat, counted by ticks where it has no cpu controller, then
-    undercounted them: in the grader bench the canonicals of 3335 and 3337 died by RLIMIT_CPU, set a
-    second above the limit, while the count read 3.80 and 3.96 CPU s of 4: `runtime`, not `timeout`.)
+    Each run's CPU quota is the caller's (`sandbox.Limits.cpus`, one CPU by default), and every run
+    of the host holds one of its run slots while it lives (`sandbox._take_run_slot`: one per CPU at
+    one CPU a run), whichever process grades it: a run's many tasks take at most its quota
+    (docs/redteam/rev9), the runs together ask no more than the host has, and a neighbour in this
+    batch or in another grading process (docs/redteam/rev10/cross.py) cannot take a run's CPU. (A
+    tighter quota, the host's CPUs over the runs at once, throttled honest programs, and the run
+    cgroup's cpu.stat, counted by ticks where it has no cpu controller, then undercounted them: in
+    the grader bench the canonicals of 3335 and 3337 died by RLIMIT_CPU, set a second above the
+    limit, while the count read 3.80 and 3.96 CPU s of 4: `runtime`, not `timeout`.)
 
     A row stopped by a bound that what else ran can move is graded again once the batch is done,
-    alone, and that grading is its label: one of its runs stopped by the wall backstop below its CPU
-    limit (`sandbox.Result.wall_stopped`: it waited, or something starved it), or one of this side's
-    conversations by its CPU bound (contention inflates a thread's CPU time: a canonical row beside 4
-    gradings of costly replies was cut at 393 of 400 tests). So neither a `timeout` nor such an
-    `output_limit` depends on its neighbours in the batch (another grading process on the host is
-    not one: docs/redteam/rev10/cross.py); rows that wait until their wall backstop, or spend this
-    side's CPU, cost it twice, one after another.
+    and that grading is its label. Rows one of whose runs the wall backstop stopped below its CPU
+    limit (`sandbox.Result.wall_stopped`: it waited, or load outside the runs starved it) are graded
+    again together, `workers` at a time, beside rows stopped the same way only, each under its quota
+    and slot. Rows one of whose conversations hit this side's CPU bound (contention inflates a
+    thread's CPU time: a canonical row beside 4 gradings of costly replies was cut at 393 of 400
+    tests), there or before, are graded again alone, one after another. So neither a `timeout` nor
+    such an `output_limit` depends on its neighbours. A row that waits until its backstop costs the
+    batch a second backstop, shared with the other such rows (docs/redteam/rev10/dos.py: graded
+    alone, 4 of them cost 4 backstops one after another), and holds a run slot while it waits.
     """
     if len(problems) != len(completions) or (modes is not None and len(modes) != len(problems)):
         raise ValueError(f"grade_batch: {len(problems)} problems, {len(completions)} completions, "
@@ -1402,13 +1409,24 @@ def grade_batch(problems: list[Problem], completions: list[str], modes: list[str
     workers = workers or 2 * (os.cpu_count() or 1)
     with tqdm(total=len(live), desc="grade", disable=not progress) as bar:
         _grade_rows(rows, live, workers, bar)
-        # graded again alone, one after another, once nothing else of the batch runs
-        again = [i for i in live if rows[i].again]
-        bar.total += len(again)
-        for i in again:
-            rows[i] = _prepare(problems[i], completions[i], modes[i], limits, max_chars)
-            _grade_rows(rows, [i], 1, bar)
+        stopped = lambda i, bound: isinstance(rows[i], _Grading) and getattr(rows[i], bound)  # (not a lost row)
+        together = [i for i in live if stopped(i, "wall_stopped") and not stopped(i, "cpu_spent")]
+        alone = [i for i in live if stopped(i, "cpu_spent")]
+        _grade_again(rows, together, workers, bar, problems, completions, modes, limits, max_chars)
+        alone += [i for i in together if stopped(i, "cpu_spent")]  # this side's CPU bound, beside the others
+        for i in alone:  # one after another, once nothing else of the batch runs
+            _grade_again(rows, [i], 1, bar, problems, completions, modes, limits, max_chars)
     return [_finish(g) if isinstance(g, _Grading) else g for g in rows]
+
+
+def _grade_again(rows, idx, workers, bar, problems, completions, modes, limits, max_chars) -> None:
+    """Grade rows[i], i in idx, afresh (`_prepare`), `workers` at a time: that grading is their label."""
+    if not idx:
+        return
+    bar.total += len(idx)
+    for i in idx:
+        rows[i] = _prepare(problems[i], completions[i], modes[i], limits, max_chars)
+    _grade_rows(rows, idx, workers, bar)
 
 
 def _grade_rows(rows: list, idx: list[int], workers: int, bar) -> None:

@@ -19,7 +19,9 @@ namespace quota one of them could otherwise hold); and all its processes togethe
 run's own where this process has a memory controller (`_memory_cgroup_parent`): past it the
 kernel's OOM killer picks among the run's processes only (`Result.oom_killed` says it did). Its
 processes together use at most `Limits.cpus` CPUs at once (a quota on a cpu cgroup of the run's
-own, `_cpu_settings`), however many tasks it makes. Every
+own, `_cpu_settings`), however many tasks it makes, and while it lives it holds one of the host's
+run slots (`_take_run_slot`), shared by every process of ours that runs sandboxes, so the runs of
+the host together ask no more CPU than it has. Every
 process of a run has oom_score_adj 1000 (`_OOM_FIRST_ARGV`), so that when memory runs short above
 the runs' own bounds (their sum is not bounded) the OOM killer takes a run's process before the
 grader's or its caller's; with /proc read-only the program cannot lower it. A seccomp filter
@@ -95,6 +97,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import errno
+import fcntl
 import functools
 import json
 import math
@@ -971,6 +974,57 @@ def _cpu_cgroup_parent() -> str | None:
         return None
 
 
+# Where the run slots of the host live: one directory per user (it is ours alone, 0700), the same
+# path for every process of ours on the host whatever its TMPDIR, under a /tmp that no bwrap
+# sandbox sees (each has a private one).
+RUN_SLOTS_DIR = "/tmp/vgrout-run-slots-{uid}"
+SLOT_POLL_S = 0.02  # how often a run waiting for a slot tries them again
+
+
+def _run_slots(cpus: float) -> int:
+    """How many runs of quota `cpus` the host holds at once: their quotas together are at most its CPUs."""
+    return max(1, math.floor(len(os.sched_getaffinity(0)) / cpus + 1e-9))
+
+
+def _slots_dir() -> str:
+    path = RUN_SLOTS_DIR.format(uid=os.getuid())
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(path, 0o700)
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        raise RuntimeError(f"{path}: the run slots' directory is not a directory of ours that only we can "
+                           f"open (mode {stat.filemode(st.st_mode)}, uid {st.st_uid}); remove it")
+    return path
+
+
+def _take_run_slot(cpus: float) -> int:
+    """Wait until one of the host's run slots (`_run_slots`) is ours, and return its descriptor: the
+    slot is held (an flock on its file) until the descriptor closes. Every grading process of the
+    host shares the slots, so however many graders run, at most that many runs have a program at
+    once, and the quotas of those (`Limits.cpus`) ask no more than the host has: a neighbour's many
+    tasks, in this process or another, cannot take a run's CPU (docs/redteam/rev10/cross.py: a
+    second grading process's 63-task runs starved a canonical solution to `timeout`, its regrade
+    too). The wait is before the run's wall backstop starts. Waiting runs take turns (the queue
+    file's flock, which the kernel hands on in the order asked, as a rule): one whose slot was
+    just freed cannot take it again ahead of a run that was waiting, from this process or another."""
+    d, n = _slots_dir(), _run_slots(cpus)
+    flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
+    queue = os.open(os.path.join(d, "queue"), flags, 0o600)
+    try:
+        fcntl.flock(queue, fcntl.LOCK_EX)
+        while True:
+            for k in range(n):
+                fd = os.open(os.path.join(d, str(k)), flags, 0o600)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    return fd
+                except BlockingIOError:
+                    os.close(fd)
+            time.sleep(SLOT_POLL_S)
+    finally:
+        os.close(queue)
+
+
 def _v1_probe(parent: str, settings: dict[str, str], what: str, check=lambda fd: True) -> bool:
     """Whether a run's v1 cgroup with `settings` can be made under `parent` and entered (by a
     process that joins it and exits), and `check` holds of it; the probe is removed."""
@@ -1071,6 +1125,8 @@ def run(files: dict[str, str], main: str, stdin: str = "", limits: Limits = Limi
     uid = (NOBODY if iso == "bwrap" else _fresh_uid()) if _is_root() else None
     fds, work, proc, ns_init, meter, cgroup, memory, failure = [], None, None, None, None, None, None, None
     cpu_group = None
+    # a run with a CPU quota holds one of the host's run slots while it lives (`_take_run_slot`)
+    slot = _take_run_slot(limits.cpus) if iso == "bwrap" and (_cpu_v2() or _cpu_cgroup_parent()) else None
     try:
         files_fd = _memfd("files", json.dumps(files).encode())
         in_fd, out_fd, err_fd = _memfd("stdin", stdin.encode()), _memfd("stdout"), _memfd("stderr")
@@ -1241,6 +1297,8 @@ def run(files: dict[str, str], main: str, stdin: str = "", limits: Limits = Limi
         if work is not None:
             _rmtree(work)
             _announce("-", uid, work)
+        if slot is not None:  # the run's processes are all gone: the next run may have its CPU
+            os.close(slot)
 
 
 def _start_meter(cpu: int, iso: str, proc: subprocess.Popen, ns_init, cgroup) -> _Meter | None:
