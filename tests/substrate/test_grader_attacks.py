@@ -1551,7 +1551,7 @@ def test_another_grading_process_cannot_starve_an_honest_run_into_a_timeout():
                                   limits=grader.sandbox.Limits().with_cpu(30))
     assert alone.gt_pass and alone.error is None, alone
     limits = grader.sandbox.Limits(cpu_s=max(4.0, 1.5 * alone.cpu_s), wall_s=3 * alone.cpu_s + 3)
-    rows = grader.sandbox._run_slots(1.0)
+    rows = grader.sandbox._run_slots()
     spin = _completion(SPIN_TASKS.format(seconds=2 * limits.wall + 10))  # both gradings, and the start
     hostile = json.dumps(dataclasses.asdict(dataclasses.replace(ADD3, cpu_limit_s=200.0)))
     cgroups = parent or grader.sandbox._cgroup_parent()

@@ -374,12 +374,12 @@ runs = [threading.Thread(target=one) for _ in range(int(sys.argv[1]))]
 
 @pytest.mark.skipif(not BWRAP_OK, reason="bubblewrap not usable here")
 def test_the_hosts_runs_hold_at_most_its_run_slots_whichever_process_runs_them():
-    """Every run with a CPU quota holds one of the host's run slots (`sandbox._take_run_slot`, one per
-    CPU at one CPU a run): two processes each start that many runs at once, and the programs' own
+    """Every run with a CPU quota holds its run slots of the host (`sandbox._take_run_slots`, one per
+    CPU, one a run at one CPU): two processes each start that many runs at once, and the programs' own
     clocks show no more than that many alive together."""
     if not sandbox._cpu_v2() and sandbox._cpu_cgroup_parent() is None:
         pytest.skip("no cpu cgroup of ours on this host (the runs have no quota and no slots)")
-    n = sandbox._run_slots(1.0)
+    n = sandbox._run_slots()
     procs = [subprocess.Popen([sys.executable, "-c", SLOTTED, str(n)], stdout=subprocess.PIPE, text=True)
              for _ in range(2)]
     spans = [tuple(map(float, line.split())) for p in procs for line in p.communicate(timeout=120)[0].splitlines()]
@@ -393,4 +393,54 @@ def test_a_run_slots_directory_others_can_open_is_refused_by_name(monkeypatch, t
     Path(str(slots).format(uid=os.getuid())).mkdir(mode=0o777)
     os.chmod(str(slots).format(uid=os.getuid()), 0o777)
     with pytest.raises(RuntimeError, match="slots-"):
-        sandbox._take_run_slot(1.0)
+        sandbox._take_run_slots(1.0)
+
+
+def _slots_here(monkeypatch, tmp_path) -> str:
+    """The run slots in a directory of this test's own (the host's stay free for other runs)."""
+    monkeypatch.setattr(sandbox, "RUN_SLOTS_DIR", str(tmp_path / "slots-{uid}"))
+    return sandbox.RUN_SLOTS_DIR
+
+
+def test_a_run_takes_as_many_slots_as_its_quotas_cpus(monkeypatch, tmp_path):
+    """docs/redteam/rev11 mixcpus.py: a run of 2 CPUs beside runs of 1 put 3 CPUs of quota on a
+    2-CPU host. Now a run's quota of c CPUs holds ceil(c) slots: with all but one slot held, a run of
+    2 CPUs waits until another is given back, and a run of 1 does not."""
+    _slots_here(monkeypatch, tmp_path)
+    n = sandbox._run_slots()
+    held = sandbox._take_run_slots(n - 1) if n > 1 else []
+    if n > 1:
+        one = sandbox._take_run_slots(1.0)  # the last slot: no wait
+        sandbox._give_back(one)
+    got = []
+    waiter = threading.Thread(target=lambda: got.append(sandbox._take_run_slots(min(2.0, n))), daemon=True)
+    waiter.start()
+    waiter.join(1.0)
+    assert got == [] or n == 1, "a run of 2 CPUs took its slots while only one was free"
+    sandbox._give_back(held)
+    waiter.join(10)
+    assert len(got) == 1 and len(got[0]) == min(2, n)
+    sandbox._give_back(got[0])
+
+
+def test_a_forked_child_does_not_keep_the_run_slots(monkeypatch, tmp_path):
+    """docs/redteam/rev11 forkleak.py: an flock belongs to the open file, which a fork shares, so a
+    child forked (without exec) while a run held its slots kept them after the run, and every run
+    of the host waited for the child. Now a forked child closes its copies: another process takes
+    every slot at once, while the child still lives."""
+    where = _slots_here(monkeypatch, tmp_path)
+    n = sandbox._run_slots()
+    held = sandbox._take_run_slots(n)
+    child = os.fork()
+    if child == 0:
+        time.sleep(20)
+        os._exit(0)
+    try:
+        sandbox._give_back(held)
+        take = (f"from vgrout.substrate import sandbox\nsandbox.RUN_SLOTS_DIR = {where!r}\n"
+                f"print(len(sandbox._take_run_slots({n})))")
+        out = subprocess.run([sys.executable, "-c", take], capture_output=True, text=True, timeout=15)
+        assert out.stdout.strip() == str(n), out
+    finally:
+        os.kill(child, 9)
+        os.waitpid(child, 0)

@@ -1377,8 +1377,8 @@ def grade_batch(problems: list[Problem], completions: list[str], modes: list[str
     (in a fresh pool, then each alone); only a row whose grading alone lost its process is `sandbox`.
 
     Each run's CPU quota is the caller's (`sandbox.Limits.cpus`, one CPU by default), and every run
-    of the host holds one of its run slots while it lives (`sandbox._take_run_slot`: one per CPU at
-    one CPU a run), whichever process grades it: a run's many tasks take at most its quota
+    of the host holds its run slots while it lives (`sandbox._take_run_slots`: one per CPU, as
+    many as its quota's CPUs), whichever process grades it: a run's many tasks take at most its quota
     (docs/redteam/rev9), the runs together ask no more than the host has, and a neighbour in this
     batch or in another grading process (docs/redteam/rev10/cross.py) cannot take a run's CPU. (A
     tighter quota, the host's CPUs over the runs at once, throttled honest programs, and the run

@@ -20,7 +20,7 @@ run's own where this process has a memory controller (`_memory_cgroup_parent`): 
 kernel's OOM killer picks among the run's processes only (`Result.oom_killed` says it did). Its
 processes together use at most `Limits.cpus` CPUs at once (a quota on a cpu cgroup of the run's
 own, `_cpu_settings`), however many tasks it makes, and while it lives it holds one of the host's
-run slots (`_take_run_slot`), shared by every process of ours that runs sandboxes, so the runs of
+run slots (`_take_run_slots`), shared by every process of ours that runs sandboxes, so the runs of
 the host together ask no more CPU than it has. Every
 process of a run has oom_score_adj 1000 (`_OOM_FIRST_ARGV`), so that when memory runs short above
 the runs' own bounds (their sum is not bounded) the OOM killer takes a run's process before the
@@ -981,9 +981,9 @@ RUN_SLOTS_DIR = "/tmp/vgrout-run-slots-{uid}"
 SLOT_POLL_S = 0.02  # how often a run waiting for a slot tries them again
 
 
-def _run_slots(cpus: float) -> int:
-    """How many runs of quota `cpus` the host holds at once: their quotas together are at most its CPUs."""
-    return max(1, math.floor(len(os.sched_getaffinity(0)) / cpus + 1e-9))
+def _run_slots() -> int:
+    """How many run slots the host has: one per CPU this process may run on."""
+    return len(os.sched_getaffinity(0))
 
 
 def _slots_dir() -> str:
@@ -997,32 +997,70 @@ def _slots_dir() -> str:
     return path
 
 
-def _take_run_slot(cpus: float) -> int:
-    """Wait until one of the host's run slots (`_run_slots`) is ours, and return its descriptor: the
-    slot is held (an flock on its file) until the descriptor closes. Every grading process of the
-    host shares the slots, so however many graders run, at most that many runs have a program at
-    once, and the quotas of those (`Limits.cpus`) ask no more than the host has: a neighbour's many
-    tasks, in this process or another, cannot take a run's CPU (docs/redteam/rev10/cross.py: a
-    second grading process's 63-task runs starved a canonical solution to `timeout`, its regrade
-    too). The wait is before the run's wall backstop starts. Waiting runs take turns (the queue
-    file's flock, which the kernel hands on in the order asked, as a rule): one whose slot was
-    just freed cannot take it again ahead of a run that was waiting, from this process or another."""
-    d, n = _slots_dir(), _run_slots(cpus)
+# The slot and queue descriptors this process holds: a forked child (a fork without exec, in a
+# process whose other threads run sandboxes) closes its copies, so that no lock outlives the run
+# that took it (an flock belongs to the open file, which a fork shares: docs/redteam/rev11 forkleak.py)
+_held: set[int] = set()
+_held_lock = threading.Lock()
+
+
+def _drop_held_in_child() -> None:
+    global _held_lock
+    _held_lock = threading.Lock()  # another thread may have held it at the fork
+    for fd in _held:
+        os.close(fd)
+    _held.clear()
+
+
+os.register_at_fork(after_in_child=_drop_held_in_child)
+
+
+def _hold(fd: int) -> int:
+    with _held_lock:
+        _held.add(fd)
+    return fd
+
+
+def _give_back(fds: list[int]) -> None:
+    with _held_lock:
+        for fd in fds:
+            _held.discard(fd)
+            os.close(fd)
+
+
+def _take_run_slots(cpus: float) -> list[int]:
+    """Wait until ceil(cpus) of the host's run slots (`_run_slots`, all of them at most) are ours,
+    and return their descriptors: each slot is held (an flock on its file) until its descriptor
+    closes (`_give_back`). Every grading process of the host shares the slots, so however many
+    graders run, the quotas (`Limits.cpus`) of the runs alive together ask no more than the host's
+    CPUs, whatever quota each caller chose: a neighbour's many tasks, in this process or another,
+    cannot take a run's CPU (docs/redteam/rev10/cross.py: a second grading process's 63-task runs
+    starved a canonical solution to `timeout`, its regrade too). The wait is before the run's wall
+    backstop starts. Waiting runs take turns (the queue file's flock, which the kernel hands on in
+    the order asked, as a rule): one whose slot was just freed cannot take it again ahead of a run
+    that was waiting, from this process or another."""
+    d, n = _slots_dir(), _run_slots()
+    want = min(n, math.ceil(cpus - 1e-9))
     flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
-    queue = os.open(os.path.join(d, "queue"), flags, 0o600)
+    queue, taken = _hold(os.open(os.path.join(d, "queue"), flags, 0o600)), []
     try:
         fcntl.flock(queue, fcntl.LOCK_EX)
         while True:
             for k in range(n):
-                fd = os.open(os.path.join(d, str(k)), flags, 0o600)
+                fd = _hold(os.open(os.path.join(d, str(k)), flags, 0o600))
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    return fd
+                    taken.append(fd)
                 except BlockingIOError:
-                    os.close(fd)
+                    _give_back([fd])
+                if len(taken) == want:
+                    return taken
             time.sleep(SLOT_POLL_S)
+    except BaseException:
+        _give_back(taken)
+        raise
     finally:
-        os.close(queue)
+        _give_back([queue])
 
 
 def _v1_probe(parent: str, settings: dict[str, str], what: str, check=lambda fd: True) -> bool:
@@ -1125,8 +1163,8 @@ def run(files: dict[str, str], main: str, stdin: str = "", limits: Limits = Limi
     uid = (NOBODY if iso == "bwrap" else _fresh_uid()) if _is_root() else None
     fds, work, proc, ns_init, meter, cgroup, memory, failure = [], None, None, None, None, None, None, None
     cpu_group = None
-    # a run with a CPU quota holds one of the host's run slots while it lives (`_take_run_slot`)
-    slot = _take_run_slot(limits.cpus) if iso == "bwrap" and (_cpu_v2() or _cpu_cgroup_parent()) else None
+    # a run with a CPU quota holds its run slots of the host while it lives (`_take_run_slots`)
+    slots = _take_run_slots(limits.cpus) if iso == "bwrap" and (_cpu_v2() or _cpu_cgroup_parent()) else []
     try:
         files_fd = _memfd("files", json.dumps(files).encode())
         in_fd, out_fd, err_fd = _memfd("stdin", stdin.encode()), _memfd("stdout"), _memfd("stderr")
@@ -1297,8 +1335,7 @@ def run(files: dict[str, str], main: str, stdin: str = "", limits: Limits = Limi
         if work is not None:
             _rmtree(work)
             _announce("-", uid, work)
-        if slot is not None:  # the run's processes are all gone: the next run may have its CPU
-            os.close(slot)
+        _give_back(slots)  # the run's processes are all gone: the next run may have its CPU
 
 
 def _start_meter(cpu: int, iso: str, proc: subprocess.Popen, ns_init, cgroup) -> _Meter | None:
