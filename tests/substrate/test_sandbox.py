@@ -444,3 +444,25 @@ def test_a_forked_child_does_not_keep_the_run_slots(monkeypatch, tmp_path):
     finally:
         os.kill(child, 9)
         os.waitpid(child, 0)
+
+
+@pytest.mark.parametrize("v2", [False, True])
+def test_a_quota_above_the_runs_cgroups_bounds_the_run_slots(tmp_path, v2):
+    """docs/redteam/rev11 container.sh: under a 1-CPU quota on the grader's own cgroup (a
+    container's), the slots were the CPU affinity's 2, and two runs shared one CPU. The fewest CPUs
+    a quota allows, on the runs' parent's cgroup or any above it, is what the slots count."""
+    def quota(d, cpus):
+        d.mkdir(parents=True, exist_ok=True)
+        if v2:
+            (d / "cpu.max").write_text("max 100000\n" if cpus is None else f"{int(cpus * 100000)} 100000\n")
+        else:
+            (d / "cpu.cfs_quota_us").write_text("-1\n" if cpus is None else f"{int(cpus * 100000)}\n")
+            (d / "cpu.cfs_period_us").write_text("100000\n")
+    root = tmp_path / "cg"
+    quota(root, None)
+    quota(root / "container", 1.5)
+    quota(root / "container" / "grader", None)
+    assert sandbox._quota_cpus(str(root / "container" / "grader"), v2) == 1.5
+    quota(root / "container" / "grader", 3.0)
+    assert sandbox._quota_cpus(str(root / "container" / "grader"), v2) == 1.5
+    assert sandbox._quota_cpus(str(root), v2) is None

@@ -981,9 +981,35 @@ RUN_SLOTS_DIR = "/tmp/vgrout-run-slots-{uid}"
 SLOT_POLL_S = 0.02  # how often a run waiting for a slot tries them again
 
 
+@functools.cache
 def _run_slots() -> int:
-    """How many run slots the host has: one per CPU this process may run on."""
-    return len(os.sched_getaffinity(0))
+    """How many run slots the host has: one per CPU the runs may use, the CPUs this process may run
+    on or, where a quota on the cgroup above the runs' (ours, or an ancestor's: a container's) allows
+    fewer, that many (docs/redteam/rev11 container.sh: under a 1-CPU quota 2 slots ran 2 runs). At
+    least one."""
+    parent = _cpu_cgroup_parent() or (_cgroup_parent() if _cpu_v2() else None)
+    quota = _quota_cpus(os.path.dirname(parent), v2=_cpu_v2()) if parent else None
+    cpus = len(os.sched_getaffinity(0))
+    return max(1, cpus if quota is None else min(cpus, math.floor(quota + 1e-9)))
+
+
+def _quota_cpus(cgroup: str, v2: bool) -> float | None:
+    """The fewest CPUs a quota on `cgroup` or a cgroup above it allows; None where none has one."""
+    fewest = None
+    while True:
+        try:
+            if v2:
+                quota, period = open(os.path.join(cgroup, "cpu.max")).read().split()
+            else:
+                quota = open(os.path.join(cgroup, "cpu.cfs_quota_us")).read().strip()
+                period = open(os.path.join(cgroup, "cpu.cfs_period_us")).read().strip()
+        except FileNotFoundError:  # above the hierarchy's root (v2's root has no cpu.max)
+            return fewest
+        if quota not in ("max", "-1"):
+            fewest = min(fewest or math.inf, int(quota) / int(period))
+        if os.path.dirname(cgroup) == cgroup:
+            return fewest
+        cgroup = os.path.dirname(cgroup)
 
 
 def _slots_dir() -> str:
