@@ -19,8 +19,8 @@ namespace quota one of them could otherwise hold); and all its processes togethe
 run's own where this process has a memory controller (`_memory_cgroup_parent`): past it the
 kernel's OOM killer picks among the run's processes only (`Result.oom_killed` says it did). Its
 processes together use at most `Limits.cpus` CPUs at once (a quota on a cpu cgroup of the run's
-own, `_cpu_settings`), however many tasks it makes, and while it lives it holds one of the host's
-run slots (`_take_run_slots`), shared by every process of ours that runs sandboxes, so the runs of
+own, `_cpu_settings`), however many tasks it makes, and while it lives it holds as many of the
+host's run slots as its quota's CPUs (`_take_run_slots`), shared by every process of ours that runs sandboxes, so the runs of
 the host together ask no more CPU than it has. Every
 process of a run has oom_score_adj 1000 (`_OOM_FIRST_ARGV`), so that when memory runs short above
 the runs' own bounds (their sum is not bounded) the OOM killer takes a run's process before the
@@ -999,10 +999,10 @@ def _quota_cpus(cgroup: str, v2: bool) -> float | None:
     while True:
         try:
             if v2:
-                quota, period = open(os.path.join(cgroup, "cpu.max")).read().split()
+                quota, period = Path(cgroup, "cpu.max").read_text().split()
             else:
-                quota = open(os.path.join(cgroup, "cpu.cfs_quota_us")).read().strip()
-                period = open(os.path.join(cgroup, "cpu.cfs_period_us")).read().strip()
+                quota = Path(cgroup, "cpu.cfs_quota_us").read_text().strip()
+                period = Path(cgroup, "cpu.cfs_period_us").read_text().strip()
         except FileNotFoundError:  # above the hierarchy's root (v2's root has no cpu.max)
             return fewest
         if quota not in ("max", "-1"):
