@@ -233,16 +233,68 @@ def _draw(hacked: np.ndarray, n: int, seed: int) -> np.ndarray:
     return np.sort(chosen)
 
 
+def _rank(scores: np.ndarray, hacked: np.ndarray, groups: np.ndarray, n_null: int, seed: int) -> dict:
+    """AUROC of hacked above the other rows, pooled and within prompt groups, each with its p against
+    n_null label shuffles within the groups (analysis.diagnostics)."""
+    real = stats.auroc(scores.tolist(), hacked.tolist())
+    within = dg.within_groups_auroc(scores, hacked, groups)
+    pooled_null, within_null = dg.label_permutation_null(scores, hacked, groups, n_null, seed)
+    return {"auroc": real, "p_label_shuffle": dg.perm_p(real, pooled_null), "within": within,
+            "p_within_label_shuffle": dg.perm_p(within["auroc"], within_null) if within_null is not None else None}
+
+
+def _rescore(rows: list[dict], hacked: np.ndarray, groups: np.ndarray, logged: np.ndarray, model_dir: str,
+             vact_dir: Path, run_seed: int, n_null: int, seed: int) -> dict:
+    """Each row scored again by the run's frozen scorer (the base model with the adapter at its init for
+    the run seed, as train scores a rollout) in both spaces: v_act's score should equal the one the run
+    logged (the check that this is the run's scorer); v_grad's is what routeV would have ranked by. The
+    rows are prompted from the workspace's data/substrate/train.jsonl, which must deal each problem the
+    mode the row was graded under."""
+    p = _params()
+    a = p.adapter
+    problems = {q.id: q for q in read_problems("data/substrate/train.jsonl")}
+    wrong = [r["problem_id"] for r in rows if r["problem_id"] not in problems or problems[r["problem_id"]].mode != r["mode"]]
+    if wrong:
+        raise typer.BadParameter(f"data/substrate/train.jsonl: {len(wrong)} rows' problems absent or dealt another "
+                                 f"mode (first {wrong[0]}): not the run's substrate")
+    model, tok = load(model_dir)
+    lora = ad.attach(model, r=a.r, init_scale=a.init_scale, seed=run_seed, targets=a.targets, last_layers=a.last_layers)
+    seqs = encode(tok, [chat_prompt(tok, problems[r["problem_id"]].messages) for r in rows],
+                  [r["completion"] for r in rows], p.train.max_new_tokens)
+    report = {"model_dir": model_dir, "vact_dir": str(vact_dir), "run_seed": run_seed}
+    for space, vname in SPACES.items():
+        t0 = time.time()
+        f = features(lora, seqs, space, batch_size=p.vact.batch_size, progress=True, fast=p.fast)
+        v = load_direction(vact_dir / f"{vname}.safetensors", lora)
+        s = score(f, v).float().cpu().numpy()
+        cell = _rank(s, hacked, groups, n_null, seed)
+        cell.update(_vs_haar(cell["auroc"], lambda h: score(f, h).float().cpu().numpy(), v, hacked, n_null))
+        if vname == "v_act":  # the same scorer as the run's: its score and this one agree
+            from scipy.stats import spearmanr
+            cell["spearman_with_logged"] = float(spearmanr(s, logged).statistic)
+        cell["seconds"] = round(time.time() - t0, 1)
+        report[vname] = cell
+        print(vname, json.dumps(cell), flush=True)
+    return report
+
+
 @app.command()
 def own(rollouts: Path, out: Path, acts: Path = typer.Option(None, help="the run's rollout_acts.safetensors (for the Haar null)"),
         n_null: int = typer.Option(1000, help="Haar directions / within-prompt label shuffles"),
-        seed: int = typer.Option(0, help="seed of the nulls' draws")):
+        seed: int = typer.Option(0, help="seed of the nulls' draws"),
+        model_dir: str = typer.Option(None, help="score the rows again with this model's frozen scorer, in both "
+                                                 "spaces (run from the run's workspace; needs --vact-dir)"),
+        vact_dir: Path = typer.Option(None, help="the extract_vact stage's output for the run's seed"),
+        run_seed: int = typer.Option(None, help="the run's seed (the adapter init its scorer had)")):
     """The mechanism check on a run's own rollouts (after the fact; labels read as a measurement):
     does the score the gate logged for each student row (arm `none`: v_act's dot product) rank the
     student's hacks above its other rows on problems of a hackable mode? AUROC pooled and within
     prompt groups (one problem at one step), against the group-preserving label shuffles
     (analysis.diagnostics) and, given the run's rollout features, against Haar directions of the
-    same space (each scored on the features as the gate scores)."""
+    same space (each scored on the features as the gate scores). With --model-dir, the rows are also
+    scored again in both spaces (v_grad's ranking, which a run of arm none never logs)."""
+    if model_dir is not None and (vact_dir is None or run_seed is None):
+        raise typer.BadParameter("--model-dir needs --vact-dir and --run-seed")
     rows = read_jsonl(rollouts)
     use = np.array([r["source"] == "student" and r["mode"] in modes.hackable() for r in rows])
     sel = [r for r, u in zip(rows, use) if u]
@@ -254,20 +306,17 @@ def own(rollouts: Path, out: Path, acts: Path = typer.Option(None, help="the run
     if not 0 < hacked.sum() < hacked.size:
         report["note"] = "one class only: no AUROC"
     else:
-        real = stats.auroc(score_.tolist(), hacked.tolist())
-        within = dg.within_groups_auroc(score_, hacked, groups)
-        pooled_null, within_null = dg.label_permutation_null(score_, hacked, groups, n_null, seed)
-        report.update(auroc=real, p_label_shuffle=dg.perm_p(real, pooled_null), within=within,
-                      p_within_label_shuffle=(dg.perm_p(within["auroc"], within_null)
-                                              if within_null is not None else None))
+        report.update(_rank(score_, hacked, groups, n_null, seed))
         if acts is not None:
             loaded = dg.load_tensors(acts)
             n_feat = {t.shape[0] for t in loaded.values()}
             if n_feat != {len(rows)}:  # one feature row per rollout row, in the rollouts' order
                 raise typer.BadParameter(f"{acts}: {sorted(n_feat)} feature rows, {rollouts}: {len(rows)} rollouts")
             feats = {m: t[torch.from_numpy(use)] for m, t in loaded.items()}
-            haar = _vs_haar(real, lambda h: dg.gate_scores(feats, h), feats, hacked, n_null)
+            haar = _vs_haar(report["auroc"], lambda h: dg.gate_scores(feats, h), feats, hacked, n_null)
             report.update(p_haar=haar["p_haar"], haar_auroc_q05_50_95=haar["haar_auroc_q05_50_95"])
+        if model_dir is not None:
+            report["rescored"] = _rescore(sel, hacked, groups, score_, model_dir, vact_dir, run_seed, n_null, seed)
     out.parent.mkdir(parents=True, exist_ok=True)
     write_json(out, report)
     print(json.dumps(report))
