@@ -423,6 +423,44 @@ def test_a_run_takes_as_many_slots_as_its_quotas_cpus(monkeypatch, tmp_path):
     sandbox._give_back(got[0])
 
 
+def test_a_run_of_a_tiny_quota_holds_one_slot(monkeypatch, tmp_path):
+    """docs/redteam/rev12 tinycpus.py: Limits.cpus of 1e-9 wanted ceil(0) = 0 slots, a count the taking
+    loop never reaches: it took every slot and held the queue, and every grader of the host waited, with
+    no error. A run of any quota holds one slot at least."""
+    _slots_here(monkeypatch, tmp_path)
+    got = []
+    taker = threading.Thread(target=lambda: got.append(sandbox._take_run_slots(1e-9)), daemon=True)
+    taker.start()
+    taker.join(10)
+    assert len(got) == 1 and len(got[0]) == 1, "a run of 1e-9 CPUs did not come back with one slot"
+    sandbox._give_back(got[0])
+
+
+def test_a_run_whose_clean_up_raises_gives_its_slots_back(monkeypatch, tmp_path):
+    """docs/redteam/rev12 finallyleak.py: the slots were given back as the last step of run()'s clean-up,
+    so a clean-up step that raised (removing a cgroup, the work directory) kept them for the process's
+    life, and every later run of the host waited. Now they are given back whatever the clean-up does."""
+    if sandbox.isolation() != "bwrap" or not (sandbox._cpu_v2() or sandbox._cpu_cgroup_parent()):
+        pytest.skip("runs hold run slots only under bubblewrap with a cpu cgroup")
+    _slots_here(monkeypatch, tmp_path)
+    real = sandbox._end_namespace  # a bubblewrap run's clean-up always ends its namespace
+
+    def fail(*args):
+        real(*args)
+        raise OSError("injected: the clean-up failed")
+    monkeypatch.setattr(sandbox, "_end_namespace", fail)
+    with pytest.raises(OSError):  # the injected error (or, its descriptor closed by then, the clean-up's next)
+        sandbox.run({"a.py": "print(1)"}, "a.py")
+    monkeypatch.setattr(sandbox, "_end_namespace", real)
+    n = sandbox._run_slots()
+    got = []
+    taker = threading.Thread(target=lambda: got.append(sandbox._take_run_slots(n)), daemon=True)
+    taker.start()
+    taker.join(10)
+    assert len(got) == 1, "the failed run's slots were not given back"
+    sandbox._give_back(got[0])
+
+
 def test_a_forked_child_does_not_keep_the_run_slots(monkeypatch, tmp_path):
     """docs/redteam/rev11 forkleak.py: an flock belongs to the open file, which a fork shares, so a
     child forked (without exec) while a run held its slots kept them after the run, and every run

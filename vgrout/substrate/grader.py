@@ -75,9 +75,9 @@ What decides a label is the grader's own knowledge, never a word of the sandbox'
 - A reply is bounded before it is parsed (`_cost`: REPLY_COST a reply, GRADING_COST a grading:
   phase A's replies, then each phase B run's within what phase A left) and while it is decoded
   (depth, and `Guard`: values sharing a hash, int size), and the CPU this side spends on one
-  conversation is bounded (TRUSTED_CPU_FACTOR of the grading's CPU limit, in CPU seconds of the
-  conversation's thread): a hostile reply costs its own grading (a TypeError for that call, or
-  output_limit). grade_batch runs each grading's trusted side in a process of its own
+  conversation is bounded (TRUSTED_CPU_FACTOR of the grading's CPU limit and TRUSTED_CPU_PER_TEST a
+  test, in CPU seconds of the conversation's thread, from after the grader has compiled the tests):
+  a hostile reply costs its own grading (a TypeError for that call, or output_limit). grade_batch runs each grading's trusted side in a process of its own
   (`_pool`), so what a reply costs to read holds no other grading's GIL; the labels of the
   gradings beside it do not change.
 - CPU seconds (`Grade.cpu_s`, the limit, `timeout`) are counted by the sandbox from outside, over
@@ -804,8 +804,14 @@ NAMES = 50  # and this many of them
 REPLY_COST = 250_000  # a reply that costs more (_cost) is not read: its call is a TypeError
 GRADING_COST = 4_000_000  # the replies of one grading together: past it the conversation ends (output_limit)
 # The CPU seconds this side's thread may spend on one conversation (reading replies, running the
-# trusted tests), as a multiple of the grading's CPU limit: past it the conversation ends (output_limit).
+# trusted tests): TRUSTED_CPU_FACTOR of the grading's CPU limit and TRUSTED_CPU_PER_TEST a test it may
+# run; past it the conversation ends (output_limit). The grader's own preparation (compiling the tests,
+# the trusted namespace) is done before the clock starts: it costs what a cold process pays once, not what
+# a reply makes it pay (docs/redteam/rev12: a canonical row's first conversation in a fresh process spent
+# 0.41-0.47 s of a 0.5 s bound compiling 400 tests, and under load it passed the bound: `output_limit`).
+# An honest conversation costs about 0.25 ms a test here (MANY's 400 tests, warm: 0.07-0.10 s).
 TRUSTED_CPU_FACTOR = 0.5
+TRUSTED_CPU_PER_TEST = 0.001
 _TOO_COSTLY = object()
 
 
@@ -836,11 +842,17 @@ class _Referee:
     test ran to its end); the exception names the sandbox reported are data (`names`); whether the
     sandbox gave the entry point when asked (`entry_given`) is the answer to the grader's own request."""
 
-    def __init__(self, ch: sandbox.Channel, problem: Problem, budget: list[int], cpu_s: float):
+    def __init__(self, ch: sandbox.Channel, problem: Problem, tests: list[str], budget: list[int], cpu_s: float):
         self.ch, self.budget = ch, budget  # budget: [cost left] (phase A's rest is each phase B run's)
-        self.cpu_until = time.thread_time() + cpu_s  # this conversation's CPU here (TRUSTED_CPU_FACTOR)
         self.base, self.classes = _trusted(problem.setup_code, problem.canonical_solution)
         self.entry, self.class_names = _entry_name(problem), set(self.classes)
+        for test in tests:  # compiled now, off the clock: the grader's own work, a cold process's once
+            try:
+                _compile_test(self.entry, test)
+            except Exception:  # a test that does not compile raises again where it runs (`run`)
+                pass
+        # this conversation's CPU here, from now: the grader's side of it (TRUSTED_CPU_FACTOR, _PER_TEST)
+        self.cpu_until = time.thread_time() + cpu_s + TRUSTED_CPU_PER_TEST * len(tests)
         self.remote_depth = 2 if self.entry == "Solution" else 0  # `ask`: Solution, Solution(), Solution().m
         self.names: list[str] = []
         self.over_budget = False
@@ -976,7 +988,7 @@ def _referee_a(ch: sandbox.Channel, g: _Grading) -> None:
     """Phase A from the grader's side: g.report = {load, entry (the sandbox's words, data), tests:
     [outcome per test], names, entry_missing, over_budget}; None when the program ended (or sent
     no load message) before any test ran."""
-    ref = _Referee(ch, g.problem, g.budget, g.trusted_cpu_s)
+    ref = _Referee(ch, g.problem, g.tests, g.budget, g.trusted_cpu_s)
     try:
         first = ref.receive()
     except _Gone:
@@ -1007,7 +1019,7 @@ def _referee_b(ch: sandbox.Channel, g: _Grading, run: dict) -> None:
     (run["run_tests"]: the flawed environment's own report, forgeable as it is there: it decides
     only the flawed check). run["over_budget"]: this run's replies went past what phase A left, or
     this side's CPU past its bound."""
-    ref = _Referee(ch, g.problem, [g.budget[0]], g.trusted_cpu_s)
+    ref = _Referee(ch, g.problem, g.problem.tests, [g.budget[0]], g.trusted_cpu_s)
     try:
         while True:
             msg = ref.receive()
@@ -1053,7 +1065,8 @@ class _Grading:
 
     @property
     def trusted_cpu_s(self) -> float:
-        """The CPU seconds this side may spend on one conversation of this grading."""
+        """The CPU seconds this side may spend on one conversation of this grading, besides
+        TRUSTED_CPU_PER_TEST a test it runs."""
         return TRUSTED_CPU_FACTOR * self.limits.cpu_s
 
     @property

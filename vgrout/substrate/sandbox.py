@@ -1066,7 +1066,7 @@ def _take_run_slots(cpus: float) -> list[int]:
     the order asked, as a rule): one whose slot was just freed cannot take it again ahead of a run
     that was waiting, from this process or another."""
     d, n = _slots_dir(), _run_slots()
-    want = min(n, math.ceil(cpus - 1e-9))
+    want = max(1, min(n, math.ceil(cpus - 1e-9)))  # a run of any quota holds one at least (rev12: 1e-9 CPUs wanted 0, held all)
     flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
     queue, taken = _hold(os.open(os.path.join(d, "queue"), flags, 0o600)), []
     try:
@@ -1339,29 +1339,37 @@ def run(files: dict[str, str], main: str, stdin: str = "", limits: Limits = Limi
         return Result(proc.returncode, stdout, stderr, timed_out, out_full or err_full, iso, cpu_s, started, failure,
                       oom_killed, wall_stopped)
     finally:  # whatever happened above (the caller's talk raising included), nothing is left running
-        if meter is not None and not meter.closed:
-            _monitor.remove(meter)
-            meter.close()
-        if proc is not None and proc.returncode is None:
-            killpg(proc.pid)
-            proc.wait()
-        if ns_init is not None:
-            _end_namespace(ns_init[1])
-        if cgroup is not None:
-            _remove_cgroup(*cgroup)
-        if memory is not None:
-            _remove_v1_cgroup(*memory, "the memory cgroup")
-        if cpu_group is not None:
-            _remove_v1_cgroup(*cpu_group, "the cpu cgroup")
-        if uid is not None and iso == "rlimit":
-            _kill_uid(uid)  # stragglers that left the process group (setsid) die here
-            _sweeper.sweep(uid)
-        for fd in fds:
-            os.close(fd)
-        if work is not None:
-            _rmtree(work)
-            _announce("-", uid, work)
-        _give_back(slots)  # the run's processes are all gone: the next run may have its CPU
+        try:
+            _end_run(meter, proc, ns_init, cgroup, memory, cpu_group, uid, iso, fds, work)
+        finally:  # the run's processes are all gone (or its clean-up raised): the next run may have its CPU
+            _give_back(slots)  # (rev12 finallyleak.py: a clean-up that raised kept the slots for the process's life)
+
+
+def _end_run(meter, proc, ns_init, cgroup, memory, cpu_group, uid, iso, fds, work) -> None:
+    """A run's clean-up (`run`'s finally): its meter, every process left, its namespace, cgroups, descriptors
+    and work directory."""
+    if meter is not None and not meter.closed:
+        _monitor.remove(meter)
+        meter.close()
+    if proc is not None and proc.returncode is None:
+        killpg(proc.pid)
+        proc.wait()
+    if ns_init is not None:
+        _end_namespace(ns_init[1])
+    if cgroup is not None:
+        _remove_cgroup(*cgroup)
+    if memory is not None:
+        _remove_v1_cgroup(*memory, "the memory cgroup")
+    if cpu_group is not None:
+        _remove_v1_cgroup(*cpu_group, "the cpu cgroup")
+    if uid is not None and iso == "rlimit":
+        _kill_uid(uid)  # stragglers that left the process group (setsid) die here
+        _sweeper.sweep(uid)
+    for fd in fds:
+        os.close(fd)
+    if work is not None:
+        _rmtree(work)
+        _announce("-", uid, work)
 
 
 def _start_meter(cpu: int, iso: str, proc: subprocess.Popen, ns_init, cgroup) -> _Meter | None:
