@@ -11,12 +11,12 @@
 #   2. `bench.pilot gate` with the 1.5B's directions on the recorded pool by its source's labels
 #      (round 3 scored the pool with the 0.5B's directions only), 400 rows, 1,000 Haar directions.
 # Results in /tmp/r7/out; the log /tmp/r7/run.log.
-R=/tmp/r7; mkdir -p $R/out $R/in
+R=/tmp/r7; mkdir -p $R/out $R/in; rm -f $R/done
 # the call's tree is laid anew at the next call: take what the job reads from it now
 cp "$1/../round6/r6mix0.yaml" "$1/../round6/mix0_none-1/rollouts.jsonl.gz" $R/in/ || exit 1
 exec >> $R/run.log 2>&1
 t0=$(date +%s); echo "start $t0 $(date -u)"
-stamp() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
+stamp() { echo "[$(( $(date +%s) - t0 )) s] $*"; case "$*" in FAILED*) touch $R/done;; esac; }
 export STASH=/tmp/stash FAN_WS=/tmp/wsF FAN_PRESET=r6mix0 FAN_DATA=/tmp/stash/data FAN_NO_INSTALL=1
 export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
 [ -f /tmp/site/.r7 ] || { python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site $STASH/*.whl && touch /tmp/site/.r7; } || { stamp "FAILED: wheels"; exit 1; }
@@ -27,15 +27,16 @@ cd /tmp/snap && . docs/runs/device_fanout_setup.sh || { stamp "FAILED: setup"; e
 stamp "workspace $(pwd); GGUF: $(ls $VGROUT_CACHE/gguf); $(git -C /tmp/snap log -1 --format=%H 2>/dev/null || cat $STASH/snap.commit)"
 nvidia-smi --query-gpu=timestamp,memory.used,utilization.gpu --format=csv -lms 2000 > $R/out/smi.csv 2>&1 &
 smi=$!
-python3 stages/model.py > $R/out/model.log 2>&1 || { stamp "FAILED: model"; exit 1; }; stamp "model"
+[ -f models/student/config.json ] || python3 stages/model.py > $R/out/model.log 2>&1 || { stamp "FAILED: model"; exit 1; }; stamp "model"
 python3 - > $R/out/substrate.log 2>&1 <<'PY' || { stamp "FAILED: substrate"; exit 1; }
 from pathlib import Path
-from vgrout import config, substrate
+from vgrout import config
+from vgrout.substrate.problems import write_problems
 from vgrout.io import write_json
 from vgrout.substrate.selfcheck import build_block
 train, test, report = build_block(config.load().substrate, progress=False)
-substrate.write_problems(Path("data/substrate/train.jsonl"), train)
-substrate.write_problems(Path("data/substrate/test.jsonl"), test)
+write_problems(Path("data/substrate/train.jsonl"), train)
+write_problems(Path("data/substrate/test.jsonl"), test)
 write_json("/tmp/r7/out/substrate_check_no_base.json", report)
 print(len(train), "train,", len(test), "test; check ok:", report["ok"])
 PY
