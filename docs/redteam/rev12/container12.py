@@ -9,12 +9,8 @@ H, HL, SPIN = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
 hostile = (f"import os, time\nend = time.monotonic() + {SPIN}\nfor i in range(60):\n    if os.fork() == 0:\n        break\n"
            "while time.monotonic() < end:\n    pass\ntime.sleep(1000)\n")
 HP = dataclasses.replace(T.MANY, cpu_limit_s=HL)
-_orig, calls = grader._grade_rows, []
-def _logged(rows, idx, workers, bar):
-    t = time.time(); r = _orig(rows, idx, workers, bar)
-    calls.append((list(idx), round(time.time() - t, 1), {i: (rows[i].wall_stopped, rows[i].cpu_spent) for i in idx}))
-    return r
-grader._grade_rows = _logged
+from common import log_grade_rows
+calls = log_grade_rows(grader)
 cg = [l.strip() for l in open("/proc/self/cgroup") if ":cpu:" in l or ":cpu," in l][0].split(":")[2]
 print(f"cpu cgroup {cg} quota {open(f'/sys/fs/cgroup/cpu{cg}/cpu.cfs_quota_us').read().strip()}; affinity "
       f"{len(os.sched_getaffinity(0))} -> _run_slots() {sandbox._run_slots()}; load {os.getloadavg()[0]:.1f}", flush=True)

@@ -16,12 +16,8 @@ if sys.argv[-1] == "B":
                              progress=False, limits=sandbox.Limits(cpu_s=1))
     print(f"B: {NB} HEAVY rows done in {time.time()-t:.1f}s: {[(g.gt_pass, g.error) for g in out]}", flush=True)
     sys.exit()
-_orig, calls = grader._grade_rows, []
-def _logged(rows, idx, workers, bar):
-    t = time.time(); r = _orig(rows, idx, workers, bar)
-    calls.append((list(idx), round(time.time() - t, 1), {i: (rows[i].wall_stopped, rows[i].cpu_spent) for i in idx}))
-    return r
-grader._grade_rows = _logged
+from common import log_grade_rows
+calls = log_grade_rows(grader)
 canon = [T._completion(T.MANY.canonical_solution)] * NA
 def grade_a(tag):
     calls.clear(); t = time.time()

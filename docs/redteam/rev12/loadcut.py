@@ -9,12 +9,8 @@ sys.path.insert(0, ".")
 from tests.substrate import test_grader_attacks as T
 from vgrout.substrate import grader, sandbox
 S, REPS, DUR = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
-_orig, calls = grader._grade_rows, []
-def _logged(rows, idx, workers, bar):
-    t = time.time(); r = _orig(rows, idx, workers, bar)
-    calls.append((list(idx), round(time.time() - t, 1), {i: (rows[i].wall_stopped, rows[i].cpu_spent) for i in idx}))
-    return r
-grader._grade_rows = _logged
+from common import log_grade_rows
+calls = log_grade_rows(grader)
 spin = [subprocess.Popen([sys.executable, "-c", f"import time\nt=time.time()+{DUR}\nwhile time.time()<t: pass"]) for _ in range(S)]
 canon = T._completion(T.MANY.canonical_solution)
 t0 = time.time()

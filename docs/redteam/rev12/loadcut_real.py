@@ -11,12 +11,8 @@ from vgrout.substrate import grader, sandbox
 S, REPS, DUR, PID = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
 from vgrout.substrate.problems import load_leetcode
 P = next(p for p in load_leetcode("../shared/data/leetcode/leetcode_test_medhard.jsonl.gz") if p.id == PID)
-_orig, calls = grader._grade_rows, []
-def _logged(rows, idx, workers, bar):
-    t = time.time(); r = _orig(rows, idx, workers, bar)
-    calls.append((list(idx), round(time.time() - t, 1), {i: (rows[i].wall_stopped, rows[i].cpu_spent) for i in idx}))
-    return r
-grader._grade_rows = _logged
+from common import log_grade_rows
+calls = log_grade_rows(grader)
 spin = [subprocess.Popen([sys.executable, "-c", f"import time\nt=time.time()+{DUR}\nwhile time.time()<t: pass"]) for _ in range(S)]
 canon = T._completion(P.canonical_solution)
 t0 = time.time()

@@ -16,12 +16,8 @@ hostile = (f"import os, sys, time, json\nLINE = (json.dumps({{'v': list(range(1,
            f"    if N[0] >= 399:\n        time.sleep(1000)\n    return x\n")
 HP = dataclasses.replace(T.MANY, cpu_limit_s=HL)
 lim = sandbox.Limits(cpu_s=1)
-_orig, calls = grader._grade_rows, []
-def _logged(rows, idx, workers, bar):
-    t = time.time(); r = _orig(rows, idx, workers, bar)
-    calls.append((list(idx), round(time.time() - t, 1), {i: (rows[i].wall_stopped, rows[i].cpu_spent) for i in idx}))
-    return r
-grader._grade_rows = _logged
+from common import log_grade_rows
+calls = log_grade_rows(grader)
 print(f"slots {sandbox._run_slots()} (dir {sandbox.RUN_SLOTS_DIR}), load {os.getloadavg()[0]:.1f}, t0={time.time():.2f}", flush=True)
 canon = T._completion(T.MANY.canonical_solution)
 t = time.time()
