@@ -77,9 +77,9 @@ What decides a label is the grader's own knowledge, never a word of the sandbox'
   (depth, and `Guard`: values sharing a hash, int size), and the CPU this side spends on one
   conversation is bounded (TRUSTED_CPU_FACTOR of the grading's CPU limit and TRUSTED_CPU_PER_TEST a
   test, in CPU seconds of the conversation's thread, from after the grader has compiled the tests):
-  a hostile reply costs its own grading (a TypeError for that call, or output_limit). grade_batch runs each grading's trusted side in a process of its own
-  (`_pool`), so what a reply costs to read holds no other grading's GIL; the labels of the
-  gradings beside it do not change.
+  a hostile reply costs its own grading (a TypeError for that call, or output_limit). grade_batch
+  runs each grading's trusted side in a process of its own (`_pool`), so what a reply costs to read
+  holds no other grading's GIL; the labels of the gradings beside it do not change.
 - CPU seconds (`Grade.cpu_s`, the limit, `timeout`) are counted by the sandbox from outside, over
   all the run's processes (sandbox module doc: a cgroup per run; where none can be had, the
   procfs fallback counts a child the kernel reaps unseen, its parent ignoring SIGCHLD, only

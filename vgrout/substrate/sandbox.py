@@ -1066,7 +1066,8 @@ def _take_run_slots(cpus: float) -> list[int]:
     the order asked, as a rule): one whose slot was just freed cannot take it again ahead of a run
     that was waiting, from this process or another."""
     d, n = _slots_dir(), _run_slots()
-    want = max(1, min(n, math.ceil(cpus - 1e-9)))  # a run of any quota holds one at least (rev12: 1e-9 CPUs wanted 0, held all)
+    # a run of any quota holds one slot at least (rev12 tinycpus.py: 1e-9 CPUs wanted 0, and took every one)
+    want = max(1, min(n, math.ceil(cpus - 1e-9)))
     flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
     queue, taken = _hold(os.open(os.path.join(d, "queue"), flags, 0o600)), []
     try:
