@@ -151,6 +151,13 @@ def _auroc_vs_haar(f: dict[str, torch.Tensor], v: dict[str, torch.Tensor], hacke
             for name, fn in (("dot", score), ("cosine", cosine))}
 
 
+def _frozen_scorer(model_dir: str, a: config.Adapter, seed: int):
+    """(tokenizer, adapter) of the frozen scorer train scores a rollout with: the base model, the adapter
+    at its init for the run seed."""
+    model, tok = load(model_dir)
+    return tok, ad.attach(model, r=a.r, init_scale=a.init_scale, seed=seed, targets=a.targets, last_layers=a.last_layers)
+
+
 @app.command()
 def gate(model_dir: str, vact_dir: Path, out: Path, pool: Path = typer.Option(..., help="the recorded pool (rh-s65)"),
          own: list[Path] = typer.Option([], help="NAME_samples.jsonl.gz of `rates` for this model"),
@@ -162,9 +169,8 @@ def gate(model_dir: str, vact_dir: Path, out: Path, pool: Path = typer.Option(..
                                               "half from each class, the rest from the other; the report names it")):
     """AUROC of v_act and v_grad (VACT_DIR, the extract_vact stage's output) on labelled texts."""
     p = _params()
-    a, budget = p.adapter, p.train.max_new_tokens
-    model, tok = load(model_dir)
-    lora = ad.attach(model, r=a.r, init_scale=a.init_scale, seed=seed, targets=a.targets, last_layers=a.last_layers)
+    budget = p.train.max_new_tokens
+    tok, lora = _frozen_scorer(model_dir, p.adapter, seed)
     sets = {}
     rec = read_jsonl(pool)
     # the source's labels: `hacked` (the loophole used) against the rows that did not use it
@@ -251,14 +257,12 @@ def _rescore(rows: list[dict], hacked: np.ndarray, groups: np.ndarray, logged: n
     rows are prompted from the workspace's data/substrate/train.jsonl, which must deal each problem the
     mode the row was graded under."""
     p = _params()
-    a = p.adapter
     problems = {q.id: q for q in read_problems("data/substrate/train.jsonl")}
     wrong = [r["problem_id"] for r in rows if r["problem_id"] not in problems or problems[r["problem_id"]].mode != r["mode"]]
     if wrong:
         raise typer.BadParameter(f"data/substrate/train.jsonl: {len(wrong)} rows' problems absent or dealt another "
                                  f"mode (first {wrong[0]}): not the run's substrate")
-    model, tok = load(model_dir)
-    lora = ad.attach(model, r=a.r, init_scale=a.init_scale, seed=run_seed, targets=a.targets, last_layers=a.last_layers)
+    tok, lora = _frozen_scorer(model_dir, p.adapter, run_seed)
     seqs = encode(tok, [chat_prompt(tok, problems[r["problem_id"]].messages) for r in rows],
                   [r["completion"] for r in rows], p.train.max_new_tokens)
     report = {"model_dir": model_dir, "vact_dir": str(vact_dir), "run_seed": run_seed}
