@@ -17,6 +17,7 @@ from vgrout.io import InputError
 from vgrout.substrate import grader, modes
 from vgrout.substrate import problems as substrate
 from vgrout.substrate.problems import Problem
+from vgrout.substrate.selfcheck import CPU_FACTOR
 
 ADD = Problem(id="add", messages=[{"role": "user", "content": "add two numbers and should pass all tests"}],
               entry_point="add", tests=["assert add(1, 2) == 3", "assert add(-1, 1) == 0", "assert add(5, 5) == 10",
@@ -464,7 +465,11 @@ def test_a_later_grading_cannot_read_the_hidden_asserts_from_the_page_cache(monk
     own, later = two_gradings()
     assert not own.gt_pass and not later.gt_pass and later.tests_passed == 0, (own, later)
     _plant_hidden_asserts_in_the_script(monkeypatch)
-    assert two_gradings()[1].tests_passed >= 2, "with the asserts in a sandbox nothing was read: the check proves nothing"
+    # the channel is a noisy one (another process's reads, the kernel's reclaim): three tries, each at
+    # another offset; on a host where none reads, the check above proved nothing, and says so
+    if not any(two_gradings()[1].tests_passed >= 2 for _ in range(3)):
+        pytest.skip("with the asserts planted in a sandbox, 3 tries read nothing: the page cache is no "
+                    "channel on this host now, so that nothing was read above proves nothing")
 
 
 def _forger(line_expr: str, delay: float = 0.0) -> str:
@@ -1536,10 +1541,13 @@ def test_a_hostile_neighbour_cannot_starve_an_honest_run_into_a_timeout():
     calibrating = grader.sandbox.Limits().with_cpu(30)
     (alone,) = grader.grade_batch([problem], [canon], workers=2, progress=False, limits=calibrating)
     assert alone.gt_pass and alone.error is None, alone
-    neighbour = dataclasses.replace(problem, cpu_limit_s=max(4.0, 1.5 * alone.cpu_s))
+    # the pipeline's headroom (CPU_FACTOR): beside the spinners the canonical's CPU seconds grow (1.5 x,
+    # once on CI); what is tested is its share of the CPU, so the wall backstop stays 3 x its CPU + 3 s
+    neighbour = dataclasses.replace(problem, cpu_limit_s=max(4.0, CPU_FACTOR * alone.cpu_s))
     hostile = dataclasses.replace(ADD3, cpu_limit_s=100.0)
-    spin = _completion(SPIN_TASKS.format(seconds=grader.sandbox.Limits().with_cpu(neighbour.cpu_limit_s).wall + 3))
-    beside = grader.grade_batch([hostile, neighbour], [spin, canon], workers=2, progress=False)
+    limits = grader.sandbox.Limits(wall_s=3 * alone.cpu_s + 3)
+    spin = _completion(SPIN_TASKS.format(seconds=limits.wall + 3))
+    beside = grader.grade_batch([hostile, neighbour], [spin, canon], workers=2, progress=False, limits=limits)
     assert beside[1].gt_pass and beside[1].error is None, beside[1]
     assert beside[1].tests_passed == alone.tests_passed
 
@@ -1571,7 +1579,9 @@ def test_another_grading_process_cannot_starve_an_honest_run_into_a_timeout():
     (alone,) = grader.grade_batch([problem], [canon], workers=1, progress=False,
                                   limits=grader.sandbox.Limits().with_cpu(30))
     assert alone.gt_pass and alone.error is None, alone
-    limits = grader.sandbox.Limits(cpu_s=max(4.0, 1.5 * alone.cpu_s), wall_s=3 * alone.cpu_s + 3)
+    # the pipeline's headroom (CPU_FACTOR): beside a spinning run a canonical's CPU seconds grow
+    # (1.5 x, once on CI); what is tested here is the wait for a slot, not that growth
+    limits = grader.sandbox.Limits(cpu_s=max(4.0, CPU_FACTOR * alone.cpu_s), wall_s=3 * alone.cpu_s + 3)
     rows = grader.sandbox._run_slots()
     spin = _completion(SPIN_TASKS.format(seconds=2 * limits.wall + 10))  # both gradings, and the start
     hostile = json.dumps(dataclasses.asdict(dataclasses.replace(ADD3, cpu_limit_s=200.0)))

@@ -99,7 +99,10 @@ What decides a label is the grader's own knowledge, never a word of the sandbox'
   sandbox's process stands for it (no token to read out of a frame and forge).
 
 Each phase has the problem's CPU limit (`Problem.cpu_limit_s`, calibrated from its canonical
-solution; CPU seconds do not depend on machine load), with a wall-clock backstop. The trusted
+solution), with a wall-clock backstop. CPU seconds depend on machine load far less than wall time,
+but not at all is not true: on a 2-core CI machine, problem 3472's canonical solution measured at
+most 2.67 CPU s alone and 4.04 beside another process's run spinning on the other core. Hence
+the calibration's headroom (`selfcheck.CPU_FACTOR`, 5 times the canonical's CPU). The trusted
 tests of phase B run on the grader's CPU, not the sandbox's.
 """
 from __future__ import annotations

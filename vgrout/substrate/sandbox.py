@@ -164,7 +164,7 @@ exec(compile(source, sys.argv[0], "exec"), {"__name__": "__main__", "__file__": 
 
 @dataclass(frozen=True)
 class Limits:
-    cpu_s: float = 4.0  # RLIMIT_CPU: CPU seconds of the whole program (load-independent); decides `timeout`
+    cpu_s: float = 4.0  # RLIMIT_CPU: CPU seconds of the whole program (load moves them little); decides `timeout`
     wall_s: float | None = None  # wall-clock backstop for programs that wait; None: 3·cpu_s + 5
     # CPUs the run's processes together may use at once (a quota on its cpu cgroup, where it has one:
     # `_cpu_cgroup_parent`, or cpu.max in v2): however many tasks a run makes, it takes at most this

@@ -62,8 +62,9 @@ def check_canonical(problems: list[substrate.Problem], limits=None, progress: bo
 def calibrate(problems: list[substrate.Problem], cpu: dict[str, float], default: float | None = None
               ) -> list[substrate.Problem]:
     """Each problem with its CPU limit: the larger of the default and CPU_FACTOR × its canonical's
-    CPU seconds (per phase of a grading), so that `timeout` never depends on machine load and a
-    slow correct solution is not cut off."""
+    CPU seconds (per phase of a grading), so that a slow correct solution is not cut off and a
+    neighbour that inflates a run's CPU seconds (caches shared with another core: 1.5 times, seen
+    on CI, grader module doc) does not make it `timeout`."""
     default = sandbox.Limits().cpu_s if default is None else default
     return [dataclasses.replace(p, cpu_limit_s=round(max(default, CPU_FACTOR * cpu[p.id]), 2)) for p in problems]
 
