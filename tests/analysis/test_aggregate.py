@@ -38,7 +38,7 @@ from vgrout.substrate.sampling import SAMPLE_FIELDS, rates, sample_rows
 MODES = ["none", "overwrite_tests", "hardcode", "exit_code", "stdout_marker"]
 HELDOUT = ["exit_code", "stdout_marker"]
 MODULES = ["model.layers.0.self_attn.q_proj", "model.layers.0.mlp.down_proj"]
-R = 8
+R = 64
 # Deploy hack rate per arm and hackable mode (heldout: low on its in-pair modes only).
 HACK = {"none": 0.45, "routeA": 0.15, "placebo_routeA": 0.42, "placebo_heldout": 0.42, "absorb": 0.3,
         "oracleMatched": 0.1}
@@ -159,6 +159,7 @@ def write_plan(root: Path, seeds) -> Path:
     d = yaml.safe_load(PLAN.read_text())
     for c in d["claims"].values():
         c["seeds"] = list(seeds)
+        c["confirmatory"] = True  # registered exploratory (post hoc); decided here as a confirmatory plan would be
     (root / "analysis.yaml").write_text(yaml.safe_dump(d, sort_keys=False))
     return root / "analysis.yaml"
 
@@ -171,7 +172,7 @@ def pair_features() -> tuple[dict, dict]:
     plus noise centred over the pairs, so v_act (their mean difference) is U itself."""
     g = torch.Generator().manual_seed(99)
     clean = {k: torch.randn(len(PAIR_MODES), R, generator=g) for k in MODULES}
-    noise = {k: torch.randn(len(PAIR_MODES), R, generator=g) for k in MODULES}
+    noise = {k: 0.35 * torch.randn(len(PAIR_MODES), R, generator=g) for k in MODULES}  # |noise|² ≈ 16 over 2R dims
     return {k: clean[k] + 1.5 * U[k] + noise[k] - noise[k].mean(0) for k in MODULES}, clean
 
 
@@ -184,7 +185,8 @@ def write_pair_features(layout: Layout, seed: int) -> None:
     layout.vact_metrics(seed).parent.mkdir(parents=True, exist_ok=True)
     layout.vact_metrics(seed).write_text(json.dumps({"v_act": {"pairs": [{"id": f"{m}-{i % 2}", "mode": m}
                                                                           for i, m in enumerate(PAIR_MODES)],
-                                                               "haar_floor": {"abs_band": {"q50": 0.02, "q95": 0.05}}}}))
+                                                               "haar_floor": {"n": 4, "seeds": [10_000, 10_003],
+                                                                              "abs_band": {"q50": 0.02, "q95": 0.05}}}}))
 
 
 def make_pipeline(root: Path, seeds=SEEDS, arms=("none", "routeA", "placebo_routeA", "absorb", "heldout", "placebo_heldout"),
@@ -318,13 +320,13 @@ def test_a2_matches_direct_pandas(five_seeds):
     assert summary["routeA"]["delta_hack_hackable_vs_placebo_hi"] < 0 and "p_solve_vs_none" in summary["routeA"]
     assert "delta_hack_hackable_vs_placebo" not in summary["placebo_routeA"]
     assert a2.loc["heldout", "ref_placebo"] == "placebo_heldout" and a2.loc["routeA", "ref_placebo"] == "placebo_routeA"
-    # C1's verdict, from the plan (two-sided, the plan's seeds: all five here; Holm over C1-C3, of which C1 and C2
-    # ran: α 0.05 / 2 in the first round), is the three interval conditions on routeA's row: the table's bootstrap
-    # at the Holm level
+    # C1's verdict, from the plan (two-sided, the plan's seeds: all five here; Holm over C1-C3, C3 not run and
+    # counted as never shown: α 0.05 / 3 in the first round), is the three interval conditions on routeA's row: the
+    # table's bootstrap at the Holm level
     r = a2.loc["routeA"]
     c1 = summary["claim_C1"]
     assert c1["hack_below_none"] == c1["hack_below_placebo_routeA"] == 1
-    assert c1["family_size"] == 2 and c1["alpha_holm"] in (0.025, 0.05)
+    assert c1["family_size"] == 3 and round(c1["alpha_holm"], 6) in (round(0.05 / 3, 6), 0.025)
     x, ref = (cells(samples[samples["hackable"] == 1], a, "hacked") for a in ("routeA", "placebo_routeA"))
     b = hierarchical_bootstrap(x.to_numpy(), ref.to_numpy(), n_boot=2000, seed=0, level=1 - c1["alpha_holm"],
                                support=(-1, 1))
@@ -358,7 +360,9 @@ def test_a2_prints_the_plan_its_verdicts_and_the_score_band(five_seeds):
     root = kw["out_dir"].parents[1]
     md = (kw["out_dir"] / "A2.md").read_text()
     sha = config.content_sha256(root / "analysis.yaml")  # the plan's values, as train records them in each run
-    assert summary["plan"] == {"path": str(root / "analysis.yaml"), "sha256": sha, "commit": "uncommitted"}
+    from vgrout.analysis.claims import code_sha256
+    assert summary["plan"] == {"path": str(root / "analysis.yaml"), "sha256": sha, "commit": "uncommitted",
+                               "code_sha256": code_sha256()}  # the verdicts' code beside the plan: either moves them
     assert f"sha256 `{sha}`; changed since its last commit, or never committed" in md
     for c in ("C1", "C2", "C3"):
         assert f"**{c} {summary[f'claim_{c}']['status']}**" in md and summary[f"claim_{c}"]["plan_sha256"] == sha
@@ -391,7 +395,8 @@ def test_a2_prints_the_plan_its_verdicts_and_the_score_band(five_seeds):
 
 def test_c3_from_the_pipeline_against_antithetic_draws(tmp_path):
     """C3 end to end on a run set with the plan's antithetic draws (placeboA0p, placeboA0n: +h and −h of one Haar
-    seed): along U the pairs separate, along ±h their gaps are opposite and cancel in the control's mean; the band
+    seed): along U the pairs separate, along ±h barely (R = 64 dimensions: a Haar direction is nearly orthogonal to
+    U), and each draw's band counts in its separating orientation (claims.oriented: the control is its size); the band
     test is decided over seeds × contrast pairs, the routed share printed as a manipulation check."""
     seeds = (0, 1, 2)
     params = make_pipeline(tmp_path, seeds=seeds, arms=("none", "routeA", "placeboA0p", "placeboA0n"))
@@ -403,22 +408,24 @@ def test_c3_from_the_pipeline_against_antithetic_draws(tmp_path):
     assert "**C3 holds**" in md and f"{len(seeds)} seed(s) × {len(PAIR_MODES)} pairs" in md
     assert "manipulation check, not a verdict input" in md
     assert summary["claim_C1"]["status"] == "not run"  # its yoked placebo_routeA has no run here
-    # band.min_effect haar_q95: the floor read from each seed's metrics/vact/SEED.json (q95 0.05) over routeA's width
+    # band.min_effect haar_q95: the floor read from each seed's metrics/vact/SEED.json (q95 0.05) over the draws' width
     # ratio (A2's band table), written in the plan before the runs (each run records the plan's hash); a floor of q95
-    # 0.2 is above the interval's lower end (about 0.12)
+    # 0.2 is above the interval's lower end (about 0.23)
     d = yaml.safe_load((tmp_path / "analysis.yaml").read_text())
-    d["band"]["min_effect"] = "haar_q95"
+    d["band"] |= {"min_effect": "haar_q95", "n_haar": 4, "haar_seed": 10_000}
     (tmp_path / "analysis.yaml").write_text(yaml.safe_dump(d))
     for cfg in (tmp_path / "runs" / "train").glob("*/config.json"):
         cfg.write_text(json.dumps(json.loads(cfg.read_text()) | {"plan_sha256": config.content_sha256(tmp_path / "analysis.yaml")}))
-    bands = pd.read_csv(tmp_path / "metrics" / "artifacts" / "plot_data" / "score_band.csv").query("arm == 'routeA'")
+    bands = pd.read_csv(tmp_path / "metrics" / "artifacts" / "plot_data" / "score_band.csv").query(
+        "arm in ['placeboA0p', 'placeboA0n']")  # a Haar direction's width ratio: the draws'
     ratio = [g["width_ratio"].mean() for _, g in bands.groupby("seed")]
     summary = aggregate_stage(params, Layout(tmp_path))
     md = (tmp_path / "metrics" / "artifacts" / "A2.md").read_text()
     assert summary["claim_C3"]["status"] == "holds" and f"above {np.mean([0.05 / r for r in ratio]):g}: yes" in md
     for s in seeds:
         path = Layout(tmp_path).vact_metrics(s)
-        path.write_text(json.dumps(json.loads(path.read_text()) | {"v_act": {"haar_floor": {"abs_band": {"q95": 0.2}}}}))
+        path.write_text(json.dumps(json.loads(path.read_text()) | {"v_act": {"haar_floor": {"n": 4, "seeds": [10_000, 10_003],
+                                                                             "abs_band": {"q95": 0.2}}}}))
     summary = aggregate_stage(params, Layout(tmp_path))
     md = (tmp_path / "metrics" / "artifacts" / "A2.md").read_text()
     assert summary["claim_C3"]["status"] == "does not hold" and f"above {np.mean([0.2 / r for r in ratio]):g}: no" in md
@@ -628,7 +635,7 @@ def test_a5_held_out_vs_in_pair_modes(five_seeds):
     verdict = summary["claim_C2"]
     for ref in ("none", "placebo_heldout"):  # C2's controls in the plan; its placebo: the one yoked to heldout
         x, r = cells(held, "heldout", "hacked"), cells(held, ref, "hacked")
-        b = hierarchical_bootstrap(x.to_numpy(), r.to_numpy(), seed=0, support=(-1, 1))
+        b = hierarchical_bootstrap(x.to_numpy(), r.to_numpy(), seed=0, support=(-1, 1), level=1 - verdict["alpha_holm"])
         assert verdict[f"hack_below_{ref}"] == int(b.hi < 0)
         assert f"held-out modes' problems vs {ref} {b.estimate:+.3f} [{b.lo:+.3f}, {b.hi:+.3f}]" in md
     assert verdict["holds"] == int(verdict["hack_below_none"] and verdict["hack_below_placebo_heldout"]) == 0

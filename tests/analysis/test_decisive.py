@@ -162,14 +162,15 @@ def test_a_none_that_did_not_learn_to_hack_is_a_failed_run():
 
 def test_the_secondary_family_is_exploratory_with_holm_over_what_ran():
     """S1-S3 (confirmatory false) are never a verdict: each would-be status is kept beside `exploratory`; Holm runs
-    over the secondary claims that ran (S1 not run: routeA absent), so S2 and S3 are tested at α/2. C1 keeps its α."""
+    over the family's three claims (S1 not run, routeA absent, counts as never shown), so S2 and S3 are tested at α/3.
+    C1 keeps its α."""
     data = runs({**ROUTES, "placeboV1p": (-0.03, 0.0), "placeboV1n": (-0.01, 0.0), "nll": (-0.02, 0.0)})
     v = decide(plan_dict(), data)
     assert v["S1"]["status"] == "not run"
     for s in ("S2", "S3"):
         assert v[s]["status"] == "exploratory" and v[s]["would_be"] == "holds", claims.verdict_text(v[s])
         assert v[s]["why"] == "registered exploratory in the plan (confirmatory: false)"
-        assert v[s]["family_size"] == 2 and v[s]["alpha_holm"] == pytest.approx(0.025)
+        assert v[s]["family_size"] == 3 and v[s]["alpha_holm"] == pytest.approx(0.05 / 3)
         assert "holds" not in claims.summary_entry(v[s])
     assert v["C1"]["status"] == "holds" and v["C1"]["alpha_holm"] == 0.05
     confirmed = decide(plan_dict(S2={"confirmatory": True}, S3={"confirmatory": True}, S1={"confirmatory": True}), data)
@@ -201,10 +202,11 @@ def test_a_bad_rule_is_one_error_naming_the_key(change, message):
 
 def test_the_repository_plan_writes_the_new_keys_as_before():
     """The repository plan still loads: its claims write the new keys with the values that keep their verdicts
-    (paired_t false, headroom_over zero, confirmatory true)."""
+    (paired_t false, headroom_over zero), registered exploratory (confirmatory false: written after seed 0's runs
+    were read)."""
     p = plan_file.load(REPO / "analysis.yaml")
     assert all(not t.paired_t for c in p.claims.values() for t in c.tests)
-    assert {(c.headroom_over, c.confirmatory) for c in p.claims.values()} == {("zero", True)}
+    assert {(c.headroom_over, c.confirmatory) for c in p.claims.values()} == {("zero", False)}
 
 
 def test_the_t_is_judged_at_its_own_sidedness_apart_from_the_interval(monkeypatch):

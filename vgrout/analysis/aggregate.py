@@ -11,7 +11,7 @@ import pandas as pd
 from vgrout.analysis import plan as plan_file
 from vgrout.analysis.artifacts import Out, a1, a2, a3, a4, a5, a6, a7
 from vgrout.analysis.bands import banded, pair_bands, pair_scores, run_bands, score_kind
-from vgrout.analysis.claims import (ClaimData, haar_q95, recorded_cut_rule, recorded_plan, started_at,
+from vgrout.analysis.claims import (ClaimData, code_sha256, recorded_cut_rule, recorded_plan, started_at,
                                     summary_entry, verdicts, withheld_modes)
 from vgrout.analysis.contrasts import A2_DELTAS, A2_METRICS, NONE, YOKED, base_pass_at_k, none_if_nan
 from vgrout.analysis.diagnostics import N_NULL, N_PERM
@@ -115,8 +115,7 @@ def aggregate(metrics_root: str | Path = "metrics/runs", runs_root: str | Path =
     started = {r.run: t for r in loaded if r.arm != BASE and (t := started_at(runs_root / r.run)) is not None}
     per_pair = pair_bands(bands, pairs_scores or {})
     claims = verdicts(plan, plan_id, ClaimData.of(con, loaded, bands, band_missing, withheld, per_pair, plan_hashes,
-                                                  cut_rules, {s: haar_q95(p) for s, p in (vact_metrics or {}).items()},
-                                                  started))
+                                                  cut_rules, vact_metrics, started))
 
     with staged_dirs(final.tables, final.png, final.html, Path(arms_dir)) as (tables, png, html, arms):
         out = Out(tables=tables, png=png, html=html, plot_data=tables / "plot_data", final=final)
@@ -139,7 +138,8 @@ def aggregate(metrics_root: str | Path = "metrics/runs", runs_root: str | Path =
         base = base.iloc[0].to_dict() | (base_pass_at_k(con) or {}) if len(base) else None
         summary = _summary(a2_table, a3_table, a7_table, cos_table, bands, base, plan.band.statistic)
         summary |= {f"claim_{name}": summary_entry(v) for name, v in claims.items()}
-        summary["plan"] = {"path": plan_id.path, "sha256": plan_id.sha256, "commit": plan_id.commit}
+        summary["plan"] = {"path": plan_id.path, "sha256": plan_id.sha256, "commit": plan_id.commit,
+                           "code_sha256": code_sha256()}
         for arm, m in arm_metrics(summary).items():
             write_json(arms / f"{arm}.json", m)
         write_json(summary_path, summary)  # before the swap: a failure here leaves every output as it was

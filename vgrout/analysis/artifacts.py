@@ -375,6 +375,8 @@ def _band_section(plan: Plan, bands: pd.DataFrame, band_missing: dict[str, str],
         return ["## Score band and routed share (C3)", "No gated arm or placebo was run: no score band."]
     stats = ["separation", "width_ratio", "student_width", "pair_width", "pair_gap", "routed_share"]
     per_run = bands.groupby(["arm", "seed"], as_index=False)[stats].mean()
+    # what band.units pairs decides on: the mean over pairs of each pair's gap over the run's mean student width
+    per_run["band_pairs"] = per_run["pair_gap"] / per_run["student_width"]
     def cell(g, c):  # mean ± SEM over seeds of the runs' step means
         return _pm(*mean_sem(g[c].dropna())) if g[c].notna().any() else "—"
 
@@ -383,7 +385,8 @@ def _band_section(plan: Plan, bands: pd.DataFrame, band_missing: dict[str, str],
         g = per_run[per_run["arm"] == arm]
         rows.append({"arm": arm, "plan": plan_role(plan, arm), "seeds": len(g),
                      **{label: cell(g, c) for label, c in (
-                         ("separation", "separation"), ("width ratio", "width_ratio"),
+                         ("separation", "separation"), ("gap / mean student width (units pairs)", "band_pairs"),
+                         ("width ratio", "width_ratio"),
                          ("student width", "student_width"), ("pairs' width", "pair_width"),
                          ("pairs' gap hack − clean", "pair_gap"), ("routed share (student rows)", "routed_share"))}})
     notes = [f"{run}: {why}" for run, why in band_missing.items()]
@@ -394,7 +397,9 @@ def _band_section(plan: Plan, bands: pd.DataFrame, band_missing: dict[str, str],
             "pooled; a direction fitted to the pairs scores each pair refitted without it, analysis.bands); the pairs' "
             "gap, their hack sides' mean score minus their clean sides', signed. separation = gap / student width (seed "
             "002's band, upper − lower, in units of the step's score spread: about 0 where the pairs do not separate, "
-            "and of opposite sign for +h and −h, so the mean over an antithetic pair's draws is about 0); width ratio = "
+            "and of opposite sign for +h and −h; a band test takes each draw's in the orientation that separates the "
+            "pairs, claims.oriented); gap / mean student width, the statistic a band test of units pairs decides on "
+            "(the mean over pairs of each pair's gap over the run's mean width); width ratio = "
             "student width / pairs' width (it shrinks when the pairs separate, since their spread then holds the gap). "
             f"The plan decides C3 on `{plan.band.statistic}`. Mean over steps per run, then mean ± SEM over seeds; routed "
             "share: the step's student rows routed (a count-matched or yoked control routes its arm's share by "

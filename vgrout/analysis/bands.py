@@ -5,9 +5,10 @@ Per run and training step, along the run's own gate direction (the `score` rollo
 the contrast pairs' held-out scores along the same direction, two statistics (the plan's
 band.statistic picks the one C3 is decided on; A2 prints both):
   separation  = (mean hack-side pair score − mean clean-side pair score) / student width: the seed's
-                band, upper − lower, signed, in units of the step's spread of student scores. Signed, so
-                an antithetic draw's +h and −h have opposite bands and their mean (the control) is about
-                0: a Haar direction's sign cannot make the placebo's band
+                band, upper − lower, signed, in units of the step's spread of student scores. Signed: +h
+                and −h of a Haar draw have opposite bands, so as C3's control each draw's is taken in
+                the orientation that separates the pairs (analysis.claims.oriented), the band's size
+                along a Haar direction, which seed 002 says is about 0
   width_ratio = student width / pair width: the step's student score spread over the pairs' spread
 student width: the q_hi − q_lo quantile width of the step's student scores; pair width: the same over the
 pairs' scores, hack and clean sides pooled. Beside them the step's routed share of student rows, for

@@ -2,13 +2,15 @@
 
 Nothing here reads params, constants of the tables or what the runs happen to contain beyond the
 plan's arms and seeds: every setting that decides (arm, controls, outcome, population, direction,
-margin, seeds, min_seeds, α, sidedness, family, band statistic and quantiles, bootstrap, held-out
-modes) is the plan's, and each verdict records the plan's sha256, so a verdict cannot change unless
-the plan's hash or the data does.
+margin, seeds, min_seeds, α, sidedness, family, band statistic and quantiles, the Haar floor's
+directions, bootstrap, held-out modes) is the plan's, and each verdict records the plan's sha256, so a
+verdict cannot change unless the plan's hash, the data, or the code that computes it does; summary.json
+records that code's hash beside the plan's (`code_sha256`).
 
 A test is A2's hierarchical bootstrap (contrasts) of the paired Δ arm − control over the plan's
 seeds and the outcome's units (test problems; training steps for the band and the routed share),
-the control the mean of the listed arms (antithetic draws: +h and −h of each k), its interval at the
+the control the mean of the listed arms (antithetic draws: +h and −h of each k, a band test's each in the
+orientation that separates the pairs, `oriented`: the band's size along a Haar direction), its interval at the
 level the claim's α gives (two-sided: 1 − α; one-sided: 1 − 2α, of which one bound decides), α
 divided as Holm's step-down over the claims of the claim's family; where the test says paired_t, the paired t over
 the seeds (contrasts' t) must clear 0 too, its one-sided p in the test's direction below α (one-sided) or α/2
@@ -28,6 +30,7 @@ content hash in each run's config.json, `plan_sha256`), or the plan registers th
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -73,6 +76,8 @@ class ClaimData:
     # run seed -> {direction name (v_act, v_grad): the |band| q95 over its Haar directions in the pairs' own units},
     # metrics/vact/SEED.json's haar_floor (None where not logged): band.min_effect haar_q95 reads it (band_floor)
     haar_q95: dict[int, dict[str, float | None]] = dataclasses.field(default_factory=dict)
+    # run seed -> {direction name: (n, first seed) of the Haar directions its floor is over}, haar_floor's n and seeds
+    haar_drawn: dict[int, dict[str, tuple[int, int] | None]] = dataclasses.field(default_factory=dict)
     # run -> when it started: its config.json's mtime (train writes the file at each start; it records no start
     # time), as a UTC datetime; printed beside the plan's last change (plan_started), never a verdict input
     started: dict[str, datetime] = dataclasses.field(default_factory=dict)
@@ -81,11 +86,14 @@ class ClaimData:
     def of(cls, con, runs, bands: pd.DataFrame, band_missing: dict[str, str],
            withheld: dict[str, tuple[str, ...] | None] | None = None,
            pair_bands: pd.DataFrame | None = None, plan_hashes: dict[str, str | None] | None = None,
-           cut_rules: dict[str, str | None] | None = None, haar_q95: dict | None = None,
+           cut_rules: dict[str, str | None] | None = None, vact_metrics: dict | None = None,
            started: dict[str, datetime] | None = None) -> ClaimData:
+        """vact_metrics: run seed -> its metrics/vact/SEED.json (the Haar floor, band_floor)."""
         held = {r.arm: r.heldout_modes for r in runs if r.heldout_modes}
+        vact_metrics = vact_metrics or {}
         return cls(problem_means(con), held, bands, band_missing, withheld or {}, pair_bands, plan_hashes or {},
-                   cut_rules or {}, haar_q95 or {}, started or {})
+                   cut_rules or {}, {s: haar_q95(p) for s, p in vact_metrics.items()},
+                   {s: haar_drawn(p) for s, p in vact_metrics.items()}, started or {})
 
     def ran(self, arm: str, seed: int) -> bool:
         return bool(((self.cells["arm"] == arm) & (self.cells["seed"] == seed)).any())
@@ -169,9 +177,22 @@ def started_at(run_dir: Path) -> datetime | None:
 def haar_q95(vact_metrics: Path) -> dict[str, float | None]:
     """{direction name: its haar_floor.abs_band.q95} from metrics/vact/SEED.json (routing.extract: the |band| q95
     over vact.n_haar Haar directions, in the pairs' own units); None where not logged (n_haar 0, no file)."""
+    return {name: ((v.get("haar_floor") or {}).get("abs_band") or {}).get("q95") for name, v in _floors(vact_metrics)}
+
+
+def haar_drawn(vact_metrics: Path) -> dict[str, tuple[int, int] | None]:
+    """{direction name: (n, first seed) of the Haar directions its floor is over} (haar_floor.n and seeds), None
+    where not logged."""
+    out = {}
+    for name, v in _floors(vact_metrics):
+        f = v.get("haar_floor") or {}
+        out[name] = (f["n"], f["seeds"][0]) if f.get("n") and f.get("seeds") else None
+    return out
+
+
+def _floors(vact_metrics: Path) -> list[tuple[str, dict]]:
     d = read_json(vact_metrics) if Path(vact_metrics).exists() else {}
-    return {name: ((v.get("haar_floor") or {}).get("abs_band") or {}).get("q95")
-            for name, v in d.items() if isinstance(v, dict)}
+    return [(name, v) for name, v in d.items() if isinstance(v, dict)]
 
 
 def claim_runs(c: Claim) -> list[str]:
@@ -198,24 +219,45 @@ def band_floor(data: ClaimData, plan: Plan, c: Claim) -> float | str:
     """The smallest band difference a band test of claim c must clear (its interval's bound beyond it), or why it
     cannot be read. band.min_effect a number: that number. haar_q95: per plan seed, metrics/vact/SEED.json's
     haar_floor.abs_band.q95 of the arm's direction (v_act or v_grad: the space it scores in), in the pairs' units,
-    over the arm's run's width ratio (its steps' mean student width / pair width, analysis.bands) to put it in the
-    plan's units (band_plan = band_pairs / width_ratio, routing.directions.pair_units_band); the mean over seeds,
-    as the test's Δ is a mean over seeds. Known before the runs as a rule, read after them as a number."""
+    over a Haar direction's width ratio (student width / pair width, analysis.bands): the mean over the band test's
+    listed draws' runs of that seed, since the floor is a Haar direction's band and a Haar direction spreads the
+    student rows otherwise than the arm's (issue 50's review: the arm's own ratio, 1.2 beside the draws' 0.7 on the
+    CI preset, put the floor 41% lower, in the arm's favour); band_plan = band_pairs / width_ratio
+    (routing.directions.pair_units_band). The floor must be over the Haar directions the plan names (band.n_haar
+    from band.haar_seed, as the floor's haar_floor.n and seeds log them). The mean over seeds, as the test's Δ is
+    a mean over seeds. Known before the runs as a rule, read after them as a number."""
     if plan.band.min_effect != HAAR_Q95:
         return float(plan.band.min_effect)
     direction = SPACES[arm_space(c.arm)]
+    draws = next(t.controls for t in c.tests if t.outcome == "band")
     floors = []
     for s in c.seeds:
         q95 = data.haar_q95.get(s, {}).get(direction)
         if q95 is None:
             return (f"band.min_effect {HAAR_Q95}: metrics/vact/{s}.json logs no {direction}.haar_floor.abs_band.q95 "
                     "(vact.n_haar 0, or not extracted)")
-        ratio = data.bands.loc[data.bands["run"] == run_name(c.arm, s), "width_ratio"].mean() \
-            if "run" in data.bands else np.nan
+        drawn = data.haar_drawn.get(s, {}).get(direction)
+        if drawn != (plan.band.n_haar, plan.band.haar_seed):
+            return (f"band.min_effect {HAAR_Q95}: metrics/vact/{s}.json's {direction}.haar_floor is over "
+                    f"{'no recorded' if drawn is None else f'{drawn[0]} Haar directions from seed {drawn[1]}'}; the plan's "
+                    f"band names {plan.band.n_haar} from seed {plan.band.haar_seed} (params vact.n_haar)")
+        runs = [run_name(a, s) for a in draws]
+        ratio = data.bands.loc[data.bands["run"].isin(runs), "width_ratio"].mean() if "run" in data.bands else np.nan
         if not ratio > 0:
-            return f"band.min_effect {HAAR_Q95}: {run_name(c.arm, s)} has no width ratio to convert the floor by"
+            return (f"band.min_effect {HAAR_Q95}: the draws {', '.join(runs)} have no width ratio to convert the "
+                    "floor by")
         floors.append(q95 / ratio)
     return float(np.mean(floors))
+
+
+def code_sha256() -> str:
+    """sha256 of the code a verdict is computed by: vgrout/analysis/*.py and vgrout/stats.py, in name order (each
+    file's path and bytes)."""
+    root = Path(__file__).parents[1]
+    h = hashlib.sha256()
+    for path in sorted([*Path(__file__).parent.glob("*.py"), root / "stats.py"]):
+        h.update(path.relative_to(root.parent).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
 
 
 def plan_changed(data: ClaimData, plan_id: PlanId, c: Claim) -> str | None:
@@ -299,6 +341,15 @@ def _base_rate(data: ClaimData, test: Test, problems) -> float:
     return float(b.loc[list(problems)].mean())
 
 
+def oriented(draw: np.ndarray) -> np.ndarray:
+    """A Haar draw's band as a control ([seed, unit] cells): each seed's run in the orientation that separates the
+    pairs (its sign flipped where its mean is negative), so +h and −h of a draw give the same control, the band's
+    size along a Haar direction. Seed 002's claim is that this size is about 0 for a Haar direction and not for the
+    method's; the signed bands of an antithetic pair average to 0 by construction (issue 50's review), which would
+    make any positive band clear its placebo. Choosing the orientation on the same pairs favours the control."""
+    return draw * np.where(np.nanmean(draw, axis=1, keepdims=True) < 0, -1.0, 1.0)
+
+
 def passes(test: Test, estimate: float, lo: float, hi: float, degenerate: bool, floor: float = 0.0) -> bool:
     """Whether a test's interval clears its null. A Δ that is the same number in every cell has no interval:
     it passes no directional test (nothing was resampled), and an equality test when inside the margin."""
@@ -315,6 +366,8 @@ def _test(data: ClaimData, plan: Plan, claim: Claim, test: Test, alpha: float) -
     refs = [_cells(data, plan, claim, test, c) for c in test.controls]
     if any(r.shape != x.shape for r in refs):
         raise InputError(f"{claim.arm} and {test.controls}: different units on seeds {claim.seeds}")
+    if test.outcome == "band":
+        refs = [oriented(r) for r in refs]
     level = 1 - alpha if claim.sidedness == "two-sided" else 1 - 2 * alpha
     floor = band_floor(data, plan, claim) if test.outcome == "band" else 0.0  # the pre-registered smallest band effect
     b = hierarchical_bootstrap(x, np.mean(refs, axis=0), n_boot=plan.bootstrap.resamples, seed=plan.bootstrap.seed,
@@ -385,10 +438,10 @@ def verdicts(plan: Plan, plan_id: PlanId, data: ClaimData) -> dict[str, dict]:
     # that now hold leave, and the rest are tried again at the larger share, until none more holds
     for family in dict.fromkeys(c.family for c in plan.claims.values()):
         open_ = [n for n, c in plan.claims.items() if c.family == family and out[n]["status"] is None]
-        # a claim that ran but is undecided (not as the plan requires: the runs' data decided that) counts as one
-        # never shown (p = 1): the others' share of α does not grow because it was not measured. A claim `not run`
-        # or `insufficient` leaves the family (no run of it was read)
-        unmeasured = len([n for n, c in plan.claims.items() if c.family == family and out[n]["status"] == "undecided"])
+        # a claim of the family not tested here (undecided, not run, insufficient) counts as one never shown (p = 1):
+        # the family is the plan's, so the others' share of α does not grow when a claim goes unmeasured or unrun
+        # (issue 50's review: leaving a claim unrun after seeing the others would loosen their α)
+        unmeasured = len([n for n, c in plan.claims.items() if c.family == family and out[n]["status"] is not None])
         size, shown = len(open_) + unmeasured, []
         while open_:
             alpha = plan.claims[open_[0]].alpha / (len(open_) + unmeasured)

@@ -75,8 +75,8 @@ class Test(Block):
                                    "placebo_routeA), or a list whose mean is the control: antithetic draws of one "
                                    "family, each k with both signs (placeboV0p, placeboV0n, placeboV1p, placeboV1n)")
     outcome: Literal["hack", "solve", "band", "routed_share"] = doc(
-        ..., "hack: deploy hack rate; solve: deploy solve rate; band: the signed score band (analysis.bands, the "
-        "pairs' held-out scores); routed_share: the share of a step's student rows routed")
+        ..., "hack: deploy hack rate; solve: deploy solve rate; band: the arm's signed score band (analysis.bands, the "
+        "pairs' held-out scores) against its draws' band in their separating orientation (claims.oriented); routed_share: the share of a step's student rows routed")
     population: Literal["hackable", "heldout_modes", "all", "student_rows"] = doc(
         ..., "hackable: the hackable test problems; heldout_modes: the test problems of the modes the arm's runs "
         "held out of its pairs; all: every test problem; student_rows: each training step's student rollouts")
@@ -123,8 +123,8 @@ class Test(Block):
             raise ValueError("a margin > 0 goes with direction noninferior or equal, and only with them")
         from vgrout import arms
         if self.outcome == "band" and not all(arms.draw(n) for n in self.controls):
-            # one Haar draw's sign swings its band (+h and −h are opposite): only the mean of antithetic twins,
-            # which cancel, is a control no sign can decide; a yoked placebo is one draw
+            # a band control is the draws' band in their separating orientation (claims.oriented): antithetic
+            # twins route complementary rows, so the mean over them is what no sign decides; a yoked placebo is one draw
             raise ValueError(f"a band test's control is a list of antithetic draws, each with its twin (placeboA0p, "
                              f"placeboA0n, ...), not {self.controls}: one Haar draw's sign would decide it")
         return self
@@ -254,6 +254,13 @@ class Band(Block):
         "abs_band.q95 of the arm's direction, the Haar directions' |band| q95 in the pairs' own units) over the arm's "
         "run's width_ratio (into the plan's units), mean over seeds (analysis.claims.band_floor); haar_q95 needs q_lo, "
         "q_hi the floor's own quantiles (routing.directions.BAND_Q)")
+    n_haar: int | None = doc(
+        ..., "with min_effect haar_q95 (null without it): how many Haar directions the floor is a quantile over "
+        "(params vact.n_haar): the floor is read only where metrics/vact logs it over these, so that a params change "
+        "cannot move a verdict under the same plan", ge=1)
+    haar_seed: int | None = doc(
+        ..., "with min_effect haar_q95 (null without it): the first Haar direction's seed (routing.extract.HAAR_SEED; "
+        "the floor's directions are seeds haar_seed .. haar_seed + n_haar − 1)", ge=0)
 
     @model_validator(mode="after")
     def _ordered(self):
@@ -261,6 +268,9 @@ class Band(Block):
             raise ValueError(f"band q_lo ({self.q_lo}) must be below q_hi ({self.q_hi})")
         if self.units == "pairs" and self.statistic != "separation":
             raise ValueError("band units pairs reads each pair's separation: statistic must be separation")
+        if (self.min_effect == HAAR_Q95) != (self.n_haar is not None and self.haar_seed is not None):
+            raise ValueError(f"band n_haar and haar_seed name the Haar directions of min_effect {HAAR_Q95}: both with "
+                             "it, neither without it")
         if self.min_effect == HAAR_Q95:
             from vgrout.routing.directions import BAND_Q
             # the floor's pair width is the BAND_Q width of the pairs' scores; width_ratio's is q_lo..q_hi: the one
