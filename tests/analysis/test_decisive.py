@@ -109,6 +109,20 @@ def decide(d: dict, data: claims.ClaimData) -> dict:
 ROUTES = {"none": (0.0, 0.0), "routeV": (-0.2, -0.01), "uniform": (-0.02, 0.0)}
 
 
+def test_a_grid_cut_short_is_decided_on_its_leading_seeds_and_a_gap_is_not_run():
+    """seeds_run leading (issue 50's review: five seeds if the third budget is refused, known only mid-grid): with
+    seeds 100-104 run, C1 is decided on those five; with 105 run and 102 not, the leading run is two seeds, below
+    min_seeds 5, so C1 is `not run` (a seed left out by choice cannot shrink the set); under seeds_run all, five of six
+    is `not run`."""
+    five = runs(ROUTES, seeds=SEEDS[:5])
+    v = decide(plan_dict(), five)["C1"]
+    assert v["status"] == "holds" and v["seeds"] == SEEDS[:5] and v["tests"][0]["n_seeds"] == 5
+    assert "seeds 100 101 102 103 104 (the leading seeds that ran of 100 101 102 103 104 105)" in claims.verdict_text(v)
+    gap = runs(ROUTES, seeds=[s for s in SEEDS if s != 102])
+    assert decide(plan_dict(), gap)["C1"]["status"] == "not run"
+    assert decide(plan_dict(C1={"seeds_run": "all"}), five)["C1"]["status"] == "not run"
+
+
 def test_c1_holds_by_both_the_bootstrap_and_the_paired_t():
     """routeV 0.2 below none and 0.18 below uniform on every seed: both of C1's hack tests pass by the bootstrap's 95%
     one-sided bound and by the paired t, whose one-sided p is contrasts' t (SEM floored at the sampling variance)

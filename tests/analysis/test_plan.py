@@ -671,7 +671,7 @@ def test_cosine_pair_scores_are_band_normalised(tmp_path):
 
 # every value that decides is written (the plan has no defaults): the band and each claim's level, seeds' floor, ...
 LEVEL = {"min_seeds": 3, "alpha": 0.05, "sidedness": "two-sided", "t_sidedness": "two-sided", "withhold_pool": None, "headroom": 0.0,
-         "headroom_over": "zero", "confirmatory": True}
+         "headroom_over": "zero", "confirmatory": True, "seeds_run": "all"}
 CONFIRMATORY = {
     "bootstrap": {"resamples": 400, "seed": 3, "interval": "percentile_seed_widened"},
     "band": {"statistic": "separation", "q_lo": 0.25, "q_hi": 0.75, "units": "steps", "min_effect": 0.0,

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -420,12 +421,27 @@ def _status(data: ClaimData, plan: Plan, c: Claim) -> tuple[str | None, str | No
     return None, None
 
 
+def seeds_that_ran(data: ClaimData, c: Claim) -> Claim:
+    """The claim on the seeds its verdict uses. seeds_run all: the listed seeds. leading: the longest leading run of
+    the listed seeds (the order the grid runs them in) at which the arm and every control ran, when it holds at least
+    min_seeds; else the listed seeds (the claim is `not run`). A budget that ends mid-grid then decides on the seeds
+    run so far, the same ones whoever stops it; a seed skipped (a gap) ends the run, so none can be left out by choice."""
+    if c.seeds_run == "all":
+        return c
+    arms_ = [c.arm, *(x for t in c.tests for x in t.controls)]
+    leading = list(itertools.takewhile(lambda s: all(data.ran(a, s) for a in arms_), c.seeds))
+    return c.model_copy(update={"seeds": leading}) if len(leading) >= c.min_seeds else c
+
+
 def verdicts(plan: Plan, plan_id: PlanId, data: ClaimData) -> dict[str, dict]:
     """{claim name: its verdict}, every claim of the plan, in the plan's order."""
+    # each claim on the seeds it is decided on (seeds_run leading: the listed seeds' leading run that ran)
+    on_seeds = {name: seeds_that_ran(data, c) for name, c in plan.claims.items()}
     out: dict[str, dict] = {}
-    for name, c in plan.claims.items():
+    for name, c in on_seeds.items():
         status, why = _status(data, plan, c)
-        out[name] = {"claim": name, "statement": c.statement, "arm": c.arm, "seeds": c.seeds, "alpha": c.alpha,
+        out[name] = {"claim": name, "statement": c.statement, "arm": c.arm, "seeds": c.seeds,
+                     "seeds_listed": plan.claims[name].seeds, "alpha": c.alpha,
                      "sidedness": c.sidedness, "t_sidedness": c.t_sidedness, "family": c.family, "min_seeds": c.min_seeds,
                      "plan_sha256": plan_id.sha256, "band_statistic": plan.band.statistic,
                      "status": status, "why": why, "tests": [], "started": plan_started(data, plan_id, c)}
@@ -436,18 +452,18 @@ def verdicts(plan: Plan, plan_id: PlanId, data: ClaimData) -> dict[str, dict]:
             out[name]["checks"] = [_test(data, plan, c, t, c.alpha) for t in c.tests if t.manipulation_check]
     # Holm's step-down within each family: the claims not yet shown are tested at α / (those left); any
     # that now hold leave, and the rest are tried again at the larger share, until none more holds
-    for family in dict.fromkeys(c.family for c in plan.claims.values()):
-        open_ = [n for n, c in plan.claims.items() if c.family == family and out[n]["status"] is None]
+    for family in dict.fromkeys(c.family for c in on_seeds.values()):
+        open_ = [n for n, c in on_seeds.items() if c.family == family and out[n]["status"] is None]
         # a claim of the family not tested here (undecided, not run, insufficient) counts as one never shown (p = 1):
         # the family is the plan's, so the others' share of α does not grow when a claim goes unmeasured or unrun
         # (issue 50's review: leaving a claim unrun after seeing the others would loosen their α)
-        unmeasured = len([n for n, c in plan.claims.items() if c.family == family and out[n]["status"] is not None])
+        unmeasured = len([n for n, c in on_seeds.items() if c.family == family and out[n]["status"] is not None])
         size, shown = len(open_) + unmeasured, []
         while open_:
-            alpha = plan.claims[open_[0]].alpha / (len(open_) + unmeasured)
+            alpha = on_seeds[open_[0]].alpha / (len(open_) + unmeasured)
             for n in open_:
                 out[n] |= {"alpha_holm": alpha, "family_size": size,
-                           "tests": [_test(data, plan, plan.claims[n], t, alpha) for t in plan.claims[n].tests
+                           "tests": [_test(data, plan, on_seeds[n], t, alpha) for t in on_seeds[n].tests
                                      if not t.manipulation_check] + out[n]["checks"]}
             # a claim whose manipulation check failed never holds (its control is not what the plan says): it stays
             # in the family, so the others' share of α does not grow with it
@@ -456,7 +472,7 @@ def verdicts(plan: Plan, plan_id: PlanId, data: ClaimData) -> dict[str, dict]:
                 break
             shown += now
             open_ = [n for n in open_ if n not in now]
-        for n in [m for m, c in plan.claims.items() if c.family == family and out[m]["status"] is None]:
+        for n in [m for m, c in on_seeds.items() if c.family == family and out[m]["status"] is None]:
             failed = [t for t in out[n].pop("checks") if not t["passes"]]
             out[n]["status"] = "undecided" if failed else "holds" if n in shown else "does not hold"
             if failed:
@@ -466,7 +482,7 @@ def verdicts(plan: Plan, plan_id: PlanId, data: ClaimData) -> dict[str, dict]:
                     f" not inside ±{t['margin']:g}" for t in failed) + " (the controls are not count-matched)")
     # plan before run: a verdict some run of which was made under another plan (or none recorded) is exploratory,
     # whatever its tests say; the tests stay printed, and the status it would have had is kept beside
-    for name, c in plan.claims.items():
+    for name, c in on_seeds.items():
         changed = plan_changed(data, plan_id, c) if out[name]["status"] in CONFIRMATORY else None
         if changed:
             out[name] |= {"status": EXPLORATORY, "would_be": out[name]["status"], "why": changed}
@@ -484,8 +500,10 @@ UNDECIDED = ("not run", "undecided")
 
 def verdict_text(v: dict) -> str:
     """One paragraph: the verdict, what decided it, each test's interval and whether it passed."""
+    listed = v.get("seeds_listed", v["seeds"])
+    leading = "" if listed == v["seeds"] else f" (the leading seeds that ran of {' '.join(map(str, listed))})"
     head = (f"**{v['claim']} {v['status']}** ({v['claim']}: {v['statement']}). Arm {v['arm']}, seeds "
-            f"{' '.join(map(str, v['seeds']))}, α {v['alpha']:g} {v['sidedness']}, family {v['family']}")
+            f"{' '.join(map(str, v['seeds']))}{leading}, α {v['alpha']:g} {v['sidedness']}, family {v['family']}")
     if v["status"] in UNDECIDED and not v["tests"]:
         return f"{head}: {v['why']}."
     level = 1 - v["alpha_holm"] if v["sidedness"] == "two-sided" else 1 - 2 * v["alpha_holm"]

@@ -149,6 +149,10 @@ class Claim(Block):
                            "control, else the verdict is 'not run'", min_length=1)
     min_seeds: int = doc(..., "the fewest seeds a verdict rests on: a claim with fewer seeds listed is "
                          "'insufficient' (its tests printed, never holds)", ge=MIN_SEEDS)
+    seeds_run: Literal["all", "leading"] = doc(
+        ..., "all: every listed seed must have run (else 'not run'); leading: the verdict uses the longest leading run "
+        "of the listed seeds at which every run exists, at least min_seeds (a grid run in the listed order that its "
+        "budget ends early; analysis.claims.seeds_that_ran)")
     alpha: float = doc(..., "the claim's level (before Holm within its family)", gt=0, lt=0.5)
     sidedness: Literal["two-sided", "one-sided"] = doc(
         ..., "the bootstrap interval's: two-sided: a test passes when the (1 − α) interval clears the null; "
