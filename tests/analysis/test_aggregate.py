@@ -447,7 +447,7 @@ def test_a_claim_whose_runs_are_missing_says_not_run(tmp_path):
     for c, why in (("C1", "no run placebo_routeA-0"), ("C3", "no run placeboA0p-0, placeboA0n-0"),
                    ("C2", "no run heldout-0, placebo_heldout-0")):
         assert summary[f"claim_{c}"] == {"status": "not run", "plan_sha256": summary["plan"]["sha256"], "alpha": 0.05,
-                                         "n_seeds": 1, "min_seeds": 3, "why": why}
+                                         "n_seeds": 1, "min_seeds": 3, "seeds": "0", "seeds_listed": "0", "why": why}
         assert f"**{c} not run**" in md and why in md
 
 
@@ -955,3 +955,19 @@ def test_a7_sample_cos_not_measured(tmp_path):
         assert (f"| {arm} | 1 | 0/1 / 0/1 | not measured (no row carries cos_before: train.sample_cos off) | not "
                 "measured (no step carries cos_before_step / cos_after_step: train.sample_cos off) |") in md
         assert not any(k.startswith("sample_cos") for k in summary[arm])
+
+def test_a_grid_cannot_leave_out_a_plan_seed_that_ran(tmp_path):
+    """plans/decisive.yaml decides on the leading seeds that ran (seeds_run leading): params train.seeds cut after
+    the results to drop seed 105, whose runs were evaluated, is refused naming its file; a seed whose runs never
+    finished their evaluation may be left out, and a plan of seeds_run all reads params' seeds as they are."""
+    from vgrout.analysis.aggregate import left_out
+    decisive = plan_file.load(Path(__file__).parents[2] / "plans" / "decisive.yaml")
+    layout, five = Layout(tmp_path), [100, 101, 102, 103, 104]
+    left_out(decisive, five, ["none", "routeV", "uniform"], layout)  # 105 never evaluated: five may decide
+    evaluated = layout.run_metrics("uniform-105") / "per_mode_deploy.json"
+    evaluated.parent.mkdir(parents=True)
+    evaluated.write_text("{}")
+    with pytest.raises(InputError, match=r"leaves out plan seeds whose runs were evaluated \(.*uniform-105/per_mode_deploy"):
+        left_out(decisive, five, ["none", "routeV", "uniform"], layout)
+    left_out(decisive, [*five, 105], ["none", "routeV", "uniform"], layout)
+    left_out(plan_file.load(PLAN), five, ["none", "routeV", "uniform"], layout)  # seeds_run all

@@ -211,8 +211,7 @@ def test_the_controls_plan_names_what_the_controls_preset_trains():
         out = [f"names {sorted(named - set(params.train.arms))}, not trained"] if named - set(params.train.arms) else []
         return out + [f"{n} seeds {c.seeds}, the preset's {params.train.seeds}" for n, c in plan.claims.items()
                       if c.seeds != params.train.seeds]
-    assert drift(params) == [] and params.train.seeds == [200, 201, 202] and plan.band.min_effect == "haar_q95"
-    assert plan.band.n_haar == params.vact.n_haar  # the floor's Haar directions are those extract_vact draws
+    assert drift(params) == [] and params.train.seeds == [200, 201, 202] and plan.band.min_effect == 0.0
     for name, c in plan.claims.items():
         lists = [t.controls for t in c.tests if len(t.controls) > 1]
         assert lists and all(len(x) == 6 and all(arms.draw(d) for d in x) for x in lists), name
@@ -541,8 +540,10 @@ def test_min_effect_haar_q95_is_the_haar_floor_over_the_draws_width_ratio():
         with pytest.raises(InputError, match=message):
             plan_file.parse(repo_plan(**{"band.min_effect": "haar_q95", "band.n_haar": 200, "band.haar_seed": 10_000}
                                       | change), "test.yaml")
-    with pytest.raises(InputError, match="band n_haar and haar_seed name the Haar directions of min_effect haar_q95"):
-        plan_file.parse(repo_plan(**{"band.min_effect": "haar_q95"}), "test.yaml")
+    for half in ({"band.min_effect": "haar_q95"}, {"band.n_haar": 200}, {"band.haar_seed": 10_000},
+                 {"band.min_effect": "haar_q95", "band.n_haar": 200}):
+        with pytest.raises(InputError, match="band n_haar and haar_seed name the Haar directions of min_effect haar_q95"):
+            plan_file.parse(repo_plan(**half), "test.yaml")
 
 
 def test_pair_bands_divide_each_pairs_gap_by_the_runs_mean_student_width():

@@ -153,3 +153,17 @@ def test_a_second_fanout_on_the_same_checkout_is_refused(tmp_path):
     with fanout.only_fanout(root):
         with pytest.raises(InputError, match="another `vgrout fanout` runs"):
             fanout.fanout(root)
+
+
+def test_the_tasks_start_seed_by_seed():
+    """A budget that ends mid-grid leaves whole leading seeds (plans/decisive.yaml decides on those: seeds_run
+    leading): the run stages go to Ray seed by seed, each seed's in DVC's topological order, eval_base (no seed)
+    first. A stage reading another seed's stage keeps the topological order as it was."""
+    R = fanout.RunStage
+    topo = [R("eval_base", (), (), ()), *(R(f"train@{a}-{s}", (), (), ()) for a in ("none", "routeV") for s in (100, 101)),
+            *(R(f"eval@{a}-{s}", (), (f"train@{a}-{s}",), ()) for a in ("none", "routeV") for s in (100, 101))]
+    assert [r.name for r in fanout.seed_major(topo)] == [
+        "eval_base", "train@none-100", "train@routeV-100", "eval@none-100", "eval@routeV-100",
+        "train@none-101", "train@routeV-101", "eval@none-101", "eval@routeV-101"]
+    across = [*topo, R("eval@x-100", (), ("train@none-101",), ())]
+    assert fanout.seed_major(across) == across

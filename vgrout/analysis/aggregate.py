@@ -150,10 +150,28 @@ LONG_HORIZON_PRESET = "long"
 NULL_SEED = 1_000_000  # Haar null seeds start here, far from the placebo arm's small seeds
 
 
+def left_out(plan, seeds: list[int], arm_names: list[str], layout: Layout) -> None:
+    """Refuse a grid that leaves out a plan seed whose runs were evaluated: a claim decided on the leading seeds
+    that ran (seeds_run leading) must read every listed seed that did, so that cutting params train.seeds after
+    the results cannot choose its seeds (issue 50's review). A seed whose runs never finished their evaluation
+    (the budget ended) may be left out. Only the files' existence is read, to refuse, never to compute."""
+    if not any(c.seeds_run == "leading" for c in plan.claims.values()):
+        return
+    listed = dict.fromkeys(s for c in plan.claims.values() if c.seeds_run == "leading" for s in c.seeds)
+    ran = [f"{layout.run_metrics(run_name(a, s))}/per_mode_deploy.json" for s in listed if s not in seeds
+           for a in arm_names if (layout.run_metrics(run_name(a, s)) / "per_mode_deploy.json").exists()]
+    if ran:
+        raise InputError(f"params train.seeds {seeds} leaves out plan seeds whose runs were evaluated ({', '.join(ran[:3])}"
+                         f"{' ...' if len(ran) > 3 else ''}): a claim with seeds_run leading reads every listed seed "
+                         "that ran; list them in train.seeds")
+
+
 def aggregate_stage(params, layout: Layout = Layout()) -> dict:
     """DVC stage aggregate: the arm x seed grid of params in the pipeline's layout."""
     seeds = params.train.seeds
     arm_names = run_arms(params.train.arms, params.train.yoked, params.gate.yoke_to)
+    plan = plan_file.load(layout.plan)
+    left_out(plan, seeds, arm_names, layout)
     runs = [run_name(a, s) for a in arm_names for s in seeds]
     if (layout.run_metrics(BASE) / "per_mode_deploy.json").exists():
         runs = [BASE] + runs
@@ -162,7 +180,6 @@ def aggregate_stage(params, layout: Layout = Layout()) -> dict:
     placebos = {run_name(a, s): layout.vact(s) / f"{SPACES[arm_space(a)]}_placebo.safetensors"
                 for a in arm_names for s in seeds}
     placebos = {run: path for run, path in placebos.items() if path.exists()}  # none without placebo pair files
-    plan = plan_file.load(layout.plan)
     pairs_scores = {run_name(a, s): pair_scores(a, layout, s, directions[run_name(a, s)], plan.heldout_modes,
                                                 score_kind(layout.run(run_name(a, s))))
                     for a in arm_names for s in seeds if banded(a)}

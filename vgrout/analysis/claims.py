@@ -252,11 +252,12 @@ def band_floor(data: ClaimData, plan: Plan, c: Claim) -> float | str:
 
 
 def code_sha256() -> str:
-    """sha256 of the code a verdict is computed by: vgrout/analysis/*.py and vgrout/stats.py, in name order (each
-    file's path and bytes)."""
+    """sha256 of the code a verdict is computed by: vgrout/analysis/*.py and what it reads of the rest (stats.py,
+    arms.py, layout.py, routing/directions.py), in name order (each file's path and bytes)."""
     root = Path(__file__).parents[1]
     h = hashlib.sha256()
-    for path in sorted([*Path(__file__).parent.glob("*.py"), root / "stats.py"]):
+    read = [root / "stats.py", root / "arms.py", root / "layout.py", root / "routing" / "directions.py"]
+    for path in sorted([*Path(__file__).parent.glob("*.py"), *read]):
         h.update(path.relative_to(root.parent).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()
 
@@ -535,7 +536,8 @@ def summary_entry(v: dict) -> dict:
     """summary.json's claim_NAME: the status, holds (1/0, decided claims only: never for `insufficient`), each
     test's pass and interval, the seeds counted, α, and the plan's sha256."""
     out = {"status": v["status"], "plan_sha256": v["plan_sha256"], "alpha": v["alpha"], "n_seeds": len(v["seeds"]),
-           "min_seeds": v["min_seeds"]}
+           "min_seeds": v["min_seeds"], "seeds": " ".join(map(str, v["seeds"])),
+           "seeds_listed": " ".join(map(str, v.get("seeds_listed", v["seeds"])))}  # strings: a metrics file's values
     if v["status"] in ("holds", "does not hold"):
         out["holds"] = int(v["status"] == "holds")
         out |= {"alpha_holm": v["alpha_holm"], "family_size": v["family_size"]}  # the level its tests were run at

@@ -272,7 +272,7 @@ class Band(Block):
             raise ValueError(f"band q_lo ({self.q_lo}) must be below q_hi ({self.q_hi})")
         if self.units == "pairs" and self.statistic != "separation":
             raise ValueError("band units pairs reads each pair's separation: statistic must be separation")
-        if (self.min_effect == HAAR_Q95) != (self.n_haar is not None and self.haar_seed is not None):
+        if (self.min_effect == HAAR_Q95) != (self.n_haar is not None) or (self.n_haar is None) != (self.haar_seed is None):
             raise ValueError(f"band n_haar and haar_seed name the Haar directions of min_effect {HAAR_Q95}: both with "
                              "it, neither without it")
         if self.min_effect == HAAR_Q95:

@@ -102,6 +102,19 @@ def plan(root: Path) -> Plan:
     return Plan(up, tuple(runs), outputs)
 
 
+def seed_major(todo: list[RunStage]) -> list[RunStage]:
+    """The run stages in seed order, topological within a seed (a stable sort of a topological order; stages of no
+    seed, eval_base, first), so the tasks start seed by seed and a budget that ends mid-grid leaves whole leading
+    seeds (a plan's seeds_run leading decides on those). Where a stage reads another seed's (no preset does), the
+    topological order as it was."""
+    def seed(r: RunStage) -> int:
+        tail = r.workdir.rpartition("-")[2] if "@" in r.name else ""
+        return int(tail) if tail.isdigit() else -1
+    out = sorted(todo, key=seed)
+    at = {r.name: i for i, r in enumerate(out)}
+    return todo if any(at.get(a, -1) > at[r.name] for r in out for a in r.after) else out
+
+
 def stale(root: Path, runs: tuple[RunStage, ...]) -> list[RunStage]:
     """Run stages `dvc status` calls changed, and every run stage that reads one of them."""
     out = dvc(root, "status", "--json", *(r.name for r in runs), capture=True)
@@ -486,7 +499,7 @@ def fanout(root: Path = Path("."), address: str | None = None, work: Path | None
         console.print(f"[bold]head[/bold]: dvc repro {' '.join(p.upstream)}")
         dvc(root, "repro", *p.upstream)
         restore_adopted(root, p.runs, console, remote)
-        todo = stale(root, p.runs)
+        todo = seed_major(stale(root, p.runs))
         if remote:  # the tasks pull what they read from there: upstream, and current runs a stale one reads
             names = {t.name for t in todo}
             dvc(root, "push", "-r", remote, *p.upstream, *sorted({a for t in todo for a in t.after} - names),
