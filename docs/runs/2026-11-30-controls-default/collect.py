@@ -27,7 +27,10 @@ def main(ws: Path, out: Path, seed: int) -> None:
         print(f"{run}: {cells}{same}")
     art = ws / "metrics" / "artifacts"
     for src in (art / "A2.md", art / "A7_sample_cos.csv", art / "plot_data" / "score_band.csv", ws / "params.yaml"):
-        shutil.copy(src, out / src.name)
+        if src.exists():
+            shutil.copy(src, out / src.name)
+        else:
+            print(f"not copied: {src} does not exist (aggregate not run)")
     for cfg in sorted((ws / "runs" / "train").glob(f"*-{seed}/config.json")):
         shutil.copy(cfg, out / f"config_{cfg.parent.name}.json")
 
