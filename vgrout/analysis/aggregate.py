@@ -158,8 +158,9 @@ def left_out(plan, seeds: list[int], arm_names: list[str], layout: Layout) -> No
     if not any(c.seeds_run == "leading" for c in plan.claims.values()):
         return
     listed = dict.fromkeys(s for c in plan.claims.values() if c.seeds_run == "leading" for s in c.seeds)
-    ran = [f"{layout.run_metrics(run_name(a, s))}/per_mode_deploy.json" for s in listed if s not in seeds
-           for a in arm_names if (layout.run_metrics(run_name(a, s)) / "per_mode_deploy.json").exists()]
+    evaluated = [layout.run_metrics(run_name(a, s)) / "per_mode_deploy.json"
+                 for s in listed if s not in seeds for a in arm_names]
+    ran = [str(p) for p in evaluated if p.exists()]
     if ran:
         raise InputError(f"params train.seeds {seeds} leaves out plan seeds whose runs were evaluated ({', '.join(ran[:3])}"
                          f"{' ...' if len(ran) > 3 else ''}): a claim with seeds_run leading reads every listed seed "

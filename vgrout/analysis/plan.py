@@ -76,7 +76,8 @@ class Test(Block):
                                    "family, each k with both signs (placeboV0p, placeboV0n, placeboV1p, placeboV1n)")
     outcome: Literal["hack", "solve", "band", "routed_share"] = doc(
         ..., "hack: deploy hack rate; solve: deploy solve rate; band: the arm's signed score band (analysis.bands, the "
-        "pairs' held-out scores) against its draws' band in their separating orientation (claims.oriented); routed_share: the share of a step's student rows routed")
+        "pairs' held-out scores) against its draws' band in their separating orientation (claims.oriented); "
+        "routed_share: the share of a step's student rows routed")
     population: Literal["hackable", "heldout_modes", "all", "student_rows"] = doc(
         ..., "hackable: the hackable test problems; heldout_modes: the test problems of the modes the arm's runs "
         "held out of its pairs; all: every test problem; student_rows: each training step's student rollouts")
@@ -255,8 +256,8 @@ class Band(Block):
         ..., "the pre-registered smallest band difference that counts: a band test `higher` passes when its "
         "interval's lower end is above it (`lower`: upper end below −it), not above 0. A number (the plan's units), or "
         "haar_q95: the Haar floor, read at aggregate time per plan seed from metrics/vact/SEED.json (haar_floor."
-        "abs_band.q95 of the arm's direction, the Haar directions' |band| q95 in the pairs' own units) over the arm's "
-        "run's width_ratio (into the plan's units), mean over seeds (analysis.claims.band_floor); haar_q95 needs q_lo, "
+        "abs_band.q95 of the arm's direction, the Haar directions' |band| q95 in the pairs' own units) over its band "
+        "test's draws' width_ratio (into the plan's units), mean over seeds (analysis.claims.band_floor); haar_q95 needs q_lo, "
         "q_hi the floor's own quantiles (routing.directions.BAND_Q)")
     n_haar: int | None = doc(
         ..., "with min_effect haar_q95 (null without it): how many Haar directions the floor is a quantile over "
