@@ -1,0 +1,34 @@
+# The decisive grid (issue 51), one device session's seeds: `vgrout fanout` of presets/decisive.yaml under the plan
+# plans/decisive.yaml (copied to the workspace's analysis.yaml before any stage runs), with params train.seeds cut to
+# this session's seeds (DEC_SEEDS, e.g. "100, 101"): a session's device time holds two seeds' three arms, so the grid
+# runs seed by seed over sessions, each seed's arms in one session (paired within a seed). Started detached (setsid) in
+# the call that carries the GGUF's last piece, so it runs across calls; the next calls only wait and read (d_wait.sh).
+# The code is the commit carried as snap.tgz (snap.commit names it), not the call's tree.
+#   DEC_SEEDS="100, 101" setsid bash docs/runs/2026-11-30-decisive/d_start.sh < /dev/null &
+# Logs in /tmp/dd (outside the workspace: a file that appears in the head stops the fan-out).
+R=/tmp/dd; mkdir -p $R
+exec >> $R/start.log 2>&1
+t0=$(date +%s); echo "start $t0 $(date -u) seeds [${DEC_SEEDS:?DEC_SEEDS unset}]"
+stamp() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
+export STASH=/tmp/stash FAN_WS=/tmp/wsF FAN_PRESET=decisive FAN_DATA=/tmp/stash/data
+export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+[ -f /tmp/snap/.done ] || { rm -rf /tmp/snap; mkdir -p /tmp/snap && tar -xzf $STASH/snap.tgz -C /tmp/snap && touch /tmp/snap/.done; } || exit 1
+cd /tmp/snap && cp plans/decisive.yaml analysis.yaml || exit 1
+. docs/runs/device_fanout_setup.sh || { stamp "FAILED: setup"; exit 1; }
+stamp "setup done in $(pwd); GGUF: $(ls $VGROUT_CACHE/gguf); commit $(cat $STASH/snap.commit)"
+if ! grep -q "^  seeds: \[${DEC_SEEDS}\]" params.yaml; then
+  sed -i -E "s/^(  seeds: )\[100, 101, 102, 103, 104, 105\]/\1[${DEC_SEEDS}]/" params.yaml
+  grep -q "^  seeds: \[${DEC_SEEDS}\]" params.yaml || { stamp "FAILED: train.seeds not set"; exit 1; }
+  git -c user.name=fanout -c user.email=fanout@localhost commit -qam "this session's seeds: [${DEC_SEEDS}]" || exit 1
+fi
+cmp analysis.yaml plans/decisive.yaml || { stamp "FAILED: analysis.yaml is not plans/decisive.yaml"; exit 1; }
+stamp "plan sha256 $(sha256sum analysis.yaml | cut -c1-16); $(grep -n '^  seeds:\|gpu_share\|^preset' params.yaml | tr '\n' ' ')"
+[ -n "${DEC_SETUP_ONLY:-}" ] && { stamp "setup only"; exit 0; }
+python3 -c "import torch, transformers, ray, dvc; print('torch', torch.__version__, 'transformers', transformers.__version__, 'ray', ray.__version__, 'dvc', dvc.__version__, 'gpus', torch.cuda.device_count())"
+nvidia-smi --query-gpu=timestamp,index,memory.used,utilization.gpu --format=csv -lms 2000 > $R/smi.csv 2>&1 &
+echo $! > $R/smi.pid
+( while [ ! -f $R/done ]; do echo "$(date +%s) $(ps -eo args | grep -o 'stages/[a-z_]*\.py[ a-zA-Z0-9-]*' | grep -v grep | sort | tr '\n' ';')"; sleep 5; done ) > $R/ps.log 2>&1 &
+stamp "fanout starts"
+python3 -m vgrout.cli fanout > $R/fanout.log 2>&1
+rc=$?; stamp "fanout rc $rc"
+touch $R/done; kill $(cat $R/smi.pid) 2>/dev/null
