@@ -22,6 +22,23 @@ if ! grep -q "^  seeds: \[${DEC_SEEDS}\]" params.yaml; then
   git -c user.name=fanout -c user.email=fanout@localhost commit -qam "this session's seeds: [${DEC_SEEDS}]" || exit 1
 fi
 cmp analysis.yaml plans/decisive.yaml || { stamp "FAILED: analysis.yaml is not plans/decisive.yaml"; exit 1; }
+# A later session: the first session's upstream (pack.py --upstream: its dvc.lock entries of model, substrate, pairs,
+# teacher_pool and eval_base, and their outputs), so that every seed reads the same problems, pool and pairs and the
+# base is evaluated once. The model stage runs again (its GGUF conversion is deterministic: README "Resuming"); every
+# other upstream stage must then be current, its outputs only missing from this machine's DVC cache, or this stops.
+if [ -f $STASH/upstream.tgz ] && [ ! -f $R/upstream_placed ]; then
+  tar -xzf $STASH/upstream.tgz || exit 1
+  python3 -m dvc repro --single-item model || { stamp "FAILED: model"; exit 1; }
+  python3 -m dvc status --json substrate pairs teacher_pool eval_base > $R/upstream_status.json || exit 1
+  python3 -c "
+import json, sys
+changes = json.load(open('$R/upstream_status.json'))
+bad = [(s, c) for s, cs in changes.items() for c in cs
+       if not (isinstance(c, dict) and set(c) == {'changed outs'} and set(c['changed outs'].values()) == {'not in cache'})]
+sys.exit(f'upstream not current: {bad}' if bad else 0)" || { stamp "FAILED: the carried upstream is not current here"; exit 1; }
+  python3 -m dvc commit -f substrate pairs teacher_pool || exit 1  # into the cache the tasks check out from
+  touch $R/upstream_placed; stamp "upstream placed (carried), model rebuilt: $(cat $R/upstream_status.json)"
+fi
 stamp "plan sha256 $(sha256sum analysis.yaml | cut -c1-16); $(grep -n '^  seeds:\|gpu_share\|^preset' params.yaml | tr '\n' ' ')"
 [ -n "${DEC_SETUP_ONLY:-}" ] && { stamp "setup only"; exit 0; }
 python3 -c "import torch, transformers, ray, dvc; print('torch', torch.__version__, 'transformers', transformers.__version__, 'ray', ray.__version__, 'dvc', dvc.__version__, 'gpus', torch.cuda.device_count())"

@@ -60,7 +60,7 @@ for name, f in [("base", "base_test_medhard"), *[(f"none-{s}", f"mix0_none-{s}")
                                         if r["mode"] == "overall" and r["view"] == "deploy"]
 out["train_rows"] = {}
 for s in (1, 2, 3):
-    p = D / f"mix0_none-{s}" / ("rollouts.jsonl.gz" if s == 1 else "rows.jsonl.gz")
+    p = D / f"mix0_none-{s}" / "rows.jsonl.gz"  # seed 1's too: its text-free rows (README "Files moved out of the tree")
     rows = [json.loads(l) for l in gzip.open(p, "rt")]
     by = {}
     for r in rows:

@@ -13,7 +13,7 @@
 # Results in /tmp/r7/out; the log /tmp/r7/run.log.
 R=/tmp/r7; mkdir -p $R/out $R/in; rm -f $R/done
 # the call's tree is laid anew at the next call: take what the job reads from it now
-cp "$1/../round6/r6mix0.yaml" "$1/../round6/mix0_none-1/rollouts.jsonl.gz" $R/in/ || exit 1
+cp "$1/../round6/r6mix0.yaml" "$1/../round6/mix0_none-1/rollouts.jsonl.gz" $R/in/ || exit 1  # the rollouts file: README "Files moved out of the tree"
 exec >> $R/run.log 2>&1
 t0=$(date +%s); echo "start $t0 $(date -u)"
 stamp() { echo "[$(( $(date +%s) - t0 )) s] $*"; case "$*" in FAILED*) touch $R/done;; esac; }
