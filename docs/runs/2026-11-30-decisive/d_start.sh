@@ -7,6 +7,8 @@
 #   DEC_SEEDS="100, 101" setsid bash docs/runs/2026-11-30-decisive/d_start.sh < /dev/null &
 # Logs in /tmp/dd (outside the workspace: a file that appears in the head stops the fan-out).
 R=/tmp/dd; mkdir -p $R
+# run from a copy: the call's tree is laid anew at the next call, while this runs on across calls
+[ "$0" = $R/d_start.sh ] || { cp "$0" $R/d_start.sh && exec bash $R/d_start.sh "$@"; }
 exec >> $R/start.log 2>&1
 t0=$(date +%s); echo "start $t0 $(date -u) seeds [${DEC_SEEDS:?DEC_SEEDS unset}]"
 stamp() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
