@@ -10,7 +10,8 @@ analysis.yaml, metrics/, runs/, data/), h_final.tgz (the head after its aggregat
 status.json and stage logs) and dd_logs.tgz (/tmp/dd), RUN.acts.gz (each run's rollout_acts.safetensors). Writes docs/runs/2026-11-30-decisive/
 SESSION_NAME/: per run RUN/{deploy_samples.csv,per_mode_deploy.json,eval_curve.json,steps.jsonl,rows.jsonl}.gz and
 config.json; base/; dvc.lock.gz, params.yaml, device_summary.json (the device's aggregate over this session's
-seeds), logs.tgz, kept_beside.sha256.
+seeds), device_artifacts/ (its A2.md, A7.md, A7.csv, A7_runs.csv, gzipped), logs.tgz, kept_beside.sha256,
+returns.sha256 (the returned tarballs, which assemble.py checks).
 """
 from __future__ import annotations
 
@@ -68,10 +69,14 @@ def unpack(returns: Path, ws: Path) -> None:
             gzip.decompress(acts.read_bytes()))
 
 
+RETURNS = ("h1.tgz", "h2.tgz", "h_final.tgz", "logs.tgz", "dd_logs.tgz")  # what d_collect.sh brings back, besides acts
+
+
 def main(returns: Path, name: str, upstream: Path | None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         unpack(returns, Path(tmp))
         pack(Path(tmp), name, upstream)
+    (HERE / name / "returns.sha256").write_text("".join(f"{sha256(returns / f)}  {f}\n" for f in RETURNS))
 
 
 def pack(ws: Path, name: str, upstream: Path | None) -> None:
@@ -92,6 +97,9 @@ def pack(ws: Path, name: str, upstream: Path | None) -> None:
         gz(t / "rollouts.jsonl", o / "rows.jsonl.gz", drop=("completion",))
         shutil.copy(t / "config.json", o / "config.json")
         kept.append((sha256(t / "rollout_acts.safetensors"), f"runs/train/{run}/rollout_acts.safetensors"))
+    (out / "device_artifacts").mkdir()  # the device aggregate's tables the README quotes (A2: the claims; A7: the gate)
+    for f in ("A2.md", "A7.md", "A7.csv", "A7_runs.csv"):
+        gz(ws / "metrics/artifacts" / f, out / "device_artifacts" / f"{f}.gz")
     gz(ws / "dvc.lock", out / "dvc.lock.gz")
     shutil.copy(ws / "params.yaml", out / "params.yaml")
     shutil.copy(ws / "metrics/summary.json", out / "device_summary.json")
