@@ -11,8 +11,9 @@ anything runs: each returned file's sha256 against the record's returns.sha256 a
 deploy files against the record's gzipped copies, every run's config.json recording the same inputs (problems, pool,
 model, code) and plan hash, the shared files (pairs) equal across sessions. The base is session 1's (the plan's).
 
-params.yaml is the first session's with train.seeds the plan's six seeds (C1's list: the plan decides on the leading
-seeds that ran); analysis.yaml is plans/decisive.yaml. --session-check instead lists only the given sessions' seeds
+params.yaml is the first session's with train.seeds every seed the sessions ran, which must be the plan's leading
+seeds (the plan decides on the leading seeds that ran; the aggregate reads each listed seed's directions, which exist
+only for seeds that ran); analysis.yaml is plans/decisive.yaml. --session-check takes any of the recorded sessions
 (to compare with one session's device aggregate: device_summary.json). Also writes metrics/plan_timing.json: each
 run's start (its config.json's mtime, from the returned tarballs) against the plan's last commit in this repository,
 the check A2.md cannot make on an uncommitted analysis.yaml.
@@ -143,8 +144,10 @@ def main(ws: Path, sessions: list[Path], session_check: bool) -> None:
         print(f"{s}: {unpack_session(s, ws, i == 0, seen, starts)} files")
     check_runs(ws)
     plan = (ws / "plans/decisive.yaml").read_text()
-    seeds = ([int(x) for x in re.findall(r"\d+", " ".join(s.name for s in sessions))] if session_check else
-             [int(x) for x in re.search(r"(?m)^    seeds: \[([0-9, ]+)\]", plan).group(1).split(",")])
+    plan_seeds = [int(x) for x in re.search(r"(?m)^    seeds: \[([0-9, ]+)\]", plan).group(1).split(",")]
+    seeds = sorted(int(x) for x in re.findall(r"\d+", " ".join(s.name for s in sessions)))
+    if not session_check and seeds != plan_seeds[:len(seeds)]:
+        raise SystemExit(f"the sessions' seeds {seeds} are not the plan's leading seeds {plan_seeds}")
     params = (HERE / sessions[0].name / "params.yaml").read_text()
     params, k = re.subn(r"(?m)^(  seeds: )\[[0-9, ]*\]", rf"\g<1>[{', '.join(map(str, seeds))}]", params)
     if k != 1:
