@@ -46,6 +46,8 @@ if ! grep -q "^  seeds: \[${DEC_SEEDS}\]" params.yaml; then
   git -c user.name=fanout -c user.email=fanout@localhost commit -qam "this session's seeds: [${DEC_SEEDS}]" || exit 1
 fi
 cmp analysis.yaml plans/decisive.yaml || { stamp "FAILED: analysis.yaml is not plans/decisive.yaml"; exit 1; }
+stamp "plan sha256 $(sha256sum analysis.yaml | cut -c1-16); $(grep -n '^  seeds:\|gpu_share\|^preset' params.yaml | tr '\n' ' ')"
+[ -n "${DEC_SETUP_ONLY:-}" ] && { stamp "setup only"; exit 0; }  # (the model's GGUF comes with the last carry)
 # A later session: the first session's upstream (pack.py --upstream: its dvc.lock entries of model, substrate, pairs,
 # teacher_pool and eval_base, and their outputs), so that every seed reads the same problems, pool and pairs and the
 # base is evaluated once. The model stage runs again (its GGUF conversion is deterministic: README "Resuming"); every
@@ -75,8 +77,6 @@ elif [ ! -f $R/upstream_placed ] && [ "$DEC_SEEDS" != "100, 101" ]; then
 SUMS
   touch $R/upstream_placed; stamp "upstream rebuilt, equal to session 1's"
 fi
-stamp "plan sha256 $(sha256sum analysis.yaml | cut -c1-16); $(grep -n '^  seeds:\|gpu_share\|^preset' params.yaml | tr '\n' ' ')"
-[ -n "${DEC_SETUP_ONLY:-}" ] && { stamp "setup only"; exit 0; }
 python3 -c "import torch, transformers, ray, dvc; print('torch', torch.__version__, 'transformers', transformers.__version__, 'ray', ray.__version__, 'dvc', dvc.__version__, 'gpus', torch.cuda.device_count())"
 nvidia-smi --query-gpu=timestamp,index,memory.used,utilization.gpu --format=csv -lms 2000 > $R/smi.csv 2>&1 &
 echo $! > $R/smi.pid
