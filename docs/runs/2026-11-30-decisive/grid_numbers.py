@@ -11,7 +11,6 @@ fan-out stage's seconds (status.json), the upstream's span and the GPUs' memory 
 from __future__ import annotations
 
 import csv
-import datetime
 import gzip
 import io
 import json
@@ -75,7 +74,7 @@ def session_numbers(s: Path) -> dict:
 
 def main(name: str) -> None:
     s = HERE / name
-    runs = sorted(p.name for p in s.iterdir() if p.is_dir())
+    runs = sorted(p.parent.name for p in s.glob("*/per_mode_deploy.json.gz"))  # a run's folder (device_artifacts/ apart)
     print(json.dumps({"session": name, "runs": {r: run_numbers(s / r) for r in runs}, **session_numbers(s),
                       "made": "grid_numbers.py " + name}, indent=1))
 

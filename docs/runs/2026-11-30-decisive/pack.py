@@ -25,6 +25,8 @@ import tarfile
 import tempfile
 from pathlib import Path
 
+import yaml
+
 HERE = Path(__file__).resolve().parent
 UPSTREAM_STAGES = ("model", "substrate", "pairs", "teacher_pool", "eval_base")  # what a later session reuses
 UPSTREAM_FILES = ("data/substrate", "data/pool", "runs/pairs", "metrics/substrate_check.json",
@@ -46,8 +48,8 @@ def sha256(path: Path) -> str:
 
 
 def upstream_lock(lock_text: str) -> str:
-    """dvc.lock cut to the stages a later session reuses (yaml kept as DVC wrote it: its stage blocks in order)."""
-    import yaml
+    """dvc.lock cut to the stages a later session reuses, their entries unchanged (re-written by PyYAML: DVC reads the
+    same values)."""
     lock = yaml.safe_load(lock_text)
     missing = [s for s in UPSTREAM_STAGES if s not in lock["stages"]]
     if missing:
