@@ -15,8 +15,11 @@ params.yaml is the first session's with train.seeds every seed the sessions ran,
 seeds (the plan decides on the leading seeds that ran; the aggregate reads each listed seed's directions, which exist
 only for seeds that ran); analysis.yaml is plans/decisive.yaml. --session-check takes any of the recorded sessions
 (to compare with one session's device aggregate: device_summary.json). Also writes metrics/plan_timing.json: each
-run's start (its config.json's mtime, from the returned tarballs) against the plan's last commit in this repository,
-the check A2.md cannot make on an uncommitted analysis.yaml.
+run's start (its session's start, from the returned dd_logs.tgz) against the plan's last commit in this repository,
+the check A2.md cannot make on an uncommitted analysis.yaml. A run's start is bounded below by its session's start
+(the first `start EPOCH` line of d_start.sh's start.log, in the returned dd_logs.tgz: every run of a session starts
+after it); its config.json's mtime in h2.tgz is when the fan-out adopted it into the head, after the run ended, and
+is listed apart.
 """
 from __future__ import annotations
 
@@ -70,13 +73,23 @@ def check_sessions(sessions: list[Path]) -> None:
         raise SystemExit(f"sessions {names}: the record holds {records}; give each once")
 
 
-def unpack_session(s: Path, ws: Path, first: bool, seen: dict[str, bytes], starts: dict[str, float]) -> int:
+def session_start(s: Path) -> float:
+    """When d_start.sh first ran in session s (device clock): every run of the session started after it."""
+    with tarfile.open(s / "dd_logs.tgz") as tar:
+        log = tar.extractfile("tmp/dd/start.log").read().decode()
+    m = re.search(r"(?m)^start (\d+) ", log)
+    if m is None:
+        raise SystemExit(f"{s / 'dd_logs.tgz'}: tmp/dd/start.log has no 'start EPOCH' line")
+    return float(m.group(1))
+
+
+def unpack_session(s: Path, ws: Path, first: bool, seen: dict[str, bytes], starts: dict[str, tuple]) -> int:
     record = HERE / s.name
     want = listed(record / "returns.sha256") | listed(record / "kept_beside.sha256")
-    for f in ("h1.tgz", "h2.tgz", "h_final.tgz"):
+    for f in ("h1.tgz", "h2.tgz", "h_final.tgz", "dd_logs.tgz"):
         if sha256((s / f).read_bytes()) != want.get(f):
             raise SystemExit(f"{s / f}: sha256 is not the one {record.name}/returns.sha256 lists")
-    n = 0
+    n, began = 0, session_start(s)
     with tarfile.open(s / "h1.tgz") as tar:
         for m in tar.getmembers():
             if not (m.isfile() and m.name.startswith(HEAD_PARTS)):
@@ -100,7 +113,7 @@ def unpack_session(s: Path, ws: Path, first: bool, seen: dict[str, bytes], start
             if m.isfile() and m.name.startswith("runs/train/") and m.name.endswith(("config.json", "rollouts.jsonl")):
                 tar.extract(m, ws, filter="data")
                 if m.name.endswith("config.json"):
-                    starts[m.name.split("/")[2]] = m.mtime
+                    starts[m.name.split("/")[2]] = (began, m.mtime)
                 n += 1
     for acts in sorted(s.glob("*.acts.gz")):
         run = acts.name.removesuffix(".acts.gz")
@@ -125,21 +138,23 @@ def check_runs(ws: Path) -> None:
         raise SystemExit(f"runs recorded different inputs or plans: {list(seen.values())}")
 
 
-def plan_timing(ws: Path, starts: dict[str, float]) -> dict:
+def plan_timing(ws: Path, starts: dict[str, tuple]) -> dict:
     last = git("log", "-1", "--format=%H %cI", "--", "plans/decisive.yaml", cwd=REPO).split()
-    changed = datetime.fromisoformat(last[1])
-    first_run = min(starts.values())
+    changed = datetime.fromisoformat(last[1]).timestamp()
+    iso = lambda t: datetime.fromtimestamp(t, timezone.utc).isoformat()  # noqa: E731
     return {"plan": "plans/decisive.yaml", "last_commit": last[0], "last_commit_date": last[1],
-            "first_run_start": datetime.fromtimestamp(first_run, timezone.utc).isoformat(),
-            "runs_started_before_the_plan": sorted(r for r, t in starts.items() if t < changed.timestamp()),
-            "made": "assemble.py (each run's start: its config.json's mtime in the returned h2.tgz)"}
+            "first_session_start": iso(min(b for b, _ in starts.values())),
+            "runs_started_before_the_plan": sorted(r for r, (b, _) in starts.items() if b < changed),
+            "runs": {r: {"session_start": iso(b), "adopted": iso(a)} for r, (b, a) in sorted(starts.items())},
+            "made": "assemble.py (a run starts after its session's start: d_start.sh's first 'start EPOCH' line in "
+                    "the returned dd_logs.tgz; 'adopted': its config.json's mtime in h2.tgz, after the run ended)"}
 
 
 def main(ws: Path, sessions: list[Path], session_check: bool) -> None:
     check_workspace(ws)
     check_sessions(sessions) if not session_check else None
     seen: dict[str, bytes] = {}
-    starts: dict[str, float] = {}
+    starts: dict[str, tuple] = {}
     for i, s in enumerate(sessions):
         print(f"{s}: {unpack_session(s, ws, i == 0, seen, starts)} files")
     check_runs(ws)
