@@ -16,7 +16,8 @@ seeds (the plan decides on the leading seeds that ran; the aggregate reads each 
 only for seeds that ran); analysis.yaml is plans/decisive.yaml. --session-check takes any of the recorded sessions
 (to compare with one session's device aggregate: device_summary.json). Also writes metrics/plan_timing.json: each
 run's start (its session's start, from the returned dd_logs.tgz) against the plan's last commit in this repository,
-the check A2.md cannot make on an uncommitted analysis.yaml. A run's start is bounded below by its session's start
+the check A2.md cannot make on an uncommitted analysis.yaml; a run whose session started before that commit stops
+the assembly before the aggregate runs. A run's start is bounded below by its session's start
 (the first `start EPOCH` line of d_start.sh's start.log, in the returned dd_logs.tgz: every run of a session starts
 after it); its config.json's mtime in h2.tgz is when the fan-out adopted it into the head, after the run ended, and
 is listed apart.
@@ -76,6 +77,8 @@ def check_sessions(sessions: list[Path]) -> None:
 def session_start(s: Path) -> float:
     """When d_start.sh first ran in session s (device clock): every run of the session started after it."""
     with tarfile.open(s / "dd_logs.tgz") as tar:
+        if "tmp/dd/start.log" not in tar.getnames():
+            raise SystemExit(f"{s / 'dd_logs.tgz'}: no tmp/dd/start.log (d_start.sh's log), so no session start")
         log = tar.extractfile("tmp/dd/start.log").read().decode()
     m = re.search(r"(?m)^start (\d+) ", log)
     if m is None:
@@ -169,6 +172,10 @@ def main(ws: Path, sessions: list[Path], session_check: bool) -> None:
         raise SystemExit(f"{sessions[0].name}/params.yaml: no single train.seeds line")
     (ws / "params.yaml").write_text(params)
     shutil.copy(ws / "plans/decisive.yaml", ws / "analysis.yaml")
+    timing = plan_timing(ws, starts)  # before the verdict is computed: a run older than the plan has none
+    if timing["runs_started_before_the_plan"]:
+        raise SystemExit(f"runs whose session started before the plan's last change {timing['last_commit']}: "
+                         f"{timing['runs_started_before_the_plan']}")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ws)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
     subprocess.run([sys.executable, "stages/aggregate.py"], cwd=ws, check=True, env=env)
     code = json.loads((ws / "metrics/summary.json").read_text())["plan"]["code_sha256"]
@@ -176,7 +183,6 @@ def main(ws: Path, sessions: list[Path], session_check: bool) -> None:
         device = json.loads((HERE / s.name / "device_summary.json").read_text())["plan"]["code_sha256"]
         if device != code:
             raise SystemExit(f"the verdicts' code here ({code}) is not {s.name}'s on the device ({device})")
-    timing = plan_timing(ws, starts)
     (ws / "metrics/plan_timing.json").write_text(json.dumps(timing, indent=1) + "\n")
     print(json.dumps(timing, indent=1))
 

@@ -11,9 +11,10 @@ GRID_COMMIT=e3f642109f9f9a12b031d182132486b550a4720b  # the grid's code, every s
 UPSTREAM_SHA256=65fddeec2f3d86c550390f09ab3ae696edfdb24f5b0c4d930c00fe7357e87ba3  # s100-101/kept_beside.sha256
 VERSIONS="torch 2.11.0+cu130 transformers 5.17.0 ray 2.60.0 dvc 3.67.1"  # session 1's (README)
 if [ "$0" != $R/d_start.sh ]; then
-  # No seed is drawn twice: DEC_SEEDS must be the plan's next seeds, in order, after those the record holds (a
-  # folder sA-B per session with all its arms evaluated; a session that did not finish is recorded under attempts/
-  # and its seeds run again whole: README "Resuming").
+  # No seed is drawn twice, none left out: DEC_SEEDS must be the plan's next two seeds (the last one, if one is left),
+  # in order, after those the record holds (a folder sA-B per session with all its arms evaluated; a session that did
+  # not finish is recorded under attempts/ and its seeds run again whole: README "Resuming"). A session of fewer
+  # seeds than it can hold would let the grid stop on what it has seen.
   python3 - "$(dirname "$0")" "${DEC_SEEDS:-}" <<'PY' || exit 1
 import re, sys
 from pathlib import Path
@@ -21,7 +22,7 @@ record, asked = Path(sys.argv[1]), [int(x) for x in sys.argv[2].replace(",", " "
 plan = [100, 101, 102, 103, 104, 105]  # plans/decisive.yaml's seeds (tests/analysis/test_decisive.py keeps them)
 done = sorted(int(x) for d in record.glob("s*-*") if d.is_dir() for x in re.findall(r"\d+", d.name))
 done = list(range(done[0], done[-1] + 1)) if done else []
-nxt = [s for s in plan if s not in done][:len(asked)]
+nxt = [s for s in plan if s not in done][:2]
 if not asked or asked != nxt:
     sys.exit(f"DEC_SEEDS {asked}: the record holds seeds {done}; the next seeds of the plan are {nxt or 'none'}")
 PY
@@ -40,6 +41,7 @@ stamp "setup done in $(pwd); GGUF: $(ls $VGROUT_CACHE/gguf); commit $(cat $STASH
 [ "$(cat $STASH/snap.commit)" = $GRID_COMMIT ] || { stamp "FAILED: snap.commit is not the grid's $GRID_COMMIT"; exit 1; }
 v=$(python3 -c "import torch, transformers, ray, dvc; print('torch', torch.__version__, 'transformers', transformers.__version__, 'ray', ray.__version__, 'dvc', dvc.__version__)")
 [ "$v" = "$VERSIONS" ] || [ -n "${DEC_ALLOW_VERSIONS:-}" ] || { stamp "FAILED: versions '$v', session 1 had '$VERSIONS'"; exit 1; }
+stamp "versions: $v$([ "$v" = "$VERSIONS" ] && echo " (session 1's)" || echo " (NOT session 1's: DEC_ALLOW_VERSIONS)")"
 if ! grep -q "^  seeds: \[${DEC_SEEDS}\]" params.yaml; then
   sed -i -E "s/^(  seeds: )\[100, 101, 102, 103, 104, 105\]/\1[${DEC_SEEDS}]/" params.yaml
   grep -q "^  seeds: \[${DEC_SEEDS}\]" params.yaml || { stamp "FAILED: train.seeds not set"; exit 1; }
@@ -54,6 +56,7 @@ stamp "plan sha256 $(sha256sum analysis.yaml | cut -c1-16); $(grep -n '^  seeds:
 # other upstream stage must then be current, its outputs only missing from this machine's DVC cache, or this stops.
 if [ -f $STASH/upstream.tgz ] && [ ! -f $R/upstream_placed ]; then
   echo "$UPSTREAM_SHA256  $STASH/upstream.tgz" | sha256sum -c --quiet || { stamp "FAILED: upstream.tgz is not session 1's"; exit 1; }
+  stamp "upstream.tgz sha256 $UPSTREAM_SHA256 (session 1's)"
   tar -xzf $STASH/upstream.tgz || exit 1
   python3 -m dvc repro --single-item model || { stamp "FAILED: model"; exit 1; }
   python3 -m dvc status --json substrate pairs teacher_pool eval_base > $R/upstream_status.json || exit 1
