@@ -15,12 +15,11 @@ params.yaml is the first session's with train.seeds every seed the sessions ran,
 seeds (the plan decides on the leading seeds that ran; the aggregate reads each listed seed's directions, which exist
 only for seeds that ran); analysis.yaml is plans/decisive.yaml. --session-check takes any of the recorded sessions
 (to compare with one session's device aggregate: device_summary.json). Also writes metrics/plan_timing.json: each
-run's start (its session's start, from the returned dd_logs.tgz) against the plan's last commit in this repository,
-the check A2.md cannot make on an uncommitted analysis.yaml; a run whose session started before that commit stops
-the assembly before the aggregate runs. A run's start is bounded below by its session's start
-(the first `start EPOCH` line of d_start.sh's start.log, in the returned dd_logs.tgz: every run of a session starts
-after it); its config.json's mtime in h2.tgz is when the fan-out adopted it into the head, after the run ended, and
-is listed apart.
+run's start against the plan's last commit in this repository, the check A2.md cannot make on an uncommitted
+analysis.yaml; a run whose session started before that commit stops the assembly before the aggregate runs. A run's
+start is bounded below by its session's start (the first `start EPOCH` line of d_start.sh's start.log, in the
+returned dd_logs.tgz); its config.json's mtime in h2.tgz is when the fan-out adopted it into the head, after the run
+ended, and is listed apart.
 """
 from __future__ import annotations
 
@@ -141,7 +140,7 @@ def check_runs(ws: Path) -> None:
         raise SystemExit(f"runs recorded different inputs or plans: {list(seen.values())}")
 
 
-def plan_timing(ws: Path, starts: dict[str, tuple]) -> dict:
+def plan_timing(starts: dict[str, tuple]) -> dict:
     last = git("log", "-1", "--format=%H %cI", "--", "plans/decisive.yaml", cwd=REPO).split()
     changed = datetime.fromisoformat(last[1]).timestamp()
     iso = lambda t: datetime.fromtimestamp(t, timezone.utc).isoformat()  # noqa: E731
@@ -172,7 +171,7 @@ def main(ws: Path, sessions: list[Path], session_check: bool) -> None:
         raise SystemExit(f"{sessions[0].name}/params.yaml: no single train.seeds line")
     (ws / "params.yaml").write_text(params)
     shutil.copy(ws / "plans/decisive.yaml", ws / "analysis.yaml")
-    timing = plan_timing(ws, starts)  # before the verdict is computed: a run older than the plan has none
+    timing = plan_timing(starts)  # before the verdict is computed: a run older than the plan has none
     if timing["runs_started_before_the_plan"]:
         raise SystemExit(f"runs whose session started before the plan's last change {timing['last_commit']}: "
                          f"{timing['runs_started_before_the_plan']}")
