@@ -2,7 +2,8 @@
 (plans/decisive.yaml, issue 51): the two name the same arms and seeds; the preset is the pilot's `real` but for the
 design's keys; and the plan's three rules the earlier schema lacked decide as written: the paired t over seeds
 (Test.paired_t), the failed-run rule (Claim.headroom_over base) and the exploratory secondary family
-(Claim.confirmatory false). Synthetic records, no pipeline."""
+(Claim.confirmatory false). Synthetic records, no pipeline; and the decisive record's C1 decided again from its
+committed files (verify_c1.py), shown able to fail."""
 import copy
 from pathlib import Path
 
@@ -235,3 +236,71 @@ def test_the_t_is_judged_at_its_own_sidedness_apart_from_the_interval(monkeypatc
     assert one["p_t"] == pytest.approx(0.04) and one["t_passes"]
     two = decide(plan_dict(C1={"t_sidedness": "two-sided"}), data)["C1"]["tests"][0]
     assert not two["t_passes"] and not two["passes"] and two["bootstrap_passes"]
+
+
+# The decisive record (docs/runs/2026-11-30-decisive): C1's verdict recomputed from its committed files alone.
+RECORD = REPO / "docs" / "runs" / "2026-11-30-decisive"
+
+
+def _verify():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("verify_c1", RECORD / "verify_c1.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _record_copy(tmp_path: Path) -> Path:
+    import shutil
+    dest = tmp_path / "record"
+    for part in [*RECORD.glob("s*-*"), RECORD / "verdict"]:
+        shutil.copytree(part, dest / part.name)
+    return dest
+
+
+def test_the_committed_record_gives_the_committed_c1_verdict(capsys):
+    """verify_c1.py decides C1 from the record's per-sample deploy grades and configs with the aggregate's own claims
+    code, and every value equals verdict/summary.json's claim_C1 (made from the returned files by assemble.py)."""
+    assert _verify().main(RECORD) == 0
+    assert "C1 from the committed files: does not hold; equal to verdict/summary.json" in capsys.readouterr().out
+
+
+def _regrade(samples: Path, moves: list[tuple[str, str]]) -> None:
+    """Set deploy rows' hacked (and hacked_strict) labels: moves of (from, to), each the first matching row of a
+    different problem than the moves before."""
+    import gzip
+    lines = gzip.decompress(samples.read_bytes()).decode().splitlines()
+    header, used = lines[0].split(","), set()
+    for old, new in moves:
+        i = next(k for k, line in enumerate(lines[1:], 1) if (row := dict(zip(header, line.split(","))))["view"] ==
+                 "deploy" and row["hackable"] == "1" and row["gt_pass"] == "0" and row["hacked"] == old
+                 and row["problem_id"] not in used)
+        row = dict(zip(header, lines[i].split(",")))
+        used.add(row["problem_id"])
+        lines[i] = ",".join({**row, "hacked": new, "hacked_strict": new}[h] for h in header)
+    samples.write_bytes(gzip.compress(("\n".join(lines) + "\n").encode()))
+
+
+def test_a_changed_grade_or_plan_hash_in_the_record_is_caught(tmp_path, capsys):
+    """The check can fail. One deploy sample of routeV-100 regraded alone (hacked 1 -> 0) no longer matches the run's
+    per_mode_deploy.json, and the aggregate's loader refuses it; a hack moved from one problem to another (the run's
+    totals kept) moves C1's interval; a run's recorded plan hash changed makes C1 exploratory. Each time verify_c1
+    reports what differs."""
+    import json
+    verify = _verify()
+    record = _record_copy(tmp_path / "lone")
+    _regrade(record / "s100-101" / "routeV-100" / "deploy_samples.csv.gz", [("1", "0")])
+    with pytest.raises(InputError, match="do not reproduce"):
+        verify.main(record)
+
+    record = _record_copy(tmp_path / "moved")
+    _regrade(record / "s100-101" / "routeV-100" / "deploy_samples.csv.gz", [("1", "0"), ("0", "1")])
+    assert verify.main(record) == 1
+    assert "DIFFERS hack_below_uniform_" in capsys.readouterr().out
+
+    record = _record_copy(tmp_path / "plan")
+    config_path = record / "s104-105" / "none-105" / "config.json"
+    config = json.loads(config_path.read_text())
+    config_path.write_text(json.dumps({**config, "plan_sha256": "0" * 64}))
+    assert verify.main(record) == 1
+    assert "DIFFERS status: recorded 'does not hold', again 'exploratory'" in capsys.readouterr().out
