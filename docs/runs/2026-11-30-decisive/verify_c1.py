@@ -43,16 +43,16 @@ def lay_out(record: Path, work: Path) -> list[str]:
     sessions = sorted(p for p in record.glob("s*-*") if p.is_dir())
     if not sessions:
         raise SystemExit(f"{record}: no session folder sA-B")
-    runs = []
-    for session in sessions:
-        for run_dir in sorted(p for p in session.iterdir() if p.is_dir() and (p / "config.json").exists()):
-            runs.append(run_dir.name)
-            _unzip(run_dir, work / "metrics" / "runs" / run_dir.name, METRIC_FILES)
-            (work / "runs" / "train" / run_dir.name).mkdir(parents=True)
-            shutil.copy(run_dir / "config.json", work / "runs" / "train" / run_dir.name / "config.json")
-    _unzip(sessions[0] / "base", work / "metrics" / "runs" / BASE, METRIC_FILES[:2])
+    run_dirs = [p for session in sessions for p in sorted(session.iterdir())
+                if p.is_dir() and (p / "config.json").exists()]
+    runs = [p.name for p in run_dirs]
     if len(set(runs)) != len(runs):
         raise SystemExit(f"{record}: a run is in two session folders")
+    for run_dir in run_dirs:
+        _unzip(run_dir, work / "metrics" / "runs" / run_dir.name, METRIC_FILES)
+        (work / "runs" / "train" / run_dir.name).mkdir(parents=True)
+        shutil.copy(run_dir / "config.json", work / "runs" / "train" / run_dir.name / "config.json")
+    _unzip(sessions[0] / "base", work / "metrics" / "runs" / BASE, METRIC_FILES[:2])
     return [BASE] + runs
 
 
