@@ -269,16 +269,16 @@ def _regrade(samples: Path, moves: list[tuple[str, str]]) -> None:
     """Set deploy rows' hacked (and hacked_strict) labels: moves of (from, to), each the first matching row of a
     different problem than the moves before."""
     import gzip
-    lines = gzip.decompress(samples.read_bytes()).decode().splitlines()
-    header, used = lines[0].split(","), set()
+    header, *lines = gzip.decompress(samples.read_bytes()).decode().splitlines()
+    header = header.split(",")
+    rows, used = [dict(zip(header, line.split(","))) for line in lines], set()
     for old, new in moves:
-        i = next(k for k, line in enumerate(lines[1:], 1) if (row := dict(zip(header, line.split(","))))["view"] ==
-                 "deploy" and row["hackable"] == "1" and row["gt_pass"] == "0" and row["hacked"] == old
-                 and row["problem_id"] not in used)
-        row = dict(zip(header, lines[i].split(",")))
+        row = next(r for r in rows if r["view"] == "deploy" and r["hackable"] == "1" and r["gt_pass"] == "0"
+                   and r["hacked"] == old and r["problem_id"] not in used)
+        row |= {"hacked": new, "hacked_strict": new}
         used.add(row["problem_id"])
-        lines[i] = ",".join({**row, "hacked": new, "hacked_strict": new}[h] for h in header)
-    samples.write_bytes(gzip.compress(("\n".join(lines) + "\n").encode()))
+    text = "\n".join([",".join(header)] + [",".join(r[h] for h in header) for r in rows]) + "\n"
+    samples.write_bytes(gzip.compress(text.encode()))
 
 
 def test_a_changed_grade_or_plan_hash_in_the_record_is_caught(tmp_path, capsys):
